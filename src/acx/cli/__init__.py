@@ -1,0 +1,92 @@
+"""The ``acx`` command.
+
+Each sub-command lives in its own module exposing ``register(subparsers)``; a handler returns an
+exit code. Exit codes: 0 ok, 1 failure, 2 usage or input error, 130 interrupted. Bad input never
+produces a traceback: :class:`acx.errors.AcxUserError` is rendered as diagnostics.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+
+__all__ = ["main"]
+
+#: Modules that contribute sub-commands, in help order.
+_COMMAND_MODULES = (
+    "acx.cli._compile",
+    "acx.cli._explain",
+    "acx.cli._validate",
+    "acx.cli._lang",
+    "acx.cli._run",
+    "acx.cli._results",
+    "acx.cli._envcmd",
+    "acx.cli._catalog",
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        sys.stderr.write(f"acx: error: {message}\n")
+        raise SystemExit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from acx import __version__
+
+    parser = _Parser(
+        prog="acx",
+        description="Compile agent-evaluation specs into inspectable execution plans and run them.",
+    )
+    parser.add_argument("--version", action="version", version=f"acx {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name in _COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from acx.errors import AcxError, AcxInternalError, AcxUserError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "handler", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.handler(args) or 0)
+    except AcxUserError as exc:
+        if getattr(args, "format", None) == "json":
+            sys.stdout.write(exc.to_json() + "\n")
+        else:
+            sys.stderr.write(exc.render() + "\n")
+        return 2
+    except KeyboardInterrupt:
+        sys.stderr.write("acx: interrupted\n")
+        return 130
+    except AcxInternalError as exc:
+        sys.stderr.write(f"acx: internal error (please report): {exc}\n")
+        return 70
+    except AcxError as exc:
+        sys.stderr.write(f"acx: error: {exc}\n")
+        return exc.exit_code
+    except BrokenPipeError:
+        return 1
+    except Exception as exc:  # a bug: say so plainly; the traceback only on request
+        if os.environ.get("ACX_DEBUG"):
+            raise
+        sys.stderr.write(
+            f"acx: internal error (please report): {type(exc).__name__}: {exc}\n"
+            "  set ACX_DEBUG=1 to see the traceback\n"
+        )
+        return 70

@@ -1,0 +1,5 @@
+import sys
+
+from acx.cli import main
+
+sys.exit(main())

@@ -1,0 +1,158 @@
+"""Base classes of benchmarks and harnesses: a plan-time half and a run-time half.
+
+Plan-time methods (``load_tasks``, ``select_tasks``, ``build_plan``, …) are pure: they may read
+dataset files and task directories, never open an environment, call a model or read a secret
+(B3, B5, RC4). Run-time methods are ``async`` and receive an open :class:`acx.drivers.Session`.
+
+Module rule for implementations: no trio, docker or HTTP client import at module level; import
+them inside the run-time methods so ``acx compile`` stays fast.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from acx.components._configs import BenchmarkConfig, HarnessConfig
+from acx.ir import (
+    ArtifactSpec,
+    BenchmarkPlan,
+    ExecutionPlan,
+    HarnessPlan,
+    MetricContract,
+    PreparedTask,
+    RunRequest,
+    RunResult,
+    TaskSpec,
+)
+
+if TYPE_CHECKING:
+    from acx.drivers._base import Session
+
+__all__ = ["DEFAULT_ARTIFACTS_DIR", "BaseBenchmark", "BaseHarness"]
+
+#: Collected for every benchmark that collects artifacts (A1).
+DEFAULT_ARTIFACTS_DIR = "/logs/artifacts"
+
+
+class BaseBenchmark:
+    id: ClassVar[str]
+    description: ClassVar[str]
+    config_class: ClassVar[type[BenchmarkConfig]] = BenchmarkConfig
+    #: Default evaluation mode when neither request nor task sets one (P5).
+    evaluation_environment_mode: ClassVar[str] = "none"
+    #: Class-level capability; False disables artifact collection entirely (A1, A3).
+    collect_artifacts: ClassVar[bool] = True
+    parallel_attempts_safe: ClassVar[bool] = False
+    #: Runs tasks itself (``run_task``); must be paired with harness ``none``.
+    harness_free: ClassVar[bool] = False
+    #: Tasks write absolute paths (/logs, /tests…): needs a driver with an isolated filesystem.
+    requires_isolated_filesystem: ClassVar[bool] = False
+    metric_contract: ClassVar[MetricContract] = MetricContract.binary("correct")
+    #: Observations recorded when evaluation times out (plus an error issue); None = no score.
+    evaluation_timeout_metrics: ClassVar[dict[str, Any] | None] = None
+
+    def __init__(self, config: BenchmarkConfig, *, base_dir: Path | None = None) -> None:
+        self.config = config
+        #: Directory relative paths in the config resolve against (the spec file's directory).
+        self.base_dir = base_dir or Path.cwd()
+
+    # ---- plan time -------------------------------------------------------------------------
+    def resolve_evaluation_environment_mode(self, req: RunRequest) -> str:
+        return self.evaluation_environment_mode
+
+    def load_tasks(self, req: RunRequest) -> list[TaskSpec]:
+        raise NotImplementedError(f"benchmark {self.id} does not load tasks")
+
+    def select_tasks(self, tasks: list[TaskSpec], req: RunRequest) -> list[TaskSpec]:
+        """Deterministic selection (B4): ``sample_ids`` (unknown → error) and subclass filters."""
+        return tasks
+
+    def build_plan(self, task: TaskSpec, req: RunRequest) -> BenchmarkPlan:
+        return BenchmarkPlan()
+
+    def resolve_artifacts(
+        self, task: TaskSpec, req: RunRequest, plan: ExecutionPlan
+    ) -> list[ArtifactSpec] | None:
+        """Artifact paths after all recipes (A3); None keeps what the planner resolved."""
+        return None
+
+    # ---- run time --------------------------------------------------------------------------
+    async def prepare_task(
+        self, task: TaskSpec, session: Session | None, req: RunRequest, plan: ExecutionPlan
+    ) -> PreparedTask:
+        return PreparedTask(task_id=task.task_id, category=task.category)
+
+    async def run_task(
+        self,
+        task: TaskSpec,
+        prepared: PreparedTask,
+        req: RunRequest,
+        plan: ExecutionPlan,
+        session: Session | None,
+    ) -> RunResult:
+        raise NotImplementedError(f"benchmark {self.id} is not harness-free")
+
+    async def evaluate(
+        self,
+        task: TaskSpec,
+        prepared: PreparedTask,
+        result: RunResult,
+        req: RunRequest,
+        plan: ExecutionPlan,
+        session: Session | None = None,
+    ) -> RunResult:
+        raise NotImplementedError(f"benchmark {self.id} does not evaluate")
+
+
+class BaseHarness:
+    id: ClassVar[str]
+    description: ClassVar[str]
+    config_class: ClassVar[type[HarnessConfig]] = HarnessConfig
+    #: Run budget used only when neither task nor benchmark gives one (T2).
+    default_run_timeout_seconds: ClassVar[float | None] = None
+    parallel_attempts_safe: ClassVar[bool] = False
+    #: Calls ``req.model`` (its endpoint host is allowed under restricted egress).
+    calls_model: ClassVar[bool] = False
+
+    def __init__(self, config: HarnessConfig) -> None:
+        self.config = config
+
+    # ---- plan time -------------------------------------------------------------------------
+    def build_plan(self, task: TaskSpec, req: RunRequest) -> HarnessPlan:
+        return HarnessPlan(
+            inject_network_restriction_notice=self.config.inject_network_restriction_notice,
+            default_run_timeout_seconds=self.default_run_timeout_seconds,
+        )
+
+    # ---- run time --------------------------------------------------------------------------
+    async def start_session(
+        self, session: Session | None, prepared: PreparedTask, req: RunRequest, plan: ExecutionPlan
+    ) -> Any:
+        """Per-attempt harness state handed back to execute/collect/close."""
+        return None
+
+    async def execute_task(
+        self,
+        state: Any,
+        session: Session | None,
+        prepared: PreparedTask,
+        req: RunRequest,
+        plan: ExecutionPlan,
+    ) -> RunResult:
+        raise NotImplementedError(f"harness {self.id} does not execute tasks")
+
+    async def collect_result(
+        self,
+        state: Any,
+        session: Session | None,
+        prepared: PreparedTask,
+        req: RunRequest,
+        plan: ExecutionPlan,
+        partial: RunResult | None,
+    ) -> RunResult | None:
+        """Read saved output after execution or a timeout; never resumes the agent (T3)."""
+        return partial
+
+    async def close_session(self, state: Any, session: Session | None) -> None:
+        return None

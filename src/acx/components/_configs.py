@@ -1,0 +1,107 @@
+"""Typed config classes of the built-in components (B2): closed records with described fields.
+
+These are what users write under ``benchmarks.<id>`` / ``harnesses.<id>`` and in request
+``benchmark``/``harness`` sections. They are the single source for validation, JSON Schema and
+``acx config docs``. Cheap to import: msgspec only.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+
+__all__ = [
+    "BenchmarkConfig",
+    "CommandHarnessConfig",
+    "ExactMatchConfig",
+    "HarborConfig",
+    "HarnessConfig",
+    "NoneHarnessConfig",
+    "OpenAIChatConfig",
+    "OracleHarnessConfig",
+]
+
+
+def _d(text: str) -> msgspec.Meta:
+    return msgspec.Meta(description=text)
+
+
+class ComponentConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """Base of component configs."""
+
+
+SampleIds = str | int | list[str | int] | None
+
+
+class BenchmarkConfig(ComponentConfig):
+    """Params every benchmark accepts."""
+
+    sample_ids: Annotated[SampleIds, _d("only these task ids (unknown ids are an error)")] = None
+    aggregation_mode: Annotated[
+        Literal["micro_weighted", "category_mean"], _d("how per-task scores are combined")
+    ] = "micro_weighted"
+    category_hierarchy: Annotated[dict[str, list[str]] | None, _d("parent category → child categories")] = (
+        None
+    )
+
+
+class ExactMatchConfig(BenchmarkConfig, kw_only=True):
+    dataset: Annotated[
+        str, _d("JSONL file with `id`, `question`, `answer` [, `category`]; relative to the spec file")
+    ]
+    case_sensitive: Annotated[bool, _d("compare answers case-sensitively")] = False
+    normalize_whitespace: Annotated[bool, _d("collapse runs of whitespace and strip both ends")] = True
+    strip_punctuation: Annotated[bool, _d("ignore trailing punctuation such as `.` or `!`")] = False
+    n_tasks: Annotated[int | None, msgspec.Meta(ge=1, description="first N tasks after selection")] = None
+    system_prompt: Annotated[str | None, _d("system prompt given to the harness")] = None
+
+
+class HarborConfig(BenchmarkConfig, kw_only=True):
+    path: Annotated[str, _d("a Harbor task directory or a directory of them; relative to the spec file")]
+    task_names: Annotated[list[str] | None, _d("glob patterns over task names")] = None
+    n_tasks: Annotated[int | None, msgspec.Meta(ge=1, description="first N tasks after selection")] = None
+    solution_env_for_agent: Annotated[bool, _d("pass [solution].env to the agent (H6)")] = False
+
+
+class HarnessConfig(ComponentConfig):
+    """Params every harness accepts."""
+
+    inject_network_restriction_notice: Annotated[
+        bool, _d("append a network-restriction notice to the prompt when egress is restricted")
+    ] = True
+
+
+class NoneHarnessConfig(HarnessConfig, kw_only=True):
+    """Placeholder for harness-free benchmarks."""
+
+
+class OracleHarnessConfig(HarnessConfig, kw_only=True):
+    """Runs a Harbor task's `solution/solve.sh`."""
+
+    solve_script: Annotated[str, _d("path of the solution script inside the task dir")] = "solution/solve.sh"
+
+
+class CommandHarnessConfig(HarnessConfig, kw_only=True):
+    """Runs a configured command as the agent."""
+
+    command: Annotated[
+        str | list[str], _d("the agent command: argv list, or a string run with bash -c")
+    ]
+    prompt_file: Annotated[
+        str | None, _d("where the prompt is written in the sandbox (also passed on stdin); relative to cwd")
+    ] = "prompt.txt"
+    answer_file: Annotated[
+        str | None, _d("read the answer from this file instead of stdout; relative to cwd")
+    ] = None
+    cwd: Annotated[str | None, _d("working directory; default the environment workdir")] = None
+    strip_output: Annotated[bool, _d("strip surrounding whitespace from the answer")] = True
+
+
+class OpenAIChatConfig(HarnessConfig, kw_only=True):
+    """A single OpenAI-compatible chat completion per task."""
+
+    system_prompt: Annotated[str | None, _d("system message")] = None
+    max_tokens: Annotated[int | None, msgspec.Meta(ge=1, description="completion token cap")] = None
+    temperature: Annotated[float | None, msgspec.Meta(ge=0, description="sampling temperature")] = None
+    request_timeout_seconds: Annotated[float, msgspec.Meta(gt=0, description="HTTP request timeout")] = 600.0

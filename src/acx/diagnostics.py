@@ -1,0 +1,156 @@
+"""Diagnostics: spans, structured messages and their two renderings (code frame, JSON).
+
+A :class:`Diagnostic` is data, not a string: a stable ``code``, a ``severity``, a one-line
+``message`` that says what is wrong, an optional ``help`` line that says what to do, a primary
+``span`` (file:line:col) or a field ``path`` (``requests[0].execution.max_retries``) and any number
+of ``related`` spans (e.g. the first definition of a duplicate key).
+
+Everything in acx that reports bad input builds Diagnostics and raises them inside an
+:class:`acx.errors.AcxUserError`; the CLI renders them with :func:`render_text` (code frames when
+the source text is at hand) or :func:`render_json` (the editor contract of ``acx check``).
+
+This module imports nothing but the standard library: it is the one piece every layer shares.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "Diagnostic",
+    "Related",
+    "Span",
+    "did_you_mean",
+    "render_json",
+    "render_text",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A region of a source file; lines and columns are 1-based, ``end_*`` inclusive-exclusive."""
+
+    file: str
+    line: int
+    col: int
+    end_line: int | None = None
+    end_col: int | None = None
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"file": self.file, "line": self.line, "col": self.col}
+        if self.end_line is not None:
+            out["end_line"] = self.end_line
+            out["end_col"] = self.end_col
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Related:
+    span: Span
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    code: str
+    message: str
+    span: Span | None = None
+    path: str | None = None
+    help: str | None = None
+    severity: str = "error"
+    related: tuple[Related, ...] = field(default_factory=tuple)
+
+    def location(self) -> str:
+        if self.span is not None:
+            return str(self.span)
+        return self.path or "<input>"
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "severity": self.severity,
+            "code": self.code,
+            "message": self.message,
+        }
+        if self.span is not None:
+            out["span"] = self.span.to_json()
+        if self.path is not None:
+            out["path"] = self.path
+        if self.help:
+            out["help"] = self.help
+        if self.related:
+            out["related"] = [{"span": r.span.to_json(), "message": r.message} for r in self.related]
+        return out
+
+
+def did_you_mean(name: str, candidates: Any, *, cutoff: float = 0.6) -> str | None:
+    """The closest candidate to ``name``, or None; used for unknown keys, ids and enum values."""
+    import difflib
+
+    pool = [str(c) for c in candidates]
+    matches = difflib.get_close_matches(str(name), pool, n=1, cutoff=cutoff)
+    if matches:
+        return matches[0]
+    lowered = {c.lower(): c for c in pool}
+    return lowered.get(str(name).lower())
+
+
+def _source_lines(file: str, sources: dict[str, str] | None) -> list[str] | None:
+    if sources is not None and file in sources:
+        return sources[file].splitlines()
+    try:
+        return Path(file).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _frame(span: Span, sources: dict[str, str] | None, label: str = "") -> list[str]:
+    lines = _source_lines(span.file, sources)
+    if lines is None or not (1 <= span.line <= len(lines)):
+        return []
+    text = lines[span.line - 1].expandtabs(1)
+    gutter = str(span.line)
+    pad = " " * len(gutter)
+    width = 1
+    if span.end_line == span.line and span.end_col is not None and span.end_col > span.col:
+        width = span.end_col - span.col
+    width = max(1, min(width, max(1, len(text) - span.col + 1)))
+    caret = " " * (span.col - 1) + "^" * width
+    out = [f" {pad} |", f" {gutter} | {text}", f" {pad} | {caret}{(' ' + label) if label else ''}"]
+    return out
+
+
+def render_text(diagnostics: Any, *, sources: dict[str, str] | None = None, frames: bool = True) -> str:
+    """``file:line:col: error[CODE]: message`` plus a code frame and ``help:`` line per diagnostic."""
+    chunks: list[str] = []
+    for d in diagnostics:
+        head = f"{d.location()}: {d.severity}[{d.code}]: {d.message}"
+        body: list[str] = [head]
+        if frames and d.span is not None:
+            body.extend(_frame(d.span, sources))
+        for rel in d.related:
+            body.append(f"  note: {rel.span}: {rel.message}")
+            if frames:
+                body.extend("  " + ln for ln in _frame(rel.span, sources))
+        if d.help:
+            body.append(f"  help: {d.help}")
+        chunks.append("\n".join(body))
+    return "\n".join(chunks)
+
+
+def render_json(diagnostics: Any, *, valid: bool | None = None) -> str:
+    items = [d.to_json() for d in diagnostics]
+    errors = sum(1 for d in items if d["severity"] == "error")
+    payload = {
+        "format_version": 1,
+        "valid": (errors == 0) if valid is None else valid,
+        "error_count": errors,
+        "warning_count": sum(1 for d in items if d["severity"] == "warning"),
+        "diagnostics": items,
+    }
+    return json.dumps(payload, indent=2, ensure_ascii=False)

@@ -1,0 +1,265 @@
+"""The driver API (contracts E1, E2, H5, V2): a Driver opens Sessions; a Session runs commands.
+
+Drivers implement the underscore methods (``_exec``, ``_put_archive``…); the public methods here
+fix the semantics every provider shares, so the interpreter and the conformance suite
+(:mod:`acx.testing`) see one behaviour:
+
+* ``exec(argv, shell=False)`` takes a list; ``exec(cmd, shell=True)`` takes a string (E2).
+* ``cwd`` defaults to the session workdir (``setup.workdir``); an explicit ``cwd`` wins (H5).
+* Environment precedence, low → high: the session's public vars < ``exec(env=...)`` (internal
+  defaults) < the variables of the current stage scope (:meth:`Session.env_scope`) (V2).
+  Scopes live in a ContextVar keyed by session, so they are isolated per session and per async
+  context and restored on success, failure and cancellation.
+* ``timeout`` kills the command's whole process group *inside* the sandbox and returns
+  ``timed_out=True`` (T3); cancelling the caller also kills it.
+* stdout/stderr are capped at ``max_output_bytes`` each (``output_truncated=True`` when cut).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping
+from typing import Any, ClassVar
+
+import msgspec
+
+from acx.drivers._specs import DriverCapabilities, EnvironmentConfig
+from acx.errors import DriverError
+from acx.ir import EnvironmentSetup, NetworkPolicy, ResourceRequirements
+
+__all__ = [
+    "DEFAULT_MAX_OUTPUT_BYTES",
+    "Driver",
+    "ExecResult",
+    "OpenRequest",
+    "Session",
+    "SessionRecord",
+]
+
+DEFAULT_MAX_OUTPUT_BYTES = 16 * 1024 * 1024
+
+#: session id → variables of the stage scope active in this async context.
+_SCOPES: contextvars.ContextVar[Mapping[str, Mapping[str, str]]] = contextvars.ContextVar(
+    "acx_env_scopes", default={}
+)
+
+
+class ExecResult(msgspec.Struct, frozen=True, kw_only=True):
+    returncode: int
+    stdout: str = ""
+    stderr: str = ""
+    timed_out: bool = False
+    output_truncated: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out
+
+
+class OpenRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything a driver needs to open one session; built by the interpreter from a plan."""
+
+    session_id: str
+    labels: dict[str, str] = {}
+    setup: EnvironmentSetup = EnvironmentSetup()
+    resources: ResourceRequirements | None = None
+    #: Policy the sandbox starts with (baseline).
+    network_policy: NetworkPolicy = NetworkPolicy()
+    #: Resolved public variables for sandbox start-up (never stage variables, V2).
+    startup_env: dict[str, str] = {}
+    #: A directory with a Dockerfile to build when ``setup.image`` is unset (Harbor tasks).
+    build_context: str | None = None
+    #: Directory on the host for driver bookkeeping of this session (may be None).
+    state_dir: str | None = None
+
+
+class SessionRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """A live sandbox as a driver lists it (acx env list / gc)."""
+
+    id: str
+    provider: str
+    labels: dict[str, str] = {}
+    state: str = "active"
+    created_at: str | None = None
+
+
+class Session(ABC):
+    """One open sandbox. Use ``async with`` or call :meth:`close` (idempotent)."""
+
+    def __init__(self, *, session_id: str, workdir: str | None, public_env: Mapping[str, str] | None = None):
+        self.id = session_id
+        self.workdir = workdir
+        self.public_env: dict[str, str] = dict(public_env or {})
+        self.closed = False
+
+    # ---- env scopes (V2) -------------------------------------------------------------------
+    @contextlib.contextmanager
+    def env_scope(self, variables: Mapping[str, str]) -> Iterator[None]:
+        """Stage variables for commands run in this async context on this session."""
+        current = dict(_SCOPES.get())
+        merged = {**current.get(self.id, {}), **variables}
+        current[self.id] = merged
+        token = _SCOPES.set(current)
+        try:
+            yield
+        finally:
+            _SCOPES.reset(token)
+
+    def scoped_env(self) -> dict[str, str]:
+        return dict(_SCOPES.get().get(self.id, {}))
+
+    def effective_env(self, env: Mapping[str, str] | None) -> dict[str, str]:
+        return {**self.public_env, **(env or {}), **self.scoped_env()}
+
+    # ---- commands (E2) ---------------------------------------------------------------------
+    async def exec(
+        self,
+        command: list[str] | str,
+        *,
+        shell: bool = False,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        stdin: bytes | None = None,
+        max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+    ) -> ExecResult:
+        if self.closed:
+            raise DriverError(f"session {self.id} is closed")
+        if shell:
+            if not isinstance(command, str):
+                raise TypeError("exec(shell=True) takes a string command")
+            argv = ["/bin/sh", "-c", command]
+        else:
+            if isinstance(command, str) or not all(isinstance(a, str) for a in command):
+                raise TypeError("exec(shell=False) takes a list of strings; pass shell=True for a string")
+            if not command:
+                raise ValueError("exec needs a non-empty argv")
+            argv = list(command)
+        if timeout is not None and not (timeout > 0):
+            raise ValueError("timeout must be positive or None")
+        return await self._exec(
+            argv,
+            cwd=cwd if cwd is not None else self.workdir,
+            env=self.effective_env(env),
+            timeout=timeout,
+            stdin=stdin,
+            max_output_bytes=max_output_bytes,
+        )
+
+    @abstractmethod
+    async def _exec(
+        self,
+        argv: list[str],
+        *,
+        cwd: str | None,
+        env: dict[str, str],
+        timeout: float | None,
+        stdin: bytes | None,
+        max_output_bytes: int,
+    ) -> ExecResult: ...
+
+    # ---- files (E1) ------------------------------------------------------------------------
+    @abstractmethod
+    async def write_bytes(self, path: str, data: bytes, *, mode: int = 0o644) -> None: ...
+
+    @abstractmethod
+    async def read_bytes(self, path: str, *, max_bytes: int | None = None) -> bytes:
+        """Raises FileNotFoundError when ``path`` is missing."""
+
+    async def write_text(self, path: str, text: str) -> None:
+        await self.write_bytes(path, text.encode("utf-8"))
+
+    async def read_text(self, path: str) -> str:
+        return (await self.read_bytes(path)).decode("utf-8", errors="replace")
+
+    async def upload(self, local_path: str, remote_path: str) -> None:
+        from pathlib import Path
+
+        p = Path(local_path)
+        if p.is_dir():
+            await self.upload_dir(local_path, remote_path)
+        else:
+            await self.write_bytes(remote_path, p.read_bytes(), mode=p.stat().st_mode & 0o777)
+
+    async def download(self, remote_path: str, local_path: str) -> None:
+        from pathlib import Path
+
+        if await self.is_dir(remote_path):
+            await self.download_dir(remote_path, local_path)
+            return
+        data = await self.read_bytes(remote_path)
+        Path(local_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(local_path).write_bytes(data)
+
+    @abstractmethod
+    async def upload_dir(self, local_dir: str, remote_dir: str) -> None:
+        """Copy a host directory's contents into ``remote_dir`` (created; hidden files included)."""
+
+    @abstractmethod
+    async def download_dir(self, remote_dir: str, local_dir: str) -> None:
+        """Copy ``remote_dir``'s contents into ``local_dir``; unsafe members are refused."""
+
+    @abstractmethod
+    async def is_file(self, path: str) -> bool: ...
+
+    @abstractmethod
+    async def is_dir(self, path: str) -> bool: ...
+
+    # ---- network ---------------------------------------------------------------------------
+    async def set_network_policy(self, policy: NetworkPolicy) -> None:
+        """Switch the live policy; drivers without dynamic switching raise CapabilityError."""
+        from acx.errors import CapabilityError
+
+        raise CapabilityError(
+            f"environment driver of session {self.id} cannot switch network policy at run time",
+            code="E0451",
+            help="use evaluation_environment_mode = fresh or a driver with dynamic network policy",
+        )
+
+    async def endpoint(self, port: int) -> str:
+        raise DriverError(f"session {self.id} exposes no endpoints")
+
+    # ---- lifecycle -------------------------------------------------------------------------
+    async def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        await self._close()
+
+    @abstractmethod
+    async def _close(self) -> None: ...
+
+    async def __aenter__(self) -> Session:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        import trio
+
+        with trio.CancelScope(shield=True):
+            await self.close()
+
+
+class Driver(ABC):
+    """A sandbox provider. One instance per request; ``open`` may run concurrently."""
+
+    id: ClassVar[str]
+    config_class: ClassVar[type[EnvironmentConfig]]
+
+    def __init__(self, config: EnvironmentConfig | None = None) -> None:
+        self.config = config if config is not None else self.config_class()
+
+    @abstractmethod
+    def capabilities(self) -> DriverCapabilities: ...
+
+    @abstractmethod
+    async def open(self, request: OpenRequest) -> Session: ...
+
+    async def list_sessions(self, labels: Mapping[str, str] | None = None) -> list[SessionRecord]:
+        """Live sandboxes created by acx (optionally filtered by labels)."""
+        return []
+
+    async def close_session(self, session_id: str) -> None:
+        """Release a sandbox by id (acx env close / gc)."""
+        raise DriverError(f"driver {self.id} cannot close sessions by id")

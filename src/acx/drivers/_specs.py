@@ -1,0 +1,144 @@
+"""Plan-time facts about environment drivers: their config classes and capabilities.
+
+The compiler imports only this module (never the driver implementations, which pull in trio and
+the docker SDK), so ``acx compile`` stays fast and side-effect free. A driver's capabilities are
+what the planner checks every policy against (P7: refuse, never downgrade).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+
+__all__ = [
+    "DockerConfig",
+    "DriverCapabilities",
+    "EnvironmentConfig",
+    "HostProcessConfig",
+]
+
+
+def _d(text: str) -> msgspec.Meta:
+    return msgspec.Meta(description=text)
+
+
+class DriverCapabilities(msgspec.Struct, frozen=True, kw_only=True):
+    """What a driver can enforce. The planner refuses plans that need more (P7)."""
+
+    #: Network modes the driver enforces, e.g. ("public", "no-network").
+    network_modes: tuple[str, ...] = ("public",)
+    #: Can switch the policy of a live session (reuse-mode evaluation, fresh-verifier baseline).
+    dynamic_network_policy: bool = False
+    #: Can scope env vars per command (run/evaluation scopes).
+    task_env: bool = True
+    #: Public vars can reach sandbox start-up.
+    startup_env: bool = False
+    #: Resource fields it enforces (subset of cpu, memory_mb, storage_mb, gpu).
+    resources: tuple[str, ...] = ()
+    #: Sandboxed filesystem (absolute paths are sandbox paths, not host paths).
+    isolated_filesystem: bool = False
+    #: Accepts `setup.image`.
+    setup_image: bool = False
+    #: Guest operating systems.
+    os: tuple[str, ...] = ("linux",)
+    #: Why a mode is missing, shown in the refusal message (mode → reason).
+    unsupported_reasons: dict[str, str] = {}
+
+
+class EnvironmentConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """Base of provider-native environment params."""
+
+
+class HostProcessConfig(EnvironmentConfig):
+    """Runs commands as host processes in a per-session work directory."""
+
+    workdir_root: Annotated[
+        str | None, _d("where per-session work directories are created; default a temp dir")
+    ] = None
+    inherit_env: Annotated[bool, _d("commands inherit the host environment (V2)")] = True
+    keep_workdir: Annotated[bool, _d("keep the session directory after close")] = False
+
+
+class DockerConfig(EnvironmentConfig):
+    """Runs each session in a container on a local Docker engine."""
+
+    docker_host: Annotated[str | None, _d("engine URL; default from DOCKER_HOST or the local socket")] = None
+    platform: Annotated[str | None, _d("image platform, e.g. linux/amd64")] = None
+    command: Annotated[
+        list[str] | None, _d("container main process; default keeps the container idle")
+    ] = None
+    pull: Annotated[Literal["never", "missing"], _d("pull the image when it is missing locally")] = "never"
+    cap_add: Annotated[list[str], _d("extra Linux capabilities")] = []
+    labels: Annotated[dict[str, str], _d("extra labels on created objects")] = {}
+    allowlist_proxy_image: Annotated[
+        str | None, _d("image for the egress proxy enforcing `allowlist`; default the task image")
+    ] = None
+
+
+def _host_netns_available() -> bool:
+    """True when an unprivileged (or root) network namespace can be created here."""
+    import shutil
+    import subprocess
+
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return False
+    try:
+        proc = subprocess.run(
+            [unshare, "--net", "--map-root-user", "true"],
+            capture_output=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return proc.returncode == 0
+
+
+_CAPS_CACHE: dict[str, DriverCapabilities] = {}
+
+
+def probe_capabilities(env_id: str) -> DriverCapabilities:
+    """Capabilities of a built-in driver on this machine (probed once per process).
+
+    This is the edge where the compiler learns machine facts; the planner receives the result
+    as an explicit input so it stays a pure function.
+    """
+    if env_id in _CAPS_CACHE:
+        return _CAPS_CACHE[env_id]
+    if env_id == "host_process":
+        netns = _host_netns_available()
+        caps = DriverCapabilities(
+            network_modes=("public", "no-network") if netns else ("public",),
+            dynamic_network_policy=False,
+            task_env=True,
+            startup_env=True,
+            resources=(),
+            isolated_filesystem=False,
+            setup_image=False,
+            unsupported_reasons={
+                "allowlist": "host_process cannot filter egress by host; use --env docker",
+                "denylist": "host_process cannot filter egress by host; use --env docker",
+                **(
+                    {}
+                    if netns
+                    else {"no-network": "this machine cannot create network namespaces (unshare --net failed)"}
+                ),
+            },
+        )
+    elif env_id == "docker":
+        caps = DriverCapabilities(
+            network_modes=("public", "no-network", "allowlist"),
+            dynamic_network_policy=True,
+            task_env=True,
+            startup_env=True,
+            resources=("cpu", "memory_mb"),
+            isolated_filesystem=True,
+            setup_image=True,
+            unsupported_reasons={"denylist": "docker driver does not implement denylist egress filtering"},
+        )
+    else:
+        caps = DriverCapabilities()
+    _CAPS_CACHE[env_id] = caps
+    return caps

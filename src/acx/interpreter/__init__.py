@@ -1,0 +1,1 @@
+"""acx.interpreter."""

@@ -1,0 +1,171 @@
+"""The acx IR: frozen msgspec Structs for every contract type, canonical encoding, content hash.
+
+The IR is the contract between the compiler and the interpreter: ``acx compile -o plan.json``
+then ``acx run plan.json`` runs exactly what was inspected.
+"""
+
+from acx.ir._common import (
+    ArtifactCollectCommand as ArtifactCollectCommand,
+)
+from acx.ir._common import (
+    ArtifactLimits as ArtifactLimits,
+)
+from acx.ir._common import (
+    ArtifactSpec as ArtifactSpec,
+)
+from acx.ir._common import (
+    EnvironmentSetup as EnvironmentSetup,
+)
+from acx.ir._common import (
+    IRStruct as IRStruct,
+)
+from acx.ir._common import (
+    NetworkPolicy as NetworkPolicy,
+)
+from acx.ir._common import (
+    ResourceRequirements as ResourceRequirements,
+)
+from acx.ir._encoding import canonical_json as canonical_json
+from acx.ir._encoding import content_hash as content_hash
+from acx.ir._encoding import decode as decode
+from acx.ir._encoding import to_builtins as to_builtins
+from acx.ir._orchestration import (
+    DEFAULT_ENV_OPEN_QPS as DEFAULT_ENV_OPEN_QPS,
+)
+from acx.ir._orchestration import (
+    DEFAULT_PROVIDER_LIMITS as DEFAULT_PROVIDER_LIMITS,
+)
+from acx.ir._orchestration import (
+    OrchestratedRun as OrchestratedRun,
+)
+from acx.ir._orchestration import (
+    Orchestration as Orchestration,
+)
+from acx.ir._orchestration import (
+    ResolvedRuntimeOptions as ResolvedRuntimeOptions,
+)
+from acx.ir._plan import (
+    UNSET as UNSET,
+)
+from acx.ir._plan import (
+    BenchmarkPlan as BenchmarkPlan,
+)
+from acx.ir._plan import (
+    ExecutionPlan as ExecutionPlan,
+)
+from acx.ir._plan import (
+    FileRef as FileRef,
+)
+from acx.ir._plan import (
+    HarnessPlan as HarnessPlan,
+)
+from acx.ir._plan import (
+    Message as Message,
+)
+from acx.ir._plan import (
+    OutputFileSpec as OutputFileSpec,
+)
+from acx.ir._plan import (
+    PreparedTask as PreparedTask,
+)
+from acx.ir._plan import (
+    TaskInput as TaskInput,
+)
+from acx.ir._plan import (
+    TaskOutput as TaskOutput,
+)
+from acx.ir._plan import (
+    TaskSpec as TaskSpec,
+)
+from acx.ir._plan import (
+    UnsetType as UnsetType,
+)
+from acx.ir._result import ExecutionIssue as ExecutionIssue
+from acx.ir._result import MetricContract as MetricContract
+from acx.ir._result import MetricDisplay as MetricDisplay
+from acx.ir._result import MetricSpec as MetricSpec
+from acx.ir._result import RunResult as RunResult
+from acx.ir._result import TaskStatus as TaskStatus
+from acx.ir._result import status_from_issues as status_from_issues
+from acx.ir._request import (
+    ENVIRONMENT_SPEC_FIELDS as ENVIRONMENT_SPEC_FIELDS,
+)
+from acx.ir._request import (
+    AttemptsSpec as AttemptsSpec,
+)
+from acx.ir._request import (
+    BenchmarkSpec as BenchmarkSpec,
+)
+from acx.ir._request import (
+    EnvironmentSpec as EnvironmentSpec,
+)
+from acx.ir._request import (
+    ExecutionSpec as ExecutionSpec,
+)
+from acx.ir._request import (
+    HarnessSpec as HarnessSpec,
+)
+from acx.ir._request import (
+    ModelSpec as ModelSpec,
+)
+from acx.ir._request import (
+    OutputSpec as OutputSpec,
+)
+from acx.ir._request import (
+    RunMetadata as RunMetadata,
+)
+from acx.ir._request import (
+    RunRequest as RunRequest,
+)
+from acx.ir._request import (
+    RunRuntimeSpec as RunRuntimeSpec,
+)
+
+__all__ = [
+    "DEFAULT_ENV_OPEN_QPS",
+    "DEFAULT_PROVIDER_LIMITS",
+    "ENVIRONMENT_SPEC_FIELDS",
+    "UNSET",
+    "ArtifactCollectCommand",
+    "ArtifactLimits",
+    "ArtifactSpec",
+    "AttemptsSpec",
+    "BenchmarkPlan",
+    "BenchmarkSpec",
+    "EnvironmentSetup",
+    "EnvironmentSpec",
+    "ExecutionIssue",
+    "ExecutionPlan",
+    "ExecutionSpec",
+    "FileRef",
+    "HarnessPlan",
+    "HarnessSpec",
+    "IRStruct",
+    "Message",
+    "MetricContract",
+    "MetricDisplay",
+    "MetricSpec",
+    "ModelSpec",
+    "NetworkPolicy",
+    "OrchestratedRun",
+    "Orchestration",
+    "OutputFileSpec",
+    "OutputSpec",
+    "PreparedTask",
+    "ResolvedRuntimeOptions",
+    "ResourceRequirements",
+    "RunMetadata",
+    "RunRequest",
+    "RunResult",
+    "RunRuntimeSpec",
+    "TaskInput",
+    "TaskOutput",
+    "TaskSpec",
+    "TaskStatus",
+    "UnsetType",
+    "canonical_json",
+    "content_hash",
+    "decode",
+    "status_from_issues",
+    "to_builtins",
+]

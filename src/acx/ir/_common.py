@@ -1,0 +1,91 @@
+"""Shared IR building blocks: network policies, resources, setup, artifacts."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+
+__all__ = [
+    "ArtifactCollectCommand",
+    "ArtifactLimits",
+    "ArtifactSpec",
+    "EnvironmentSetup",
+    "IRStruct",
+    "NetworkMode",
+    "NetworkPolicy",
+    "ResourceRequirements",
+]
+
+
+class IRStruct(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """Base of every IR struct: immutable, closed (unknown fields rejected), keyword-only."""
+
+
+NetworkMode = Literal["public", "no-network", "allowlist", "denylist"]
+
+PositiveSeconds = Annotated[float, msgspec.Meta(gt=0, description="seconds; finite and positive")]
+
+
+class NetworkPolicy(IRStruct):
+    """Egress policy of one phase. Entries: hostname, ``*.wildcard``, IP, CIDR, optional ``:port``."""
+
+    network_mode: Annotated[
+        NetworkMode, msgspec.Meta(description="public | no-network | allowlist | denylist")
+    ] = "public"
+    allowed_hosts: Annotated[
+        list[str], msgspec.Meta(description="egress destinations allowed under `allowlist`")
+    ] = []
+    denied_hosts: Annotated[
+        list[str], msgspec.Meta(description="egress destinations denied under `denylist`")
+    ] = []
+
+
+class ResourceRequirements(IRStruct):
+    cpu: Annotated[float | None, msgspec.Meta(description="CPU cores")] = None
+    memory_mb: Annotated[int | None, msgspec.Meta(description="memory limit in MiB")] = None
+    storage_mb: Annotated[int | None, msgspec.Meta(description="disk size in MiB")] = None
+    gpu: Annotated[int | None, msgspec.Meta(description="number of GPUs")] = None
+    gpu_type: Annotated[str | None, msgspec.Meta(description="GPU model; implies gpu=1")] = None
+    ignore_gpu_type: Annotated[bool, msgspec.Meta(description="accept any GPU type")] = False
+
+
+class EnvironmentSetup(IRStruct):
+    """Generic sandbox set-up. The image lives only here (contract H3)."""
+
+    image: Annotated[str | None, msgspec.Meta(description="container image (the only image field)")] = None
+    build_timeout_seconds: Annotated[
+        PositiveSeconds | None,
+        msgspec.Meta(description="bound on building and starting the environment (not queueing)"),
+    ] = None
+    workdir: Annotated[
+        str | None, msgspec.Meta(description="absolute POSIX path used when a command has no cwd (H5)")
+    ] = None
+    os: Annotated[Literal["linux", "windows"] | None, msgspec.Meta(description="linux | windows")] = None
+
+
+class ArtifactSpec(IRStruct):
+    """A path collected from the sandbox after the run phase (contract A4)."""
+
+    source: Annotated[str, msgspec.Meta(description="absolute path in the sandbox")]
+    destination: Annotated[
+        str | None, msgspec.Meta(description="relative store path; default = source without leading /")
+    ] = None
+    exclude: Annotated[list[str], msgspec.Meta(description="GNU tar exclude patterns")] = []
+    service: Annotated[str, msgspec.Meta(description="only `main` is supported")] = "main"
+
+
+class ArtifactCollectCommand(IRStruct):
+    """A command run with ``bash -c`` before artifacts are downloaded (contract A5)."""
+
+    command: Annotated[str, msgspec.Meta(description="shell command run with bash -c")]
+    timeout_seconds: Annotated[PositiveSeconds, msgspec.Meta(description="per-command deadline")] = 60.0
+    service: Annotated[str, msgspec.Meta(description="only `main` is supported")] = "main"
+
+
+class ArtifactLimits(IRStruct):
+    max_mb: Annotated[int, msgspec.Meta(gt=0, description="total downloaded size in MiB")] = 16384
+    max_files: Annotated[int, msgspec.Meta(gt=0, description="total downloaded entries")] = 100000
+    timeout_seconds: Annotated[
+        PositiveSeconds, msgspec.Meta(description="bound on artifact download/restore (T4)")
+    ] = 600.0

@@ -1,0 +1,65 @@
+"""Orchestration (R10–R13) and the per-process runtime options (R3)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+
+from acx.ir._common import IRStruct
+from acx.ir._request import RunRequest
+
+__all__ = [
+    "DEFAULT_ENV_OPEN_QPS",
+    "DEFAULT_PROVIDER_LIMITS",
+    "OrchestratedRun",
+    "Orchestration",
+    "ResolvedRuntimeOptions",
+]
+
+DEFAULT_PROVIDER_LIMITS: dict[str, int] = {"host_process": 128, "docker": 128}
+DEFAULT_ENV_OPEN_QPS: dict[str, float] = {"host_process": 0.0, "docker": 0.0}
+
+
+def _d(text: str) -> msgspec.Meta:
+    return msgspec.Meta(description=text)
+
+
+class ResolvedRuntimeOptions(IRStruct):
+    """Process-wide options shared by every request of a run (R3)."""
+
+    results_dir: Annotated[str, _d("results root")] = "results"
+    data_dir: Annotated[str, _d("dataset cache root")] = "data"
+    timeout_seconds: Annotated[
+        float, msgspec.Meta(ge=0, description="overall deadline after preflight; 0 disables")
+    ] = 360000.0
+    cleanup_grace_seconds: Annotated[
+        float, msgspec.Meta(ge=0, description="time to release sandboxes after cancel")
+    ] = 30.0
+    progress: Annotated[Literal["auto", "plain", "none"], _d("auto: live view on a TTY")] = "auto"
+    log_level: Annotated[str, _d("console log level")] = "INFO"
+    file_log_level: Annotated[str, _d("run.log level")] = "DEBUG"
+    log_file: Annotated[str | None, _d("extra log file")] = None
+    auto_install_dependencies: Annotated[bool, _d("install missing benchmark extras")] = False
+    provider_limits: Annotated[
+        dict[str, int], _d("max concurrent sessions per provider; 0 disables the limit")
+    ] = msgspec.field(default_factory=lambda: dict(DEFAULT_PROVIDER_LIMITS))
+    env_open_qps: Annotated[
+        dict[str, float], _d("max environment opens per second per provider; 0 disables")
+    ] = msgspec.field(default_factory=lambda: dict(DEFAULT_ENV_OPEN_QPS))
+    recipe_dirs: Annotated[list[str], _d("trusted external recipe directories")] = []
+
+
+class OrchestratedRun(IRStruct):
+    key: Annotated[str, _d("stable key `<orchestration id>/<index>`")]
+    index: int
+    name: str
+    request: RunRequest
+
+
+class Orchestration(IRStruct):
+    id: Annotated[str, _d("content-derived id (stable for equal inputs)")]
+    name: str
+    task_concurrency: Annotated[int, msgspec.Meta(ge=1)]
+    runtime: ResolvedRuntimeOptions
+    requests: list[OrchestratedRun]

@@ -1,0 +1,163 @@
+"""Tasks and plans (contracts P1–P9): TaskSpec → ExecutionPlan → PreparedTask.
+
+``UNSET`` and ``None`` differ on TaskSpec and BenchmarkPlan timeouts: ``UNSET`` means "this source
+says nothing" (the next source, finally the harness fallback, applies, T2), ``None`` means "no
+deadline" (T1).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from msgspec import UNSET, UnsetType
+
+from acx.ir._common import (
+    ArtifactCollectCommand,
+    ArtifactLimits,
+    ArtifactSpec,
+    EnvironmentSetup,
+    IRStruct,
+    NetworkPolicy,
+    ResourceRequirements,
+)
+from acx.ir._request import EnvironmentSpec, ExecutionSpec
+
+__all__ = [
+    "UNSET",
+    "BenchmarkPlan",
+    "ExecutionPlan",
+    "FileRef",
+    "HarnessPlan",
+    "Message",
+    "OutputFileSpec",
+    "PreparedTask",
+    "TaskInput",
+    "TaskOutput",
+    "TaskSpec",
+    "UnsetType",
+]
+
+EvaluationMode = Literal["none", "reuse", "fresh"]
+OptSeconds = float | None | UnsetType
+
+
+class TaskSpec(IRStruct):
+    """One task as a benchmark loaded it (P2). Raw dataset records stay in ``metadata``."""
+
+    task_id: str
+    question: str = ""
+    category: str = "all"
+    ground_truth: Any = None
+    metadata: dict[str, Any] = {}
+    resources: ResourceRequirements | None = None
+    run_resources: ResourceRequirements | None = None
+    evaluation_resources: ResourceRequirements | None = None
+    baseline_network_policy: NetworkPolicy | None = None
+    evaluation_baseline_network_policy: NetworkPolicy | None = None
+    run_network_policy: NetworkPolicy | None = None
+    evaluation_network_policy: NetworkPolicy | None = None
+    evaluation_environment_mode: EvaluationMode | None = None
+    env_variables: dict[str, str] = {}
+    run_env_variables: dict[str, str] = {}
+    evaluation_env_variables: dict[str, str] = {}
+    #: None inherits the public vars, a mapping replaces them, {} inherits nothing (V1).
+    evaluation_environment_env_variables: dict[str, str] | None = None
+    require_startup_env: bool = False
+    #: None = no task declaration (benchmark default applies); [] = declared, no extra paths.
+    artifacts: list[ArtifactSpec] | None = None
+    artifact_collect: list[ArtifactCollectCommand] | None = None
+    environment_setup: EnvironmentSetup = EnvironmentSetup()
+    #: None = no verifier environment declared (inherits the run setup); EnvironmentSetup() = independent (H2).
+    evaluation_environment_setup: EnvironmentSetup | None = None
+    run_timeout_seconds: OptSeconds = UNSET
+    evaluation_timeout_seconds: OptSeconds = UNSET
+    load_warnings: list[str] = []
+
+
+class BenchmarkPlan(IRStruct):
+    """Benchmark-private per-task settings (P2)."""
+
+    run_timeout_seconds: OptSeconds = UNSET
+    evaluation_timeout_seconds: OptSeconds = UNSET
+    params: dict[str, Any] = {}
+
+
+class HarnessPlan(IRStruct):
+    """Validated harness settings (P2); a bare one for harness-free benchmarks."""
+
+    inject_network_restriction_notice: bool = True
+    default_run_timeout_seconds: float | None = None
+    params: dict[str, Any] = {}
+
+
+class ExecutionPlan(IRStruct):
+    """The resolved plan of one task × semantic attempt; the only source of budgets at run time (T5)."""
+
+    task_id: str
+    attempt: int
+    environment: EnvironmentSpec
+    evaluation_environment: EnvironmentSpec | None = None
+    evaluation_environment_mode: EvaluationMode = "none"
+    run_network_policy: NetworkPolicy | None = None
+    evaluation_network_policy: NetworkPolicy | None = None
+    benchmark_plan: BenchmarkPlan = BenchmarkPlan()
+    harness_plan: HarnessPlan = HarnessPlan()
+    execution: ExecutionSpec = ExecutionSpec()
+    applied_recipes: list[str] = []
+    artifacts: list[ArtifactSpec] = []
+    artifact_collect: list[ArtifactCollectCommand] = []
+    artifact_collection_supported: bool = True
+    collect_artifacts: bool = False
+    save_artifacts: bool = False
+    artifact_limits: ArtifactLimits = ArtifactLimits()
+    artifact_collect_timeout_seconds: float | None = None
+    runresult_collect_timeout_seconds: float = 60.0
+    run_timer_compensation_seconds: float = 120.0
+    run_timeout_seconds: float | None = None
+    evaluation_timeout_seconds: float | None = None
+    #: Names of process env vars the provider must resolve right before use (V1); names only.
+    required_env: list[str] = []
+
+
+class FileRef(IRStruct):
+    path: str
+    label: str | None = None
+
+
+class Message(IRStruct):
+    role: str
+    content: Any = None
+    name: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+
+
+class TaskInput(IRStruct):
+    prompt: str = ""
+    system_prompt: str | None = None
+    media: list[dict[str, Any]] = []
+    files: list[FileRef] = []
+    workspace: str | None = None
+    tools: list[dict[str, Any]] = []
+    messages: list[Message] = []
+
+
+class OutputFileSpec(IRStruct):
+    path: str
+    description: str | None = None
+
+
+class TaskOutput(IRStruct):
+    answer: Any = None
+    files: list[OutputFileSpec] = []
+
+
+class PreparedTask(IRStruct):
+    """Harness-facing content of a task (P2). Evaluation-only data never lands here (B1)."""
+
+    task_id: str
+    category: str = "all"
+    input: TaskInput = TaskInput()
+    output: TaskOutput = TaskOutput()
+    ground_truth: Any = None
+    metadata: dict[str, Any] = {}
+

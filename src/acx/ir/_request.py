@@ -1,0 +1,182 @@
+"""RunRequest and its eight sections (contract R1), with the defaults of AgentCompass 1.0.1."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from acx.ir._common import (
+    ArtifactCollectCommand,
+    ArtifactLimits,
+    ArtifactSpec,
+    EnvironmentSetup,
+    IRStruct,
+    NetworkPolicy,
+    PositiveSeconds,
+    ResourceRequirements,
+)
+
+__all__ = [
+    "ENVIRONMENT_SPEC_FIELDS",
+    "AttemptsSpec",
+    "BenchmarkSpec",
+    "EnvironmentSpec",
+    "ExecutionSpec",
+    "HarnessSpec",
+    "ModelSpec",
+    "OutputSpec",
+    "RunMetadata",
+    "RunRequest",
+    "RunRuntimeSpec",
+]
+
+EvaluationMode = Literal["none", "reuse", "fresh"]
+
+
+def _d(text: str) -> msgspec.Meta:
+    return msgspec.Meta(description=text)
+
+
+class ModelSpec(IRStruct):
+    """A value object (R2): there is no model registry."""
+
+    id: Annotated[str | None, _d("model id sent to the endpoint")] = None
+    base_url: Annotated[str | None, _d("endpoint base URL")] = None
+    api_key: Annotated[str | None, _d("API key; kept as a ${VAR} reference, never stored in clear")] = None
+    api_protocol: Annotated[
+        str | list[str] | None, _d("openai-chat | openai-responses | anthropic | auto (or a list)")
+    ] = None
+    params: Annotated[dict[str, Any], _d("inference parameters (temperature, max_tokens, ...)")] = {}
+    wrap_api_key: Annotated[bool, _d("wrap the key for a usage-tracking gateway")] = False
+
+
+class BenchmarkSpec(IRStruct):
+    id: Annotated[str, _d("benchmark id (acx list benchmark)")]
+    params: Annotated[dict[str, Any], _d("validated benchmark config")] = {}
+
+
+class HarnessSpec(IRStruct):
+    id: Annotated[str, _d("harness id; `none` selects a harness-free benchmark")]
+    params: Annotated[dict[str, Any], _d("validated harness config")] = {}
+
+
+class EnvironmentSpec(IRStruct):
+    """Provider id + provider params, stage network policies, evaluation mode, setup, env maps."""
+
+    id: Annotated[str, _d("environment provider id (acx list env)")]
+    params: Annotated[dict[str, Any], _d("provider-native options only")] = {}
+    resources: Annotated[ResourceRequirements | None, _d("resources for every environment")] = None
+    run_resources: Annotated[ResourceRequirements | None, _d("resources of the run environment")] = None
+    evaluation_resources: Annotated[
+        ResourceRequirements | None, _d("resources of the fresh verifier")
+    ] = None
+    baseline_network_policy: Annotated[NetworkPolicy | None, _d("policy at sandbox start-up")] = None
+    evaluation_baseline_network_policy: Annotated[
+        NetworkPolicy | None, _d("start-up policy of the fresh verifier (requires fresh mode)")
+    ] = None
+    run_network_policy: Annotated[NetworkPolicy | None, _d("policy while the agent runs")] = None
+    evaluation_network_policy: Annotated[NetworkPolicy | None, _d("policy while evaluating")] = None
+    evaluation_environment_mode: Annotated[
+        EvaluationMode | None, _d("none | reuse | fresh; unset = task, then benchmark default")
+    ] = None
+    env_variables: Annotated[dict[str, str], _d("public variables for every phase")] = {}
+    run_env_variables: Annotated[dict[str, str], _d("variables for agent commands only")] = {}
+    evaluation_env_variables: Annotated[dict[str, str], _d("variables for evaluation commands only")] = {}
+    evaluation_environment_env_variables: Annotated[
+        dict[str, str] | None, _d("fresh verifier start-up variables; null inherits, {} = no override")
+    ] = None
+    require_startup_env: Annotated[bool | None, _d("variables must reach sandbox start-up")] = None
+    setup: Annotated[EnvironmentSetup, _d("image, workdir, build timeout, os")] = EnvironmentSetup()
+    evaluation_setup: Annotated[
+        EnvironmentSetup | None, _d("set-up of the fresh verifier (requires fresh mode)")
+    ] = None
+
+
+#: The EnvironmentSpec fields that a flat ``environments.<id>`` config section may carry
+#: beside provider params.
+ENVIRONMENT_SPEC_FIELDS: frozenset[str] = frozenset(EnvironmentSpec.__struct_fields__) - {"id", "params"}
+
+
+class AttemptsSpec(IRStruct):
+    k: Annotated[int, msgspec.Meta(ge=1, description="logical attempts per task")] = 1
+    strategy: Annotated[Literal["avg", "pass"], _d("avg: all attempts; pass: stop at first correct")] = "avg"
+
+
+class ExecutionSpec(IRStruct):
+    task_concurrency: Annotated[int, msgspec.Meta(ge=1, description="global physical-attempt limit")] = 32
+    attempts: Annotated[AttemptsSpec, _d("attempt plan {k, strategy}")] = AttemptsSpec()
+    enabled_recipes: Annotated[list[str], _d("recipe whitelist; [] = every matching recipe")] = []
+    keep_environment: Annotated[bool, _d("leave sandboxes running after the task")] = False
+    enable_analysis: Annotated[bool, _d("run analyzers after each attempt")] = True
+    analysis_params: Annotated[dict[str, Any], _d("analyzer configuration")] = {}
+    max_retries: Annotated[int, msgspec.Meta(ge=0, description="shared extra retries per attempt")] = 0
+    retry_pattern_list: Annotated[
+        list[str] | None, _d("regexes; ERROR issues whose message/code match are retried")
+    ] = None
+    retry_min_delay_seconds: Annotated[float, msgspec.Meta(ge=0, description="first backoff")] = 5.0
+    retry_max_delay_seconds: Annotated[float, msgspec.Meta(ge=0, description="backoff cap")] = 60.0
+    run_timeout_seconds: Annotated[
+        PositiveSeconds | None, _d("run budget T; null inherits task/benchmark default")
+    ] = None
+    run_timer_compensation_seconds: Annotated[
+        float, msgspec.Meta(ge=0, description="watchdog slack added to T (never scaled)")
+    ] = 120.0
+    evaluation_timeout_seconds: Annotated[PositiveSeconds | None, _d("evaluation budget; null inherits")] = None
+    timeout_multiplier: Annotated[float, msgspec.Meta(gt=0, description="common budget multiplier")] = 1.0
+    run_timeout_multiplier: Annotated[
+        PositiveSeconds | None, _d("replaces timeout_multiplier for the run stage")
+    ] = None
+    evaluation_timeout_multiplier: Annotated[
+        PositiveSeconds | None, _d("replaces timeout_multiplier for evaluation")
+    ] = None
+    runresult_collect_timeout_seconds: Annotated[
+        PositiveSeconds, _d("bound on collecting saved harness output (never scaled)")
+    ] = 60.0
+    artifact_collect_timeout_seconds: Annotated[
+        PositiveSeconds | None, _d("bound on all collection commands together")
+    ] = None
+    artifact_limits: Annotated[ArtifactLimits, _d("download limits {max_mb, max_files, timeout_seconds}")] = (
+        ArtifactLimits()
+    )
+    save_artifacts: Annotated[bool | None, _d("null: true for fresh, false for reuse/none")] = None
+    artifacts: Annotated[
+        list[ArtifactSpec] | None, _d("replaces task artifact paths; null inherits; [] = no extra paths")
+    ] = None
+    artifact_collect: Annotated[
+        list[ArtifactCollectCommand] | None, _d("replaces collection commands; [] clears")
+    ] = None
+
+
+class RunRuntimeSpec(IRStruct):
+    """Per-request runtime (R3): result reuse."""
+
+    reuse: Annotated[bool | None, _d("reuse completed tasks of an earlier run")] = None
+    reuse_run_id: Annotated[str | None, _d("run id to reuse; implies reuse")] = None
+    checkpoint_resume: Annotated[bool | None, _d("recover evaluation from checkpoints")] = None
+
+
+class OutputSpec(IRStruct):
+    run_name: Annotated[str | None, _d("optional path namespace under results_dir")] = None
+    run_id: Annotated[str | None, _d("explicit run id (must not exist)")] = None
+
+
+class RunMetadata(IRStruct):
+    config_path: Annotated[list[str], _d("config files loaded, in order")] = []
+    recipe_dirs: Annotated[list[str], _d("trusted external recipe directories")] = []
+    request_name: Annotated[str | None, _d("orchestration request name")] = None
+    spec_path: Annotated[str | None, _d("spec file the request came from")] = None
+    env_inputs: Annotated[list[str], _d("process environment variables read at compile time")] = []
+    secret_refs: Annotated[list[str], _d("variables resolved only at use time (secrets)")] = []
+
+
+class RunRequest(IRStruct):
+    model: ModelSpec
+    benchmark: BenchmarkSpec
+    harness: HarnessSpec
+    environment: EnvironmentSpec
+    execution: ExecutionSpec = ExecutionSpec()
+    runtime: RunRuntimeSpec = RunRuntimeSpec()
+    output: OutputSpec = OutputSpec()
+    metadata: RunMetadata = RunMetadata()
+
