@@ -87,6 +87,8 @@ from acx.ir._result import MetricSpec as MetricSpec
 from acx.ir._result import RunResult as RunResult
 from acx.ir._result import TaskStatus as TaskStatus
 from acx.ir._result import status_from_issues as status_from_issues
+from acx.ir._provenance import Contribution as Contribution
+from acx.ir._provenance import Provenance as Provenance
 from acx.ir._request import (
     ENVIRONMENT_SPEC_FIELDS as ENVIRONMENT_SPEC_FIELDS,
 )
@@ -132,6 +134,7 @@ __all__ = [
     "AttemptsSpec",
     "BenchmarkPlan",
     "BenchmarkSpec",
+    "Contribution",
     "EnvironmentSetup",
     "EnvironmentSpec",
     "ExecutionIssue",
@@ -152,6 +155,7 @@ __all__ = [
     "OutputFileSpec",
     "OutputSpec",
     "PreparedTask",
+    "Provenance",
     "ResolvedRuntimeOptions",
     "ResourceRequirements",
     "RunMetadata",
