@@ -66,7 +66,9 @@ class BaseBenchmark:
 
     def select_tasks(self, tasks: list[TaskSpec], req: RunRequest) -> list[TaskSpec]:
         """Deterministic selection (B4): ``sample_ids`` (unknown → error) and subclass filters."""
-        return tasks
+        from acx.components.benchmarks import select_by_sample_ids
+
+        return select_by_sample_ids(tasks, getattr(self.config, "sample_ids", None))
 
     def build_plan(self, task: TaskSpec, req: RunRequest) -> BenchmarkPlan:
         return BenchmarkPlan()

@@ -34,7 +34,7 @@ class ComponentConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, k
 SampleIds = str | int | list[str | int] | None
 
 
-class BenchmarkConfig(ComponentConfig):
+class BenchmarkConfig(ComponentConfig, frozen=True):
     """Params every benchmark accepts."""
 
     sample_ids: Annotated[SampleIds, _d("only these task ids (unknown ids are an error)")] = None
@@ -46,25 +46,25 @@ class BenchmarkConfig(ComponentConfig):
     )
 
 
-class ExactMatchConfig(BenchmarkConfig, kw_only=True):
+class ExactMatchConfig(BenchmarkConfig, frozen=True, kw_only=True):
     dataset: Annotated[
         str, _d("JSONL file with `id`, `question`, `answer` [, `category`]; relative to the spec file")
     ]
     case_sensitive: Annotated[bool, _d("compare answers case-sensitively")] = False
     normalize_whitespace: Annotated[bool, _d("collapse runs of whitespace and strip both ends")] = True
     strip_punctuation: Annotated[bool, _d("ignore trailing punctuation such as `.` or `!`")] = False
-    n_tasks: Annotated[int | None, msgspec.Meta(ge=1, description="first N tasks after selection")] = None
+    n_tasks: Annotated[Annotated[int, msgspec.Meta(ge=1)] | None, _d("first N tasks after selection")] = None
     system_prompt: Annotated[str | None, _d("system prompt given to the harness")] = None
 
 
-class HarborConfig(BenchmarkConfig, kw_only=True):
+class HarborConfig(BenchmarkConfig, frozen=True, kw_only=True):
     path: Annotated[str, _d("a Harbor task directory or a directory of them; relative to the spec file")]
     task_names: Annotated[list[str] | None, _d("glob patterns over task names")] = None
-    n_tasks: Annotated[int | None, msgspec.Meta(ge=1, description="first N tasks after selection")] = None
+    n_tasks: Annotated[Annotated[int, msgspec.Meta(ge=1)] | None, _d("first N tasks after selection")] = None
     solution_env_for_agent: Annotated[bool, _d("pass [solution].env to the agent (H6)")] = False
 
 
-class HarnessConfig(ComponentConfig):
+class HarnessConfig(ComponentConfig, frozen=True):
     """Params every harness accepts."""
 
     inject_network_restriction_notice: Annotated[
@@ -72,17 +72,17 @@ class HarnessConfig(ComponentConfig):
     ] = True
 
 
-class NoneHarnessConfig(HarnessConfig, kw_only=True):
+class NoneHarnessConfig(HarnessConfig, frozen=True, kw_only=True):
     """Placeholder for harness-free benchmarks."""
 
 
-class OracleHarnessConfig(HarnessConfig, kw_only=True):
+class OracleHarnessConfig(HarnessConfig, frozen=True, kw_only=True):
     """Runs a Harbor task's `solution/solve.sh`."""
 
     solve_script: Annotated[str, _d("path of the solution script inside the task dir")] = "solution/solve.sh"
 
 
-class CommandHarnessConfig(HarnessConfig, kw_only=True):
+class CommandHarnessConfig(HarnessConfig, frozen=True, kw_only=True):
     """Runs a configured command as the agent."""
 
     command: Annotated[
@@ -98,10 +98,10 @@ class CommandHarnessConfig(HarnessConfig, kw_only=True):
     strip_output: Annotated[bool, _d("strip surrounding whitespace from the answer")] = True
 
 
-class OpenAIChatConfig(HarnessConfig, kw_only=True):
+class OpenAIChatConfig(HarnessConfig, frozen=True, kw_only=True):
     """A single OpenAI-compatible chat completion per task."""
 
     system_prompt: Annotated[str | None, _d("system message")] = None
-    max_tokens: Annotated[int | None, msgspec.Meta(ge=1, description="completion token cap")] = None
-    temperature: Annotated[float | None, msgspec.Meta(ge=0, description="sampling temperature")] = None
+    max_tokens: Annotated[Annotated[int, msgspec.Meta(ge=1)] | None, _d("completion token cap")] = None
+    temperature: Annotated[Annotated[float, msgspec.Meta(ge=0)] | None, _d("sampling temperature")] = None
     request_timeout_seconds: Annotated[float, msgspec.Meta(gt=0, description="HTTP request timeout")] = 600.0

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import types
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
@@ -42,7 +43,7 @@ DEFAULT_MAX_OUTPUT_BYTES = 16 * 1024 * 1024
 
 #: session id → variables of the stage scope active in this async context.
 _SCOPES: contextvars.ContextVar[Mapping[str, Mapping[str, str]]] = contextvars.ContextVar(
-    "acx_env_scopes", default={}
+    "acx_env_scopes", default=types.MappingProxyType({})
 )
 
 

@@ -50,7 +50,7 @@ class EnvironmentConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True,
     """Base of provider-native environment params."""
 
 
-class HostProcessConfig(EnvironmentConfig):
+class HostProcessConfig(EnvironmentConfig, frozen=True):
     """Runs commands as host processes in a per-session work directory."""
 
     workdir_root: Annotated[
@@ -60,7 +60,7 @@ class HostProcessConfig(EnvironmentConfig):
     keep_workdir: Annotated[bool, _d("keep the session directory after close")] = False
 
 
-class DockerConfig(EnvironmentConfig):
+class DockerConfig(EnvironmentConfig, frozen=True):
     """Runs each session in a container on a local Docker engine."""
 
     docker_host: Annotated[str | None, _d("engine URL; default from DOCKER_HOST or the local socket")] = None
@@ -111,7 +111,9 @@ def probe_capabilities(env_id: str) -> DriverCapabilities:
         netns = _host_netns_available()
         caps = DriverCapabilities(
             network_modes=("public", "no-network") if netns else ("public",),
-            dynamic_network_policy=False,
+            # Each command gets its namespace at exec time and no process outlives its exec()
+            # (the process group is killed), so switching between phases is sound.
+            dynamic_network_policy=True,
             task_env=True,
             startup_env=True,
             resources=(),
@@ -129,6 +131,8 @@ def probe_capabilities(env_id: str) -> DriverCapabilities:
         )
     elif env_id == "docker":
         caps = DriverCapabilities(
+            # Exactly what acx.drivers.docker enforces (allowlist: an internal network whose only
+            # way out is an enforcing egress proxy container, see acx.drivers._docker_proxy).
             network_modes=("public", "no-network", "allowlist"),
             dynamic_network_policy=True,
             task_env=True,
@@ -136,7 +140,9 @@ def probe_capabilities(env_id: str) -> DriverCapabilities:
             resources=("cpu", "memory_mb"),
             isolated_filesystem=True,
             setup_image=True,
-            unsupported_reasons={"denylist": "docker driver does not implement denylist egress filtering"},
+            unsupported_reasons={
+                "denylist": "the docker driver does not implement denylist egress filtering",
+            },
         )
     else:
         caps = DriverCapabilities()

@@ -80,13 +80,11 @@ from acx.ir._plan import (
 from acx.ir._plan import (
     UnsetType as UnsetType,
 )
-from acx.ir._result import ExecutionIssue as ExecutionIssue
-from acx.ir._result import MetricContract as MetricContract
-from acx.ir._result import MetricDisplay as MetricDisplay
-from acx.ir._result import MetricSpec as MetricSpec
-from acx.ir._result import RunResult as RunResult
-from acx.ir._result import TaskStatus as TaskStatus
-from acx.ir._result import status_from_issues as status_from_issues
+from acx.ir._program import PROGRAM_FORMAT_VERSION as PROGRAM_FORMAT_VERSION
+from acx.ir._program import CompiledProgram as CompiledProgram
+from acx.ir._program import ProgramError as ProgramError
+from acx.ir._program import RequestProgram as RequestProgram
+from acx.ir._program import decode_program as decode_program
 from acx.ir._provenance import Contribution as Contribution
 from acx.ir._provenance import Provenance as Provenance
 from acx.ir._request import (
@@ -122,11 +120,19 @@ from acx.ir._request import (
 from acx.ir._request import (
     RunRuntimeSpec as RunRuntimeSpec,
 )
+from acx.ir._result import ExecutionIssue as ExecutionIssue
+from acx.ir._result import MetricContract as MetricContract
+from acx.ir._result import MetricDisplay as MetricDisplay
+from acx.ir._result import MetricSpec as MetricSpec
+from acx.ir._result import RunResult as RunResult
+from acx.ir._result import TaskStatus as TaskStatus
+from acx.ir._result import status_from_issues as status_from_issues
 
 __all__ = [
     "DEFAULT_ENV_OPEN_QPS",
     "DEFAULT_PROVIDER_LIMITS",
     "ENVIRONMENT_SPEC_FIELDS",
+    "PROGRAM_FORMAT_VERSION",
     "UNSET",
     "ArtifactCollectCommand",
     "ArtifactLimits",
@@ -134,6 +140,7 @@ __all__ = [
     "AttemptsSpec",
     "BenchmarkPlan",
     "BenchmarkSpec",
+    "CompiledProgram",
     "Contribution",
     "EnvironmentSetup",
     "EnvironmentSpec",
@@ -155,7 +162,9 @@ __all__ = [
     "OutputFileSpec",
     "OutputSpec",
     "PreparedTask",
+    "ProgramError",
     "Provenance",
+    "RequestProgram",
     "ResolvedRuntimeOptions",
     "ResourceRequirements",
     "RunMetadata",
@@ -170,6 +179,7 @@ __all__ = [
     "canonical_json",
     "content_hash",
     "decode",
+    "decode_program",
     "status_from_issues",
     "to_builtins",
 ]

@@ -27,7 +27,7 @@ NetworkMode = Literal["public", "no-network", "allowlist", "denylist"]
 PositiveSeconds = Annotated[float, msgspec.Meta(gt=0, description="seconds; finite and positive")]
 
 
-class NetworkPolicy(IRStruct):
+class NetworkPolicy(IRStruct, frozen=True):
     """Egress policy of one phase. Entries: hostname, ``*.wildcard``, IP, CIDR, optional ``:port``."""
 
     network_mode: Annotated[
@@ -41,7 +41,7 @@ class NetworkPolicy(IRStruct):
     ] = []
 
 
-class ResourceRequirements(IRStruct):
+class ResourceRequirements(IRStruct, frozen=True):
     cpu: Annotated[float | None, msgspec.Meta(description="CPU cores")] = None
     memory_mb: Annotated[int | None, msgspec.Meta(description="memory limit in MiB")] = None
     storage_mb: Annotated[int | None, msgspec.Meta(description="disk size in MiB")] = None
@@ -50,7 +50,7 @@ class ResourceRequirements(IRStruct):
     ignore_gpu_type: Annotated[bool, msgspec.Meta(description="accept any GPU type")] = False
 
 
-class EnvironmentSetup(IRStruct):
+class EnvironmentSetup(IRStruct, frozen=True):
     """Generic sandbox set-up. The image lives only here (contract H3)."""
 
     image: Annotated[str | None, msgspec.Meta(description="container image (the only image field)")] = None
@@ -64,7 +64,7 @@ class EnvironmentSetup(IRStruct):
     os: Annotated[Literal["linux", "windows"] | None, msgspec.Meta(description="linux | windows")] = None
 
 
-class ArtifactSpec(IRStruct):
+class ArtifactSpec(IRStruct, frozen=True):
     """A path collected from the sandbox after the run phase (contract A4)."""
 
     source: Annotated[str, msgspec.Meta(description="absolute path in the sandbox")]
@@ -75,7 +75,7 @@ class ArtifactSpec(IRStruct):
     service: Annotated[str, msgspec.Meta(description="only `main` is supported")] = "main"
 
 
-class ArtifactCollectCommand(IRStruct):
+class ArtifactCollectCommand(IRStruct, frozen=True):
     """A command run with ``bash -c`` before artifacts are downloaded (contract A5)."""
 
     command: Annotated[str, msgspec.Meta(description="shell command run with bash -c")]
@@ -83,7 +83,7 @@ class ArtifactCollectCommand(IRStruct):
     service: Annotated[str, msgspec.Meta(description="only `main` is supported")] = "main"
 
 
-class ArtifactLimits(IRStruct):
+class ArtifactLimits(IRStruct, frozen=True):
     max_mb: Annotated[int, msgspec.Meta(gt=0, description="total downloaded size in MiB")] = 16384
     max_files: Annotated[int, msgspec.Meta(gt=0, description="total downloaded entries")] = 100000
     timeout_seconds: Annotated[

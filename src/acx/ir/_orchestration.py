@@ -25,7 +25,7 @@ def _d(text: str) -> msgspec.Meta:
     return msgspec.Meta(description=text)
 
 
-class ResolvedRuntimeOptions(IRStruct):
+class ResolvedRuntimeOptions(IRStruct, frozen=True):
     """Process-wide options shared by every request of a run (R3)."""
 
     results_dir: Annotated[str, _d("results root")] = "results"
@@ -50,14 +50,14 @@ class ResolvedRuntimeOptions(IRStruct):
     recipe_dirs: Annotated[list[str], _d("trusted external recipe directories")] = []
 
 
-class OrchestratedRun(IRStruct):
+class OrchestratedRun(IRStruct, frozen=True):
     key: Annotated[str, _d("stable key `<orchestration id>/<index>`")]
     index: int
     name: str
     request: RunRequest
 
 
-class Orchestration(IRStruct):
+class Orchestration(IRStruct, frozen=True):
     id: Annotated[str, _d("content-derived id (stable for equal inputs)")]
     name: str
     task_concurrency: Annotated[int, msgspec.Meta(ge=1)]

@@ -41,7 +41,7 @@ EvaluationMode = Literal["none", "reuse", "fresh"]
 OptSeconds = float | None | UnsetType
 
 
-class TaskSpec(IRStruct):
+class TaskSpec(IRStruct, frozen=True):
     """One task as a benchmark loaded it (P2). Raw dataset records stay in ``metadata``."""
 
     task_id: str
@@ -74,7 +74,7 @@ class TaskSpec(IRStruct):
     load_warnings: list[str] = []
 
 
-class BenchmarkPlan(IRStruct):
+class BenchmarkPlan(IRStruct, frozen=True):
     """Benchmark-private per-task settings (P2)."""
 
     run_timeout_seconds: OptSeconds = UNSET
@@ -82,7 +82,7 @@ class BenchmarkPlan(IRStruct):
     params: dict[str, Any] = {}
 
 
-class HarnessPlan(IRStruct):
+class HarnessPlan(IRStruct, frozen=True):
     """Validated harness settings (P2); a bare one for harness-free benchmarks."""
 
     inject_network_restriction_notice: bool = True
@@ -90,7 +90,7 @@ class HarnessPlan(IRStruct):
     params: dict[str, Any] = {}
 
 
-class ExecutionPlan(IRStruct):
+class ExecutionPlan(IRStruct, frozen=True):
     """The resolved plan of one task × semantic attempt; the only source of budgets at run time (T5)."""
 
     task_id: str
@@ -119,19 +119,19 @@ class ExecutionPlan(IRStruct):
     required_env: list[str] = []
 
 
-class FileRef(IRStruct):
+class FileRef(IRStruct, frozen=True):
     path: str
     label: str | None = None
 
 
-class Message(IRStruct):
+class Message(IRStruct, frozen=True):
     role: str
     content: Any = None
     name: str | None = None
     tool_calls: list[dict[str, Any]] | None = None
 
 
-class TaskInput(IRStruct):
+class TaskInput(IRStruct, frozen=True):
     prompt: str = ""
     system_prompt: str | None = None
     media: list[dict[str, Any]] = []
@@ -141,17 +141,17 @@ class TaskInput(IRStruct):
     messages: list[Message] = []
 
 
-class OutputFileSpec(IRStruct):
+class OutputFileSpec(IRStruct, frozen=True):
     path: str
     description: str | None = None
 
 
-class TaskOutput(IRStruct):
+class TaskOutput(IRStruct, frozen=True):
     answer: Any = None
     files: list[OutputFileSpec] = []
 
 
-class PreparedTask(IRStruct):
+class PreparedTask(IRStruct, frozen=True):
     """Harness-facing content of a task (P2). Evaluation-only data never lands here (B1)."""
 
     task_id: str

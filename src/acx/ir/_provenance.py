@@ -12,7 +12,7 @@ __all__ = ["Contribution", "Provenance"]
 SourceKind = Literal["default", "file", "cli", "env", "recipe", "task", "benchmark", "harness", "planner"]
 
 
-class Contribution(IRStruct):
+class Contribution(IRStruct, frozen=True):
     """One layer's say on a field: ``layer`` (e.g. ``user config``, ``project config``,
     ``--config``, ``orchestration defaults``, ``request``, ``--execution-params``, ``default``,
     ``recipe:<id>``), ``kind`` and ``source`` (``file:line:col``, a flag, ``env:VAR``), and the

@@ -38,7 +38,7 @@ def _d(text: str) -> msgspec.Meta:
     return msgspec.Meta(description=text)
 
 
-class ModelSpec(IRStruct):
+class ModelSpec(IRStruct, frozen=True):
     """A value object (R2): there is no model registry."""
 
     id: Annotated[str | None, _d("model id sent to the endpoint")] = None
@@ -51,17 +51,17 @@ class ModelSpec(IRStruct):
     wrap_api_key: Annotated[bool, _d("wrap the key for a usage-tracking gateway")] = False
 
 
-class BenchmarkSpec(IRStruct):
+class BenchmarkSpec(IRStruct, frozen=True):
     id: Annotated[str, _d("benchmark id (acx list benchmark)")]
     params: Annotated[dict[str, Any], _d("validated benchmark config")] = {}
 
 
-class HarnessSpec(IRStruct):
+class HarnessSpec(IRStruct, frozen=True):
     id: Annotated[str, _d("harness id; `none` selects a harness-free benchmark")]
     params: Annotated[dict[str, Any], _d("validated harness config")] = {}
 
 
-class EnvironmentSpec(IRStruct):
+class EnvironmentSpec(IRStruct, frozen=True):
     """Provider id + provider params, stage network policies, evaluation mode, setup, env maps."""
 
     id: Annotated[str, _d("environment provider id (acx list env)")]
@@ -98,12 +98,12 @@ class EnvironmentSpec(IRStruct):
 ENVIRONMENT_SPEC_FIELDS: frozenset[str] = frozenset(EnvironmentSpec.__struct_fields__) - {"id", "params"}
 
 
-class AttemptsSpec(IRStruct):
+class AttemptsSpec(IRStruct, frozen=True):
     k: Annotated[int, msgspec.Meta(ge=1, description="logical attempts per task")] = 1
     strategy: Annotated[Literal["avg", "pass"], _d("avg: all attempts; pass: stop at first correct")] = "avg"
 
 
-class ExecutionSpec(IRStruct):
+class ExecutionSpec(IRStruct, frozen=True):
     task_concurrency: Annotated[int, msgspec.Meta(ge=1, description="global physical-attempt limit")] = 32
     attempts: Annotated[AttemptsSpec, _d("attempt plan {k, strategy}")] = AttemptsSpec()
     enabled_recipes: Annotated[list[str], _d("recipe whitelist; [] = every matching recipe")] = []
@@ -148,7 +148,7 @@ class ExecutionSpec(IRStruct):
     ] = None
 
 
-class RunRuntimeSpec(IRStruct):
+class RunRuntimeSpec(IRStruct, frozen=True):
     """Per-request runtime (R3): result reuse."""
 
     reuse: Annotated[bool | None, _d("reuse completed tasks of an earlier run")] = None
@@ -156,12 +156,12 @@ class RunRuntimeSpec(IRStruct):
     checkpoint_resume: Annotated[bool | None, _d("recover evaluation from checkpoints")] = None
 
 
-class OutputSpec(IRStruct):
+class OutputSpec(IRStruct, frozen=True):
     run_name: Annotated[str | None, _d("optional path namespace under results_dir")] = None
     run_id: Annotated[str | None, _d("explicit run id (must not exist)")] = None
 
 
-class RunMetadata(IRStruct):
+class RunMetadata(IRStruct, frozen=True):
     config_path: Annotated[list[str], _d("config files loaded, in order")] = []
     recipe_dirs: Annotated[list[str], _d("trusted external recipe directories")] = []
     request_name: Annotated[str | None, _d("orchestration request name")] = None
@@ -170,7 +170,7 @@ class RunMetadata(IRStruct):
     secret_refs: Annotated[list[str], _d("variables resolved only at use time (secrets)")] = []
 
 
-class RunRequest(IRStruct):
+class RunRequest(IRStruct, frozen=True):
     model: ModelSpec
     benchmark: BenchmarkSpec
     harness: HarnessSpec

@@ -23,14 +23,14 @@ TaskStatus = Literal[
 ]
 
 
-class ExecutionIssue(IRStruct):
+class ExecutionIssue(IRStruct, frozen=True):
     severity: Severity
     phase: IssuePhase
     code: str
     message: str = ""
 
 
-class RunResult(IRStruct):
+class RunResult(IRStruct, frozen=True):
     """One execution/evaluation attempt (S1)."""
 
     task_id: str
@@ -64,14 +64,14 @@ def status_from_issues(issues: list[ExecutionIssue], *, skipped: bool = False) -
     return "completed"
 
 
-class MetricDisplay(IRStruct):
+class MetricDisplay(IRStruct, frozen=True):
     label: str | None = None
     description: str | None = None
     unit: str | None = None
     precision: int | None = None
 
 
-class MetricSpec(IRStruct):
+class MetricSpec(IRStruct, frozen=True):
     kind: Literal["binary_success", "scalar"]
     reducers: list[str] = []
     primary: bool = False
@@ -79,7 +79,7 @@ class MetricSpec(IRStruct):
     display: MetricDisplay = MetricDisplay()
 
 
-class MetricContract(IRStruct):
+class MetricContract(IRStruct, frozen=True):
     """Declared observations; exactly one primary, which is `correct` or `score`."""
 
     metrics: dict[str, MetricSpec]

@@ -1,1 +1,7 @@
-"""acx.testing."""
+"""Public test helpers for acx users and driver authors.
+
+``acx.testing.driver_conformance`` is the driver conformance suite: the same contract checks
+(E1, E2, H5, T3, V2) against any :class:`acx.drivers.Driver` factory.
+"""
+
+__all__ = ["driver_conformance"]

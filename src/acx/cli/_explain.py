@@ -1,0 +1,102 @@
+"""``acx explain SPEC REQUEST FIELD_PATH``: where a resolved value came from.
+
+Prints the winning value and every shadowed contribution with its source (``file:line:col``, a
+flag, an env var or a default), highest precedence first — like ``git config --show-origin``.
+``REQUEST`` ``-`` selects orchestration-level fields (``task_concurrency``, ``runtime.*``).
+With ``--task ID`` the question is about a task's execution plan and goes to the planner.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+__all__ = ["register"]
+
+
+def register(sub: Any) -> None:
+    from acx.cli._compile import add_compile_inputs
+
+    p = sub.add_parser(
+        "explain",
+        help="show where a resolved value came from (winner and shadowed contributions)",
+        description="Explain the provenance of FIELD_PATH (e.g. execution.run_timeout_seconds) in REQUEST "
+        "(a request name, or - for orchestration-level fields).",
+    )
+    add_compile_inputs(p)
+    p.add_argument("request", metavar="REQUEST", help="request name, or - for task_concurrency/runtime.*")
+    p.add_argument("field", metavar="FIELD_PATH", help="dotted path, e.g. execution.run_timeout_seconds")
+    p.add_argument("--task", metavar="ID", help="explain the field in this task's execution plan")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.set_defaults(handler=_handle)
+
+
+def _handle(args: argparse.Namespace) -> int:
+    from acx.cli._compile import compile_from_args
+
+    compiled = compile_from_args(args)
+    if args.task:
+        return _explain_plan(args, compiled)
+    from acx.compiler._explain import explain_field
+
+    fields = explain_field(compiled, args.request, args.field)
+    if args.format == "json":
+        sys.stdout.write(json.dumps(_payload(args, fields), indent=2, ensure_ascii=False) + "\n")
+    else:
+        sys.stdout.write(render_text(args.request, fields))
+    return 0
+
+
+def _explain_plan(args: argparse.Namespace, compiled: Any) -> int:
+    try:
+        from acx.cli import _plans
+    except ModuleNotFoundError as exc:
+        if exc.name != "acx.cli._plans":
+            raise
+        from acx.errors import AcxUserError
+
+        raise AcxUserError(
+            "planning not available in this build (acx.cli._plans is missing)",
+            code="E0217",
+            help="drop --task to explain the resolved request",
+        ) from None
+    return int(_plans.explain_plan_field(args, compiled))
+
+
+def _payload(args: argparse.Namespace, fields: list[Any]) -> dict[str, Any]:
+    import msgspec
+
+    return {
+        "format_version": 1,
+        "request": args.request,
+        "query": args.field,
+        "fields": [
+            {
+                "path": f.path,
+                "value": f.value,
+                "contributions": [
+                    {**msgspec.to_builtins(c), "winner": i == len(f.chain) - 1} for i, c in enumerate(f.chain)
+                ],
+            }
+            for f in fields
+        ],
+    }
+
+
+def render_text(request: str, fields: list[Any]) -> str:
+    from acx.cli._output import value_text
+
+    scope = "orchestration" if request == "-" else f"request {request}"
+    out: list[str] = []
+    for f in fields:
+        out.append(f"{f.path} = {value_text(f.value)}    ({scope})")
+        rows = []
+        for i, c in enumerate(reversed(f.chain)):
+            state = "winner" if i == 0 else "shadowed"
+            rows.append((state, c.layer, c.source, value_text(c.value)))
+        widths = [max(len(r[k]) for r in rows) for k in range(3)]
+        for r in rows:
+            out.append(f"  {r[0].ljust(widths[0])}  {r[1].ljust(widths[1])}  {r[2].ljust(widths[2])}  {r[3]}")
+    return "\n".join(out) + "\n"

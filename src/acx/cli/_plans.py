@@ -1,0 +1,502 @@
+"""``acx compile SPEC --plans`` / ``-o plan.json`` and ``acx explain … --task ID`` for plan fields.
+
+The config engineer's ``compile``/``explain`` commands call :func:`run_plans` and
+:func:`explain_plan_field` with the parsed ``args`` and the resolver's ``Compiled``. This module is
+the CLI edge of the planner: it probes driver capabilities, plans every selected task × attempt,
+prints a Terraform-style text plan or the versioned JSON form, and writes the compiled program
+atomically.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, TextIO
+
+__all__ = ["build_program", "explain_plan_field", "format_seconds", "plan_compiled", "run_plans"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Planning every request of a Compiled orchestration.
+# ---------------------------------------------------------------------------------------------
+class _PlannedRequest:
+    """One request's plans: ``rows`` = (task, {attempt: plan}, warnings, first-attempt provenance)."""
+
+    def __init__(
+        self, name: str, request_plan: Any, rows: list[tuple[Any, dict[int, Any], list[str], Any]]
+    ) -> None:
+        self.name = name
+        self.rp = request_plan
+        self.rows = rows
+
+
+def plan_compiled(
+    compiled: Any, *, task_glob: str | None = None, provenance: bool = False
+) -> list[_PlannedRequest]:
+    """Plan every request of ``compiled`` (capabilities probed here, at the edge).
+
+    ``provenance``: also record the plan provenance of each task's first attempt (``-o``).
+    """
+    from acx.compiler._planner import plan_request
+    from acx.drivers._specs import probe_capabilities
+
+    out: list[_PlannedRequest] = []
+    for run in compiled.orchestration.requests:
+        req = run.request
+        rp = plan_request(
+            req,
+            base_dir=compiled.base_dirs.get(run.name, os.getcwd()),
+            capabilities=probe_capabilities(req.environment.id),
+            task_glob=task_glob,
+            request_provenance=compiled.provenance.get(run.name),
+        )
+        rp.name = run.name
+        rows = []
+        for task in rp.tasks:
+            first = rp.plan_attempt_detailed(task, 1, provenance=provenance)
+            plans: dict[int, Any] = {1: first.plan}
+            for attempt in rp.attempts()[1:]:
+                plans[attempt] = rp.plan_attempt(task, attempt)
+            rows.append((task, plans, first.warnings, first.provenance))
+        out.append(_PlannedRequest(run.name, rp, rows))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# run_plans
+# ---------------------------------------------------------------------------------------------
+def run_plans(args: Any, compiled: Any) -> int:
+    """``--plans`` prints the plans (text, JSON or YAML); ``-o FILE`` writes the compiled program."""
+    output = getattr(args, "output", None)
+    planned = plan_compiled(compiled, task_glob=getattr(args, "tasks", None), provenance=bool(output))
+    if output:
+        program = build_program(compiled, planned)
+        write_program(Path(output), program)
+        if not getattr(args, "plans", False):
+            n = sum(len(p.rows) * len(p.rp.attempts()) for p in planned)
+            sys.stderr.write(
+                f"acx: wrote {output}: {len(planned)} request(s), {n} plan(s), {program.content_hash}\n"
+            )
+    if getattr(args, "plans", False) or not output:
+        fmt = getattr(args, "format", "text")
+        if fmt == "json":
+            _write_json(sys.stdout, planned)
+        elif fmt == "yaml":
+            from acx.cli._output import to_yaml
+
+            sys.stdout.write(to_yaml(_payload(planned)))
+        else:
+            render_text(sys.stdout, planned, full=bool(getattr(args, "full", False)))
+    return 0
+
+
+_ENV_MAPS = (
+    "env_variables",
+    "run_env_variables",
+    "evaluation_env_variables",
+    "evaluation_environment_env_variables",
+)
+
+
+def redacted_plan(plan: Any) -> dict[str, Any]:
+    """A printable view of a plan: literal env values and secret-looking params masked.
+
+    Targeted at the places a plan can hold secrets (env maps, provider/component params,
+    analysis params) so 30,000 plans print in seconds; ``${VAR}`` references stay visible.
+    """
+    import msgspec
+
+    from acx.compiler._redact import redact, redact_value
+
+    d: dict[str, Any] = msgspec.to_builtins(plan)
+    for key in ("environment", "evaluation_environment"):
+        env = d.get(key)
+        if env is None:
+            continue
+        for name in _ENV_MAPS:
+            if env.get(name):
+                env[name] = redact_value(env[name])
+        if env.get("params"):
+            env["params"] = redact(env["params"])
+    for key in ("benchmark_plan", "harness_plan"):
+        if d[key].get("params"):
+            d[key]["params"] = redact(d[key]["params"])
+    if d["execution"].get("analysis_params"):
+        d["execution"]["analysis_params"] = redact(d["execution"]["analysis_params"])
+    return d
+
+
+def _request_head(p: _PlannedRequest) -> dict[str, Any]:
+    req = p.rp.request
+    return {
+        "name": p.name,
+        "benchmark": req.benchmark.id,
+        "harness": req.harness.id,
+        "environment": req.environment.id,
+        "total_tasks": p.rp.total_tasks,
+    }
+
+
+def _task_entry(task: Any, plans: dict[int, Any], warnings: list[str]) -> dict[str, Any]:
+    return {
+        "task_id": task.task_id,
+        "load_warnings": list(task.load_warnings),
+        "warnings": warnings,
+        "attempts": {str(a): redacted_plan(plan) for a, plan in plans.items()},
+    }
+
+
+def _payload(planned: list[_PlannedRequest]) -> dict[str, Any]:
+    return {
+        "format_version": 1,
+        "requests": [
+            {**_request_head(p), "tasks": [_task_entry(t, plans, w) for t, plans, w, _ in p.rows]}
+            for p in planned
+        ],
+    }
+
+
+def _write_json(out: TextIO, planned: list[_PlannedRequest]) -> None:
+    """Streamed, one task at a time, so memory stays flat for large datasets."""
+    import msgspec
+
+    def block(value: Any, indent: int) -> str:
+        text = msgspec.json.format(msgspec.json.encode(value), indent=2).decode()
+        pad = " " * indent
+        return "\n".join(pad + line if i else line for i, line in enumerate(text.splitlines()))
+
+    out.write('{\n  "format_version": 1,\n  "requests": [')
+    for ri, p in enumerate(planned):
+        head = block(_request_head(p), 4)
+        out.write(("," if ri else "") + "\n    " + head[:-1].rstrip() + ',\n      "tasks": [')
+        for ti, (task, plans, warnings, _prov) in enumerate(p.rows):
+            out.write(("," if ti else "") + "\n        " + block(_task_entry(task, plans, warnings), 8))
+        out.write("\n      ]\n    }")
+    out.write("\n  ]\n}\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# The compiled program
+# ---------------------------------------------------------------------------------------------
+def build_program(compiled: Any, planned: list[_PlannedRequest]) -> Any:
+    from acx.ir import CompiledProgram, RequestProgram
+
+    requests = [
+        RequestProgram(
+            name=p.name,
+            base_dir=compiled.base_dirs.get(p.name, os.getcwd()),
+            tasks=[task for task, _, _, _ in p.rows],
+            plans={task.task_id: {str(a): plan for a, plan in plans.items()} for task, plans, _, _ in p.rows},
+            provenance={task.task_id: prov for task, _, _, prov in p.rows},
+            warnings=[w for _, _, ws, _ in p.rows for w in ws],
+        )
+        for p in planned
+    ]
+    return CompiledProgram(orchestration=compiled.orchestration, requests=requests).sealed()
+
+
+def write_program(path: Path, program: Any) -> None:
+    """Atomically: temp file in the same directory, fsync, rename, fsync the directory."""
+    import msgspec
+
+    data = msgspec.json.encode(program, order="deterministic")
+    directory = path.parent if str(path.parent) else Path(".")
+    directory.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.write(b"\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    try:
+        dir_fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory fds
+        return
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+# ---------------------------------------------------------------------------------------------
+# Text rendering
+# ---------------------------------------------------------------------------------------------
+def format_seconds(value: float | None) -> str:
+    """``None`` → ``none``; whole minutes/hours compact (``90m`` → ``1h30m``); else seconds."""
+    if value is None:
+        return "none"
+    if value != int(value) or value < 60 or int(value) % 60:
+        return f"{value:g}s"
+    minutes = int(value) // 60
+    hours, minutes = divmod(minutes, 60)
+    if hours and minutes:
+        return f"{hours}h{minutes}m"
+    return f"{hours}h" if hours else f"{minutes}m"
+
+
+def _policy(p: Any) -> str:
+    if p is None:
+        return "public"
+    if p.network_mode == "allowlist":
+        return f"allowlist[{', '.join(p.allowed_hosts)}]"
+    if p.network_mode == "denylist":
+        return f"denylist[{', '.join(p.denied_hosts)}]"
+    return str(p.network_mode)
+
+
+def _setup_text(setup: Any, full: bool) -> str:
+    parts = []
+    for name, value in (("image", setup.image), ("workdir", setup.workdir), ("os", setup.os)):
+        if value is not None or full:
+            parts.append(f"{name} {value if value is not None else '(driver default)'}")
+    if setup.build_timeout_seconds is not None or full:
+        parts.append(f"build {format_seconds(setup.build_timeout_seconds)}")
+    return " · ".join(parts)
+
+
+def _budget_line(plan: Any, harness_free: bool) -> str:
+    run = plan.run_timeout_seconds
+    if harness_free:
+        watchdog = "run_task gets T"
+    elif run is None:
+        watchdog = "watchdog none"
+    else:
+        watchdog = f"watchdog {format_seconds(run + plan.run_timer_compensation_seconds)}"
+    parts = [
+        f"run {format_seconds(run)} ({watchdog})",
+        f"collect {format_seconds(plan.runresult_collect_timeout_seconds)}",
+        f"evaluation {format_seconds(plan.evaluation_timeout_seconds)}",
+    ]
+    if plan.collect_artifacts:
+        prep = plan.artifact_collect_timeout_seconds
+        parts.append(
+            f"artifacts {format_seconds(plan.artifact_limits.timeout_seconds)}"
+            + (f" (commands {format_seconds(prep)})" if prep is not None else "")
+        )
+    return " · ".join(parts)
+
+
+def _task_lines(plan: Any, *, full: bool, harness_free: bool) -> list[str]:
+    env = plan.environment
+    lines: list[tuple[str, str]] = []
+    setup = _setup_text(env.setup, full)
+    lines.append(("environment", env.id + (f" · {setup}" if setup else "")))
+    if env.resources is not None:
+        res = {k: v for k, v in _builtins(env.resources).items() if v not in (None, False)}
+        lines.append(("resources", ", ".join(f"{k} {v}" for k, v in res.items())))
+    ev = plan.evaluation_environment
+    mode = plan.evaluation_environment_mode
+    policies = [env.baseline_network_policy, plan.run_network_policy, plan.evaluation_network_policy]
+    if ev is not None:
+        policies.append(ev.baseline_network_policy)
+    if full or any(p is not None and p.network_mode != "public" for p in policies):
+        net = (
+            f"baseline {_policy(env.baseline_network_policy)} · run {_policy(plan.run_network_policy)}"
+            f" · evaluation {_policy(plan.evaluation_network_policy)}"
+        )
+        if ev is not None:
+            net += f" · verifier baseline {_policy(ev.baseline_network_policy)}"
+        lines.append(("network", net))
+    if full or mode != "none":
+        text = mode
+        if ev is not None:
+            vsetup = _setup_text(ev.setup, full)
+            text += " (verifier" + (f": {vsetup}" if vsetup else "") + ")"
+        lines.append(("evaluation", text))
+    lines.append(("budgets", _budget_line(plan, harness_free)))
+    if plan.collect_artifacts or full:
+        arts = ", ".join(a.source for a in plan.artifacts) or "(none)"
+        extra = f" · {len(plan.artifact_collect)} collect command(s)" if plan.artifact_collect else ""
+        save = "saved" if plan.save_artifacts else "not saved"
+        state = arts if plan.collect_artifacts else "off (benchmark does not collect)"
+        lines.append(("artifacts", f"{state}{extra} · {save}" if plan.collect_artifacts else state))
+    names = sorted(set(env.env_variables) | set(env.run_env_variables) | set(env.evaluation_env_variables))
+    if names:
+        lines.append(("env vars", ", ".join(names)))
+    if plan.required_env:
+        lines.append(("requires", ", ".join(f"${{{n}}}" for n in plan.required_env)))
+    if plan.applied_recipes or full:
+        lines.append(("recipes", ", ".join(plan.applied_recipes) or "(none)"))
+    return [f"      {label:<12} {text}" for label, text in lines]
+
+
+def _builtins(value: Any) -> dict[str, Any]:
+    import msgspec
+
+    out: dict[str, Any] = msgspec.to_builtins(value)
+    return out
+
+
+def _same_but_attempt(a: Any, b: Any) -> bool:
+    from msgspec.structs import replace
+
+    return bool(replace(b, attempt=a.attempt) == a)
+
+
+def render_text(out: TextIO, planned: Iterable[_PlannedRequest], *, full: bool) -> None:
+    for p in planned:
+        req = p.rp.request
+        k = len(p.rp.attempts())
+        n_plans = len(p.rows) * k
+        recipes: dict[str, int] = {}
+        for _task, plans, _w, _p in p.rows:
+            for plan in plans.values():
+                for rid in plan.applied_recipes:
+                    recipes[rid] = recipes.get(rid, 0) + 1
+        out.write(
+            f"request {p.name!r}: {req.benchmark.id} × {req.harness.id} on {req.environment.id} — "
+            f"{len(p.rows)} of {p.rp.total_tasks} task(s) × {k} attempt(s) = {n_plans} plan(s)"
+            + (f"; recipes: {', '.join(f'{r} ({c})' for r, c in recipes.items())}" if recipes else "")
+            + "\n"
+        )
+        harness_free = bool(getattr(p.rp.benchmark, "harness_free", False))
+        for task, plans, warnings, _prov in p.rows:
+            first = plans[1]
+            out.write(
+                f"\n  + {task.task_id}" + (f"  [{task.category}]" if task.category != "all" else "") + "\n"
+            )
+            out.write("\n".join(_task_lines(first, full=full, harness_free=harness_free)) + "\n")
+            rest = [a for a in plans if a != 1]
+            differing = [a for a in rest if not _same_but_attempt(first, plans[a])]
+            if rest and not differing:
+                out.write(f"      {'attempts':<12} {k} (identical plans)\n")
+            for a in differing:
+                out.write(f"    attempt {a}:\n")
+                out.write("\n".join(_task_lines(plans[a], full=full, harness_free=harness_free)) + "\n")
+            for w in [*task.load_warnings, *warnings]:
+                out.write(f"      warning: {w}\n")
+        out.write("\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# explain for plan fields
+# ---------------------------------------------------------------------------------------------
+def _paths(value: Any, prefix: str = "") -> Iterable[str]:
+    if isinstance(value, dict):
+        for key, sub in value.items():
+            path = f"{prefix}{key}"
+            yield path
+            yield from _paths(sub, f"{path}.")
+
+
+def _lookup(data: Any, path: str) -> tuple[bool, Any]:
+    cur = data
+    for part in path.split("."):
+        if isinstance(cur, dict) and part in cur:
+            cur = cur[part]
+        elif isinstance(cur, list) and part.isdigit() and int(part) < len(cur):
+            cur = cur[int(part)]
+        else:
+            return False, None
+    return True, cur
+
+
+def explain_plan_field(args: Any, compiled: Any) -> int:
+    """``acx explain SPEC REQUEST FIELD --task ID [--attempt N]``: a plan field and its provenance."""
+    import json
+
+    import msgspec
+
+    from acx.compiler._planner import plan_request
+    from acx.compiler._redact import is_sensitive_path, redact, redact_value
+    from acx.diagnostics import did_you_mean
+    from acx.drivers._specs import probe_capabilities
+    from acx.errors import AcxPlanError
+
+    names = [r.name for r in compiled.orchestration.requests]
+    run = next((r for r in compiled.orchestration.requests if r.name == args.request), None)
+    if run is None:
+        hint = did_you_mean(args.request, names)
+        raise AcxPlanError(
+            f"no request named {args.request!r}",
+            code="E0460",
+            path="REQUEST",
+            help=(f"did you mean {hint!r}? " if hint else "") + "requests: " + ", ".join(names),
+        )
+    if not getattr(args, "task", None):
+        raise AcxPlanError(
+            f"plan field {args.field!r} needs a task",
+            code="E0460",
+            path="--task",
+            help="add --task ID (`acx compile SPEC --plans` lists the task ids)",
+        )
+    req = run.request
+    rp = plan_request(
+        req,
+        base_dir=compiled.base_dirs.get(run.name, os.getcwd()),
+        capabilities=probe_capabilities(req.environment.id),
+        request_provenance=compiled.provenance.get(run.name),
+    )
+    rp.name = run.name
+    task = rp.task(args.task)
+    attempt = int(getattr(args, "attempt", None) or 1)
+    detailed = rp.plan_attempt_detailed(task, attempt)
+    data = msgspec.to_builtins(detailed.plan)
+    field = args.field.removeprefix("plan.")
+    found, value = _lookup(data, field)
+    if not found:
+        candidates = list(_paths(data))
+        hint = did_you_mean(field, candidates)
+        raise AcxPlanError(
+            f"ExecutionPlan has no field {field!r}",
+            code="E0460",
+            path="FIELD",
+            help=(f"did you mean {hint!r}? " if hint else "")
+            + "plan fields: "
+            + ", ".join(k for k in data if not k.startswith("_")),
+        )
+    parts = tuple(field.split("."))
+    if is_sensitive_path(parts):
+        value = redact({parts[-1]: value})[parts[-1]]
+    chain = _chain_for(detailed.provenance, field)
+    contributions = []
+    for p, c in chain:
+        entry = msgspec.to_builtins(c)
+        if is_sensitive_path(tuple(p.split("."))):
+            entry["value"] = redact_value(entry.get("value"))
+        contributions.append(redact(entry) | {"path": p})
+    if getattr(args, "format", "text") == "json":
+        payload = {
+            "format_version": 1,
+            "request": run.name,
+            "task_id": task.task_id,
+            "attempt": attempt,
+            "field": field,
+            "value": value,
+            "contributions": contributions,
+        }
+        sys.stdout.write(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+        return 0
+    out = sys.stdout
+    out.write(f"{run.name} / {task.task_id} / attempt {attempt}: {field} = {_short(value)}\n")
+    if not contributions:
+        out.write("  (no recorded contributions: the ExecutionPlan default applies)\n")
+    for i, c in enumerate(contributions):
+        mark = "  ← wins" if i == len(contributions) - 1 else ""
+        where = f" [{c['path']}]" if c["path"] != field else ""
+        out.write(f"  {c['layer']:<34} {c['source']}{where}\n      = {_short(c.get('value'))}{mark}\n")
+    return 0
+
+
+def _chain_for(provenance: dict[str, Any], field: str) -> list[tuple[str, Any]]:
+    """Contributions to ``field``, its ancestors (a whole struct replaced) and its descendants."""
+    out: list[tuple[str, Any]] = []
+    for path, chain in provenance.items():
+        if path == field or field.startswith(path + ".") or path.startswith(field + "."):
+            out.extend((path, c) for c in chain)
+    return out
+
+
+def _short(value: Any) -> str:
+    import json
+
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 200 else text[:197] + "..."

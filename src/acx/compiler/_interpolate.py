@@ -1,0 +1,149 @@
+"""Environment interpolation (contract R6, V1).
+
+* A string that is exactly ``${VAR}`` is an env reference. Outside env-variable maps it is
+  substituted at compile time (missing VAR → error naming VAR, never a value) — except at
+  sensitive positions (``api_key``, ``*_token``, headers, ...; see :mod:`._redact`) and at the
+  front end's ``secret_paths``: there it stays a reference (VAR must still exist) and is
+  resolved by the process that uses it.
+* ``${VAR}`` embedded in a longer string is rejected outside env maps.
+* Inside env-variable maps (:data:`ENV_MAP_KEYS`) values are kept verbatim: ``${VAR}``,
+  ``${VAR:-default}`` and embedded references are resolved by the driver right before use (V1).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from acx.compiler._redact import is_sensitive_path
+from acx.compiler._source import Path_
+from acx.diagnostics import Diagnostic, Span
+
+__all__ = [
+    "ENV_MAP_KEYS",
+    "Interpolation",
+    "env_ref_name",
+    "format_path",
+    "has_embedded_ref",
+    "in_env_map",
+    "interpolate",
+]
+
+ENV_MAP_KEYS = frozenset(
+    {"env_variables", "run_env_variables", "evaluation_env_variables", "evaluation_environment_env_variables"}
+)
+
+_WHOLE = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
+
+
+def env_ref_name(value: Any) -> str | None:
+    """``VAR`` when ``value`` is exactly ``${VAR}``, else None."""
+    if isinstance(value, str):
+        m = _WHOLE.match(value)
+        if m:
+            return m.group(1)
+    return None
+
+
+def has_embedded_ref(value: Any) -> bool:
+    """A string that contains ``${`` but is not a whole-field ``${VAR}``."""
+    return isinstance(value, str) and "${" in value and env_ref_name(value) is None
+
+
+def in_env_map(path: Path_) -> bool:
+    return any(isinstance(p, str) and p in ENV_MAP_KEYS for p in path[:-1])
+
+
+@dataclass
+class Interpolation:
+    """What one interpolation pass read: substituted names, kept secret refs, per-path origin."""
+
+    env_inputs: set[str] = field(default_factory=set)
+    secret_refs: set[str] = field(default_factory=set)
+    #: relative path → variable name, for provenance ("orch.yaml:3:5 via ${VAR}").
+    substituted: dict[Path_, str] = field(default_factory=dict)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+
+def interpolate(
+    data: Any,
+    environ: Mapping[str, str],
+    *,
+    span_of: Callable[[Path_], Span | None],
+    abs_prefix: Path_ = (),
+    secret_paths: frozenset[Path_] = frozenset(),
+    result: Interpolation | None = None,
+) -> tuple[Any, Interpolation]:
+    """Substitute whole-field references in ``data`` (a fragment found at ``abs_prefix``).
+
+    ``span_of`` maps a relative path to its span for diagnostics; ``abs_prefix`` is the
+    fragment's semantic position (it decides env-map membership and sensitivity);
+    ``secret_paths`` are relative paths a front end marked secret. Returns the new data
+    (inputs untouched) and what was read.
+    """
+    res = result if result is not None else Interpolation()
+    out = _walk(data, (), abs_prefix, environ, span_of, secret_paths, res)
+    return out, res
+
+
+def _walk(
+    value: Any,
+    rel: Path_,
+    prefix: Path_,
+    environ: Mapping[str, str],
+    span_of: Callable[[Path_], Span | None],
+    secret_paths: frozenset[Path_],
+    res: Interpolation,
+) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _walk(v, (*rel, k), prefix, environ, span_of, secret_paths, res) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_walk(v, (*rel, i), prefix, environ, span_of, secret_paths, res) for i, v in enumerate(value)]
+    if not isinstance(value, str) or "${" not in value:
+        return value
+    full = (*prefix, *rel)
+    if in_env_map(full) or (full and full[-1] in ENV_MAP_KEYS):
+        return value  # V1: resolved by the driver at use time
+    name = env_ref_name(value)
+    if name is None:
+        res.diagnostics.append(embedded_ref_diagnostic(value, span_of(rel), format_path(full)))
+        return value
+    if name not in environ:
+        res.diagnostics.append(
+            Diagnostic(
+                code="E0302",
+                message=f"environment variable `{name}` is not set (referenced as `${{{name}}}`)",
+                span=span_of(rel),
+                path=format_path(full),
+                help=f"export {name}=... before running acx, or replace the reference with a value",
+            )
+        )
+        return value
+    if rel in secret_paths or is_sensitive_path(full):
+        res.secret_refs.add(name)
+        return value  # a secret stays a reference; the process that uses it reads it
+    res.env_inputs.add(name)
+    res.substituted[rel] = name
+    return environ[name]
+
+
+def embedded_ref_diagnostic(value: str, span: Span | None, path: str) -> Diagnostic:
+    return Diagnostic(
+        code="E0212",
+        message=f"unsupported environment interpolation in `{path}`: `${{...}}` inside a longer string",
+        span=span,
+        path=path,
+        help="use whole-field ${VAR}: the whole value must be one reference, "
+        "e.g. `base_url: ${MODEL_BASE_URL}`"
+        " (embedded references are allowed only in env-variable maps)",
+    )
+
+
+def format_path(path: Path_) -> str:
+    """`requests[0].execution.max_retries` for ('requests', 0, 'execution', 'max_retries')."""
+    out = ""
+    for p in path:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else p)
+    return out or "<root>"

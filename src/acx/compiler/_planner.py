@@ -1,0 +1,928 @@
+"""The planner (contracts P1–P7, H2–H4, T1–T5, V1, A1–A4): one ExecutionPlan per task × attempt.
+
+Pure: it reads dataset files and task directories (through the benchmark), never opens an
+environment and never reads a secret value. Driver capabilities come in as an argument (probed at
+the CLI edge) and every policy the plan needs is checked against them (P7: refuse, never
+downgrade).
+
+Steps per plan (P4): (1) evaluation mode; (2) network policy inputs; (3) the task-local
+EnvironmentSpec (setup, resources, env maps merged); (4) benchmark plan; (5) harness plan; budgets
+and artifact inputs; (6) recipes in registry order; then benchmark ``resolve_artifacts`` and the
+model-endpoint allowance; (7) missing policies → ``public``; (8) the fresh verifier environment
+created or cleared; final normalisation and the capability check.
+
+``plan_request`` does the per-request work once (component instances, task loading and selection,
+request-level checks, recipe candidates) and returns a :class:`RequestPlan` whose
+``plan_attempt(task, attempt)`` is called per *semantic attempt* (P3).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from msgspec import UNSET
+from msgspec.structs import replace
+
+from acx.compiler._artifacts_plan import check_artifact_overrides, finalize_artifacts, resolve_save_artifacts
+from acx.compiler._budgets import Budget, check_seconds, resolve_budget
+from acx.compiler._network_plan import (
+    MODEL_ENDPOINT_SOURCE,
+    allow_model_endpoint,
+    check_capabilities,
+    model_endpoint_host,
+)
+from acx.compiler._recipes import BaseRecipe, DeclarativeRecipeAdapter, RecipeRegistry, build_run_registry
+from acx.diagnostics import did_you_mean
+from acx.drivers._specs import DriverCapabilities
+from acx.errors import AcxPlanError, AcxUserError
+from acx.ir import (
+    Contribution,
+    EnvironmentSetup,
+    EnvironmentSpec,
+    ExecutionPlan,
+    ExecutionSpec,
+    HarnessPlan,
+    NetworkPolicy,
+    Provenance,
+    ResourceRequirements,
+    RunRequest,
+    TaskSpec,
+)
+
+__all__ = ["PlannedAttempt", "RequestPlan", "plan_request", "required_env_names"]
+
+_PUBLIC = NetworkPolicy()
+_DEFAULT_EXECUTION = ExecutionSpec()
+_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(:-[^}]*)?\}")
+_LEGACY_IMAGE_KEYS = ("image", "evaluation_image")
+_FRESH_ONLY = (
+    "evaluation_setup",
+    "evaluation_baseline_network_policy",
+    "evaluation_resources",
+    "evaluation_environment_env_variables",
+)
+#: ExecutionSpec fields copied into same-named plan fields (explicit ones are kept by recipes).
+_EXEC_PLAN_FIELDS = (
+    "run_timeout_seconds",
+    "evaluation_timeout_seconds",
+    "run_timer_compensation_seconds",
+    "runresult_collect_timeout_seconds",
+    "artifact_collect_timeout_seconds",
+    "artifact_limits",
+    "save_artifacts",
+    "artifacts",
+    "artifact_collect",
+)
+
+
+@dataclass(frozen=True)
+class PlannedAttempt:
+    plan: ExecutionPlan
+    #: Plan field path → contributions, lowest first, winner last (empty unless requested).
+    provenance: Provenance
+    warnings: list[str]
+
+
+class _Prov:
+    """Collects plan provenance; a disabled instance ignores everything (the fast path)."""
+
+    def __init__(self, enabled: bool, request_prov: Provenance | None) -> None:
+        self.enabled = enabled
+        self.request_prov = request_prov or {}
+        self.data: Provenance = {}
+
+    def add(self, path: str, layer: str, kind: Any, source: str, value: Any) -> None:
+        if self.enabled:
+            self.data.setdefault(path, []).append(
+                Contribution(layer=layer, kind=kind, source=source, value=_jsonable(value))
+            )
+
+    def request(self, plan_path: str, request_path: str, value: Any) -> None:
+        """The request's own chain for ``request_path`` (from the resolver) or one summary entry."""
+        if not self.enabled:
+            return
+        chain = self.request_prov.get(request_path)
+        if chain:
+            self.data.setdefault(plan_path, []).extend(chain)
+        else:
+            self.add(plan_path, "request", "file", request_path, value)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, msgspec.Struct):
+        return msgspec.to_builtins(value)
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+_REQUIRED_CACHE: dict[tuple[int, ...], tuple[list[str], tuple[Any, ...]]] = {}
+
+
+def _required_env_cached(*maps: dict[str, str] | None) -> list[str]:
+    """:func:`required_env_names` memoised on the identity of the maps (shared across plans)."""
+    if not any(maps):
+        return []
+    key = tuple(map(id, maps))
+    hit = _REQUIRED_CACHE.get(key)
+    if hit is not None and all(a is b for a, b in zip(hit[1], maps, strict=True)):
+        return hit[0]
+    names = required_env_names(*maps)
+    if len(_REQUIRED_CACHE) > 4096:
+        _REQUIRED_CACHE.clear()
+    _REQUIRED_CACHE[key] = (names, maps)  # keeps the maps alive so their ids stay unique
+    return names
+
+
+def required_env_names(*maps: dict[str, str] | None) -> list[str]:
+    """Names referenced as ``${NAME}`` (no default) in env-variable maps (V1); names only."""
+    names: set[str] = set()
+    for m in maps:
+        for value in (m or {}).values():
+            for name, default in _REF.findall(value):
+                if not default:
+                    names.add(name)
+    return sorted(names)
+
+
+def _merge_setup(base: EnvironmentSetup, over: EnvironmentSetup | None) -> EnvironmentSetup:
+    """Field-wise: set (non-None) fields of ``over`` win (H2: request setup over task defaults)."""
+    if over is None or over == EnvironmentSetup():
+        return base
+    changes = {f: getattr(over, f) for f in over.__struct_fields__ if getattr(over, f) is not None}
+    return replace(base, **changes) if changes else base
+
+
+def _merge_resources(*layers: ResourceRequirements | None) -> ResourceRequirements | None:
+    present = [r for r in layers if r is not None]
+    if not present:
+        return None
+    if len(present) == 1:
+        return present[0]
+    merged: dict[str, Any] = {}
+    for r in present:
+        for f in r.__struct_fields__:
+            value = getattr(r, f)
+            if value is not None and not (f == "ignore_gpu_type" and value is False):
+                merged[f] = value
+    return ResourceRequirements(**merged)
+
+
+def _merge_env(base: dict[str, str], over: dict[str, str]) -> dict[str, str]:
+    # Return a shared input when possible: plans of one request then share their env maps
+    # (memory, and the required-names cache hits).
+    if not over:
+        return base if base else over
+    if not base:
+        return over
+    return {**base, **over}
+
+
+@dataclass
+class RequestPlan:
+    """Per-request planning state: components, selected tasks and ``plan_attempt`` (P3)."""
+
+    name: str
+    request: RunRequest
+    benchmark: Any
+    harness: Any
+    tasks: list[TaskSpec]
+    total_tasks: int
+    capabilities: DriverCapabilities
+    recipes: RecipeRegistry
+    request_provenance: Provenance | None = None
+    _candidates: list[BaseRecipe] = field(default_factory=list)
+    _explicit: frozenset[str] = frozenset()
+    _harness_plan: HarnessPlan | None = None
+    _bench_mode: str = "none"
+
+    # ---- public API ------------------------------------------------------------------------
+    def plan_attempt(self, task: TaskSpec, attempt: int) -> ExecutionPlan:
+        """The ExecutionPlan of ``task`` for semantic attempt ``attempt`` (1-based)."""
+        try:
+            return self._plan(task, attempt, _Prov(False, None), []).plan
+        except AcxUserError as exc:
+            raise _in_request(exc, self.name) from None
+
+    def plan_attempt_detailed(
+        self, task: TaskSpec, attempt: int, *, provenance: bool = True
+    ) -> PlannedAttempt:
+        """The plan with its provenance (``explain``) and planning warnings."""
+        try:
+            return self._plan(task, attempt, _Prov(provenance, self.request_provenance), [])
+        except AcxUserError as exc:
+            raise _in_request(exc, self.name) from None
+
+    def task(self, task_id: str) -> TaskSpec:
+        for t in self.tasks:
+            if t.task_id == task_id:
+                return t
+        hint = did_you_mean(task_id, [t.task_id for t in self.tasks])
+        raise AcxPlanError(
+            f"request {self.name!r} has no selected task {task_id!r}",
+            code="E0460",
+            path="--task",
+            help=(f"did you mean {hint!r}? " if hint else "")
+            + "`acx compile SPEC --plans` lists the task ids",
+        )
+
+    def attempts(self) -> range:
+        return range(1, self.request.execution.attempts.k + 1)
+
+    def iter_plans(self) -> Iterator[tuple[TaskSpec, int, ExecutionPlan]]:
+        for task in self.tasks:
+            for attempt in self.attempts():
+                yield task, attempt, self.plan_attempt(task, attempt)
+
+    # ---- the steps -------------------------------------------------------------------------
+    def _plan(self, task: TaskSpec, attempt: int, prov: _Prov, warnings: list[str]) -> PlannedAttempt:
+        req = self.request
+        renv = req.environment
+        ex = req.execution
+        tid = task.task_id
+
+        # (1) evaluation mode (P5)
+        mode = renv.evaluation_environment_mode or task.evaluation_environment_mode or self._bench_mode
+        if prov.enabled:
+            prov.add(
+                "evaluation_environment_mode",
+                "benchmark",
+                "benchmark",
+                f"{self.benchmark.id} default",
+                self._bench_mode,
+            )
+            if task.evaluation_environment_mode:
+                prov.add("evaluation_environment_mode", "task", "task", tid, task.evaluation_environment_mode)
+            if renv.evaluation_environment_mode:
+                prov.request(
+                    "evaluation_environment_mode",
+                    "environment.evaluation_environment_mode",
+                    renv.evaluation_environment_mode,
+                )
+
+        # (2) policy inputs (P6): explicit request value, else the task hint
+        baseline = renv.baseline_network_policy or task.baseline_network_policy
+        run_policy = renv.run_network_policy or task.run_network_policy
+        eval_policy = renv.evaluation_network_policy or task.evaluation_network_policy
+        if prov.enabled:
+            for path, tval, rval in (
+                (
+                    "environment.baseline_network_policy",
+                    task.baseline_network_policy,
+                    renv.baseline_network_policy,
+                ),
+                ("run_network_policy", task.run_network_policy, renv.run_network_policy),
+                ("evaluation_network_policy", task.evaluation_network_policy, renv.evaluation_network_policy),
+            ):
+                if tval is not None:
+                    prov.add(path, "task", "task", tid, tval)
+                if rval is not None:
+                    req_path = path if path.startswith("environment.") else f"environment.{path}"
+                    prov.request(path, req_path, rval)
+
+        # (3) the task-local environment (a new struct; the request is never mutated)
+        env = self._environment(task, baseline, prov)
+
+        # (4) benchmark plan, (5) harness plan
+        bplan = self.benchmark.build_plan(task, req)
+        hplan = self._harness_plan or self.harness.build_plan(task, req)
+
+        run_b = resolve_budget(
+            task_value=task.run_timeout_seconds,
+            benchmark_value=bplan.run_timeout_seconds,
+            harness_fallback=hplan.default_run_timeout_seconds,
+            override=ex.run_timeout_seconds,
+            common_multiplier=ex.timeout_multiplier,
+            stage_multiplier=ex.run_timeout_multiplier,
+            stage_multiplier_field="run_timeout_multiplier",
+        )
+        eval_b = resolve_budget(
+            task_value=task.evaluation_timeout_seconds,
+            benchmark_value=bplan.evaluation_timeout_seconds,
+            harness_fallback=None,
+            override=ex.evaluation_timeout_seconds,
+            common_multiplier=ex.timeout_multiplier,
+            stage_multiplier=ex.evaluation_timeout_multiplier,
+            stage_multiplier_field="evaluation_timeout_multiplier",
+        )
+        if prov.enabled:
+            self._budget_prov(prov, "run_timeout_seconds", run_b, tid)
+            self._budget_prov(prov, "evaluation_timeout_seconds", eval_b, tid)
+            for f in (
+                "run_timer_compensation_seconds",
+                "runresult_collect_timeout_seconds",
+                "artifact_collect_timeout_seconds",
+                "artifact_limits",
+            ):
+                if f"execution.{f}" in prov.request_prov:  # the resolver's chain, default included
+                    prov.request(f, f"execution.{f}", getattr(ex, f))
+                    continue
+                prov.add(f, "default", "default", "ExecutionSpec", getattr(_DEFAULT_EXECUTION, f))
+                if getattr(ex, f) != getattr(_DEFAULT_EXECUTION, f):
+                    prov.request(f, f"execution.{f}", getattr(ex, f))
+
+        supported = bool(self.benchmark.collect_artifacts)
+        if supported:
+            artifacts = ex.artifacts if ex.artifacts is not None else (task.artifacts or [])
+            collect = (
+                ex.artifact_collect if ex.artifact_collect is not None else (task.artifact_collect or [])
+            )
+        else:
+            artifacts, collect = [], []
+        save = ex.save_artifacts if ex.save_artifacts is not None else mode == "fresh"
+
+        plan = ExecutionPlan(
+            task_id=tid,
+            attempt=attempt,
+            environment=env,
+            evaluation_environment_mode=mode,  # type: ignore[arg-type]
+            run_network_policy=run_policy,
+            evaluation_network_policy=eval_policy,
+            benchmark_plan=bplan,
+            harness_plan=hplan,
+            execution=ex,
+            artifacts=artifacts,
+            artifact_collect=collect,
+            artifact_collection_supported=supported,
+            save_artifacts=save,
+            artifact_limits=ex.artifact_limits,
+            artifact_collect_timeout_seconds=ex.artifact_collect_timeout_seconds,
+            runresult_collect_timeout_seconds=ex.runresult_collect_timeout_seconds,
+            run_timer_compensation_seconds=ex.run_timer_compensation_seconds,
+            run_timeout_seconds=run_b.seconds,
+            evaluation_timeout_seconds=eval_b.seconds,
+        )
+        if prov.enabled:
+            self._artifact_prov(prov, task, supported)
+
+        # (6) recipes, in registry order (RC2, RC3)
+        plan = self._apply_recipes(plan, task, prov)
+
+        # A3: the benchmark may resolve artifact paths after all recipes; explicit request wins.
+        if supported and ex.artifacts is None:
+            resolved = self.benchmark.resolve_artifacts(task, req, plan)
+            if resolved is not None:
+                plan = replace(plan, artifacts=resolved)
+                prov.add(
+                    "artifacts", "benchmark", "benchmark", f"{self.benchmark.id}.resolve_artifacts", resolved
+                )
+
+        plan = self._allow_model_endpoint(plan, prov)
+
+        # (7) missing policies → public
+        plan = self._default_policies(plan, prov)
+
+        # (8) evaluation environment per the final mode; then normalisation and checks
+        plan = self._evaluation_environment(plan, task, prov)
+        plan = self._finalize(plan, task, mode, warnings, prov)
+        check_capabilities(
+            plan,
+            self.capabilities,
+            requires_isolated_filesystem=bool(getattr(self.benchmark, "requires_isolated_filesystem", False)),
+            benchmark_id=self.benchmark.id,
+        )
+        return PlannedAttempt(plan, prov.data, warnings)
+
+    def _environment(self, task: TaskSpec, baseline: NetworkPolicy | None, prov: _Prov) -> EnvironmentSpec:
+        renv = self.request.environment
+        setup = _merge_setup(task.environment_setup, renv.setup)
+        resources = _merge_resources(task.resources, task.run_resources, renv.resources, renv.run_resources)
+        env = replace(
+            renv,
+            setup=setup,
+            resources=resources,
+            run_resources=None,
+            baseline_network_policy=baseline,
+            env_variables=_merge_env(task.env_variables, renv.env_variables),
+            run_env_variables=_merge_env(task.run_env_variables, renv.run_env_variables),
+            evaluation_env_variables=_merge_env(task.evaluation_env_variables, renv.evaluation_env_variables),
+            require_startup_env=bool(task.require_startup_env or renv.require_startup_env),
+        )
+        if prov.enabled:
+            for f in EnvironmentSetup.__struct_fields__:
+                tval, rval = getattr(task.environment_setup, f), getattr(renv.setup, f)
+                if tval is not None:
+                    prov.add(f"environment.setup.{f}", "task", "task", task.task_id, tval)
+                if rval is not None:
+                    prov.request(f"environment.setup.{f}", f"environment.setup.{f}", rval)
+            for f in ("env_variables", "run_env_variables", "evaluation_env_variables"):
+                if getattr(task, f):
+                    prov.add(f"environment.{f}", "task", "task", task.task_id, getattr(task, f))
+                if getattr(renv, f):
+                    prov.request(f"environment.{f}", f"environment.{f}", getattr(renv, f))
+            for label, r in (("task", task.resources), ("task run", task.run_resources)):
+                if r is not None:
+                    prov.add("environment.resources", label, "task", task.task_id, r)
+            for f in ("resources", "run_resources"):
+                if getattr(renv, f) is not None:
+                    prov.request("environment.resources", f"environment.{f}", getattr(renv, f))
+        return env
+
+    def _budget_prov(self, prov: _Prov, path: str, b: Budget, tid: str) -> None:
+        kind = {"task": "task", "benchmark": "benchmark", "harness": "harness"}.get(
+            b.default_source, "default"
+        )
+        source = {
+            "task": f"task {tid}",
+            "benchmark": f"{self.benchmark.id} benchmark plan",
+            "harness": f"{self.request.harness.id} harness fallback",
+        }.get(b.default_source, "no task, benchmark or harness default (no deadline)")
+        prov.add(path, b.default_source if b.default_source != "none" else "default", kind, source, b.default)
+        if b.override is not None:
+            prov.request(path, f"execution.{path}", b.override)
+        if b.multiplier != 1.0 and b.seconds is not None:
+            mult_path = f"execution.{b.multiplier_field}"
+            prov.add(path, "planner", "planner", f"× {b.multiplier:g} ({mult_path})", b.seconds)
+
+    def _artifact_prov(self, prov: _Prov, task: TaskSpec, supported: bool) -> None:
+        ex = self.request.execution
+        if not supported:
+            prov.add(
+                "artifacts", "benchmark", "benchmark", f"{self.benchmark.id}: collect_artifacts = false", []
+            )
+            prov.add(
+                "collect_artifacts",
+                "benchmark",
+                "benchmark",
+                f"{self.benchmark.id}: collect_artifacts = false",
+                False,
+            )
+            return
+        prov.add("artifacts", "benchmark", "benchmark", "convention dir (A1)", ["/logs/artifacts"])
+        if task.artifacts is not None:
+            prov.add("artifacts", "task", "task", task.task_id, task.artifacts)
+        if ex.artifacts is not None:
+            prov.request("artifacts", "execution.artifacts", ex.artifacts)
+        if task.artifact_collect is not None:
+            prov.add("artifact_collect", "task", "task", task.task_id, task.artifact_collect)
+        if ex.artifact_collect is not None:
+            prov.request("artifact_collect", "execution.artifact_collect", ex.artifact_collect)
+
+    def _apply_recipes(self, plan: ExecutionPlan, task: TaskSpec, prov: _Prov) -> ExecutionPlan:
+        if not self._candidates:
+            return plan
+        req = self.request
+        applied: list[str] = []
+        explicit = self._explicit_for(task)
+        for recipe in self._candidates:
+            if not recipe.matches(req, task, plan):
+                continue
+            before = plan
+            if isinstance(recipe, DeclarativeRecipeAdapter):
+                plan = recipe.apply_explicit(plan, explicit)
+            else:
+                plan = recipe.apply(plan, req, task)
+            if not isinstance(plan, ExecutionPlan):
+                raise AcxPlanError(
+                    f"recipe {recipe.id!r} returned {type(plan).__name__}, not an ExecutionPlan",
+                    code="E0432",
+                    help=f"fix {recipe.origin}: apply() must return a (copied) ExecutionPlan",
+                )
+            if plan.task_id != before.task_id or plan.attempt != before.attempt:
+                raise AcxPlanError(
+                    f"recipe {recipe.id!r} changed the plan's task_id/attempt",
+                    code="E0432",
+                    help=f"fix {recipe.origin}: recipes adjust a plan, they never retarget it",
+                )
+            applied.append(recipe.id)
+            if prov.enabled:
+                _diff_prov(prov, before, plan, recipe)
+        if applied:
+            plan = replace(plan, applied_recipes=[*plan.applied_recipes, *applied])
+        return plan
+
+    def _explicit_for(self, task: TaskSpec) -> frozenset[str]:
+        extra = []
+        if task.run_timeout_seconds is not UNSET:
+            extra.append("run_timeout_seconds")
+        if task.evaluation_timeout_seconds is not UNSET:
+            extra.append("evaluation_timeout_seconds")
+        if task.evaluation_environment_mode is not None:
+            extra.append("evaluation_environment_mode")
+        if task.artifacts is not None:  # an explicit [] is a declaration too
+            extra.append("artifacts")
+        if task.artifact_collect is not None:
+            extra.append("artifact_collect")
+        return self._explicit.union(extra) if extra else self._explicit
+
+    def _allow_model_endpoint(self, plan: ExecutionPlan, prov: _Prov) -> ExecutionPlan:
+        policy = plan.run_network_policy
+        if policy is None or policy.network_mode not in ("no-network", "allowlist"):
+            return plan
+        if self.request.harness.id == "none" or not getattr(self.harness, "calls_model", False):
+            return plan
+        host = model_endpoint_host(self.request.model.base_url, plan.task_id)
+        new = allow_model_endpoint(policy, host)
+        if new is policy:
+            return plan
+        prov.add("run_network_policy", "planner", "planner", MODEL_ENDPOINT_SOURCE, new)
+        return replace(plan, run_network_policy=new)
+
+    def _default_policies(self, plan: ExecutionPlan, prov: _Prov) -> ExecutionPlan:
+        changes: dict[str, Any] = {}
+        if plan.run_network_policy is None:
+            changes["run_network_policy"] = _PUBLIC
+            prov.add("run_network_policy", "default", "default", "public (P4 step 7)", _PUBLIC)
+        if plan.evaluation_network_policy is None:
+            changes["evaluation_network_policy"] = _PUBLIC
+            prov.add("evaluation_network_policy", "default", "default", "public (P4 step 7)", _PUBLIC)
+        env = plan.environment
+        if env.baseline_network_policy is None:
+            env = replace(env, baseline_network_policy=_PUBLIC)
+            changes["environment"] = env
+            prov.add(
+                "environment.baseline_network_policy", "default", "default", "public (P4 step 7)", _PUBLIC
+            )
+        return replace(plan, **changes) if changes else plan
+
+    def _evaluation_environment(self, plan: ExecutionPlan, task: TaskSpec, prov: _Prov) -> ExecutionPlan:
+        renv = self.request.environment
+        if plan.evaluation_environment_mode != "fresh":
+            for f in _FRESH_ONLY:
+                if getattr(renv, f) is not None:
+                    raise AcxPlanError(
+                        f"task {task.task_id!r}: environment.{f} requires evaluation_environment_mode fresh, "
+                        f"but the mode is {plan.evaluation_environment_mode!r}",
+                        code="E0421",
+                        path=f"environment.{f}",
+                        help=f"set environment.evaluation_environment_mode: fresh, or remove environment.{f}",
+                    )
+            return (
+                replace(plan, evaluation_environment=None)
+                if plan.evaluation_environment is not None
+                else plan
+            )
+        env = plan.environment
+        independent = task.evaluation_environment_setup is not None
+        # H2: an explicit verifier environment is independent; None inherits the resolved run setup.
+        base_setup = task.evaluation_environment_setup if independent else env.setup
+        setup = _merge_setup(base_setup, renv.evaluation_setup)  # type: ignore[arg-type]
+        task_res = (
+            task.evaluation_resources
+            if independent
+            else _merge_resources(task.resources, task.evaluation_resources)
+        )
+        resources = _merge_resources(task_res, renv.resources, renv.evaluation_resources)
+        # H4: request evaluation baseline > request baseline > task verifier baseline > agent baseline.
+        baseline = (
+            renv.evaluation_baseline_network_policy
+            or renv.baseline_network_policy
+            or task.evaluation_baseline_network_policy
+            or env.baseline_network_policy
+            or _PUBLIC
+        )
+        # V1/V3: None inherits the public vars, a mapping replaces them; request overrides per key.
+        if task.evaluation_environment_env_variables is None:
+            startup = env.env_variables
+        else:
+            startup = _merge_env(task.evaluation_environment_env_variables, renv.env_variables)
+        startup = _merge_env(startup, renv.evaluation_environment_env_variables or {})
+        evaluation = EnvironmentSpec(
+            id=env.id,
+            params=env.params,
+            resources=resources,
+            baseline_network_policy=baseline,
+            evaluation_network_policy=plan.evaluation_network_policy,
+            evaluation_environment_mode="fresh",
+            env_variables=startup,
+            evaluation_env_variables=env.evaluation_env_variables,
+            require_startup_env=env.require_startup_env,
+            setup=setup,
+        )
+        if prov.enabled:
+            src = (
+                "task verifier environment (independent, H2)" if independent else "run setup (inherited, H2)"
+            )
+            prov.add(
+                "evaluation_environment.setup",
+                "task" if independent else "planner",
+                "task" if independent else "planner",
+                src,
+                base_setup,
+            )
+            if renv.evaluation_setup is not None:
+                prov.request(
+                    "evaluation_environment.setup", "environment.evaluation_setup", renv.evaluation_setup
+                )
+            prov.add(
+                "evaluation_environment.baseline_network_policy",
+                "planner",
+                "planner",
+                "H4: request evaluation baseline > request baseline > task verifier > agent baseline",
+                baseline,
+            )
+        return replace(plan, evaluation_environment=evaluation)
+
+    def _finalize(
+        self, plan: ExecutionPlan, task: TaskSpec, initial_mode: str, warnings: list[str], prov: _Prov
+    ) -> ExecutionPlan:
+        ex = self.request.execution
+        tid = task.task_id
+        mode = plan.evaluation_environment_mode
+        changes: dict[str, Any] = {}
+        # Budgets: recipes may have changed them (T5); re-check T1.
+        check_seconds(plan.run_timeout_seconds, "run_timeout_seconds", tid)
+        check_seconds(plan.evaluation_timeout_seconds, "evaluation_timeout_seconds", tid)
+        check_seconds(plan.artifact_collect_timeout_seconds, "artifact_collect_timeout_seconds", tid)
+        if plan.artifact_collection_supported:
+            if not self.benchmark.collect_artifacts:
+                raise AcxPlanError(
+                    f"task {tid!r}: a recipe re-enabled artifact collection, but benchmark "
+                    f"{self.benchmark.id!r} does not collect artifacts",
+                    code="E0423",
+                    path="artifact_collection_supported",
+                    help="recipes cannot enable artifacts when the benchmark disables collection",
+                )
+            final = finalize_artifacts(plan.artifacts, task_id=tid, mode=mode, warnings=warnings)
+            if final != plan.artifacts:
+                changes["artifacts"] = final
+            collect = bool(final or plan.artifact_collect)
+        else:
+            if plan.artifacts or plan.artifact_collect:
+                changes["artifacts"], changes["artifact_collect"] = [], []
+            collect = False
+        if collect != plan.collect_artifacts:
+            changes["collect_artifacts"] = collect
+        # A2: the save default follows the *final* mode; a request or recipe value is explicit.
+        initial = ex.save_artifacts if ex.save_artifacts is not None else initial_mode == "fresh"
+        explicit = (
+            plan.save_artifacts if (ex.save_artifacts is not None or plan.save_artifacts != initial) else None
+        )
+        save = resolve_save_artifacts(explicit, mode, tid)
+        if save != plan.save_artifacts:
+            changes["save_artifacts"] = save
+        if prov.enabled:
+            prov.add(
+                "save_artifacts",
+                "default",
+                "default",
+                "A2: true for fresh, false for reuse/none",
+                mode == "fresh",
+            )
+            if ex.save_artifacts is not None:
+                prov.request("save_artifacts", "execution.save_artifacts", ex.save_artifacts)
+        env = plan.environment
+        env_changes: dict[str, Any] = {}
+        if env.run_network_policy != plan.run_network_policy:
+            env_changes["run_network_policy"] = plan.run_network_policy
+        if env.evaluation_network_policy != plan.evaluation_network_policy:
+            env_changes["evaluation_network_policy"] = plan.evaluation_network_policy
+        if env.evaluation_environment_mode != mode:
+            env_changes["evaluation_environment_mode"] = mode
+        for f in _FRESH_ONLY:  # consumed by step 8
+            if getattr(env, f) is not None:
+                env_changes[f] = None
+        if env_changes:
+            env = replace(env, **env_changes)
+            changes["environment"] = env
+        ev = plan.evaluation_environment
+        required = _required_env_cached(
+            env.env_variables,
+            env.run_env_variables,
+            env.evaluation_env_variables,
+            ev.env_variables if ev is not None else None,
+        )
+        if required != plan.required_env:
+            changes["required_env"] = required
+        return replace(plan, **changes) if changes else plan
+
+
+def _diff_prov(prov: _Prov, before: ExecutionPlan, after: ExecutionPlan, recipe: BaseRecipe) -> None:
+    """Record every value a recipe changed as a ``recipe:<id>`` contribution (RC, explain)."""
+    for name in ExecutionPlan.__struct_fields__:
+        old, new = getattr(before, name), getattr(after, name)
+        if old is new or old == new:
+            continue
+        for path, value in _changed(_jsonable(old), _jsonable(new), f"{name}."):
+            prov.add(path, f"recipe:{recipe.id}", "recipe", recipe.origin, value)
+
+
+def _changed(old: Any, new: Any, prefix: str) -> Iterator[tuple[str, Any]]:
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in new.keys() | old.keys():
+            if old.get(key) != new.get(key):
+                yield from _changed(old.get(key), new.get(key), f"{prefix}{key}.")
+        return
+    if old != new:
+        yield prefix.rstrip("."), new
+
+
+# ---------------------------------------------------------------------------------------------
+# plan_request
+# ---------------------------------------------------------------------------------------------
+def plan_request(
+    req: RunRequest,
+    *,
+    base_dir: str,
+    capabilities: DriverCapabilities,
+    task_glob: str | None = None,
+    recipes: RecipeRegistry | None = None,
+    request_provenance: Provenance | None = None,
+    benchmark: Any = None,
+    harness: Any = None,
+) -> RequestPlan:
+    """Load and select the request's tasks and prepare per-attempt planning (P1, P3, B4).
+
+    ``benchmark``/``harness`` instances may be injected (tests, SDK); by default they are built
+    from the component registry and ``req.benchmark.params`` / ``req.harness.params``.
+    ``request_provenance`` (the resolver's chain for this request) lets ``explain`` show where
+    request values came from and lets recipes tell explicit user values from defaults.
+    """
+    try:
+        return _plan_request(
+            req, base_dir, capabilities, task_glob, recipes, request_provenance, benchmark, harness
+        )
+    except AcxUserError as exc:
+        raise _in_request(exc, req.metadata.request_name) from None
+
+
+def _in_request(exc: AcxUserError, name: str | None) -> AcxUserError:
+    """The same error, its message prefixed with the request name (several requests, one output)."""
+    first = exc.diagnostics[0]
+    if not name or first.message.startswith("request "):
+        return exc
+    head = dataclasses.replace(first, message=f"request {name!r}: {first.message}")
+    new = type(exc)(diagnostics=[head, *exc.diagnostics[1:]])
+    return new
+
+
+def _plan_request(
+    req: RunRequest,
+    base_dir: str,
+    capabilities: DriverCapabilities,
+    task_glob: str | None,
+    recipes: RecipeRegistry | None,
+    request_provenance: Provenance | None,
+    benchmark: Any,
+    harness: Any,
+) -> RequestPlan:
+    _check_request(req)
+    bench = benchmark if benchmark is not None else _build_benchmark(req, base_dir)
+    harn = harness if harness is not None else _build_harness(req)
+    _check_pairing(req, bench)
+    check_artifact_overrides(req.execution, supported=bool(bench.collect_artifacts), benchmark_id=bench.id)
+    registry = recipes if recipes is not None else build_run_registry(req.metadata.recipe_dirs)
+    candidates = registry.candidates(req.execution.enabled_recipes)
+
+    all_tasks = bench.load_tasks(req)
+    tasks = bench.select_tasks(all_tasks, req)
+    if task_glob:
+        tasks = [t for t in tasks if fnmatch.fnmatchcase(t.task_id, task_glob)]
+        if not tasks:
+            raise AcxPlanError(
+                f"--tasks {task_glob!r} matches none of the {len(all_tasks)} tasks",
+                code="E0440",
+                path="--tasks",
+                help="the glob is matched against task ids (case-sensitive); e.g. --tasks 'q1*'",
+            )
+    # B4: stable, unique, non-empty ids.
+    seen: set[str] = set()
+    for t in all_tasks:
+        if not t.task_id or t.task_id in seen:
+            raise AcxPlanError(
+                f"benchmark {bench.id!r} produced an empty or duplicate task id {t.task_id!r}",
+                code="E0403",
+                help="task ids must be unique non-empty strings",
+            )
+        seen.add(t.task_id)
+
+    harness_plan = None
+    if req.harness.id == "none":
+        harness_plan = HarnessPlan()  # P4 (5): a bare HarnessPlan for harness-free benchmarks
+    elif type(harn).build_plan is _base_harness_build_plan():
+        harness_plan = harn.build_plan(tasks[0] if tasks else TaskSpec(task_id="-"), req)
+
+    return RequestPlan(
+        name=req.metadata.request_name or "run",
+        request=req,
+        benchmark=bench,
+        harness=harn,
+        tasks=tasks,
+        total_tasks=len(all_tasks),
+        capabilities=capabilities,
+        recipes=registry,
+        request_provenance=request_provenance,
+        _candidates=candidates,
+        _explicit=_explicit_paths(req, request_provenance),
+        _harness_plan=harness_plan,
+        _bench_mode=bench.resolve_evaluation_environment_mode(req),
+    )
+
+
+def _base_harness_build_plan() -> Any:
+    from acx.components._base import BaseHarness
+
+    return BaseHarness.build_plan
+
+
+def _check_request(req: RunRequest) -> None:
+    params = req.environment.params
+    for key in _LEGACY_IMAGE_KEYS:
+        if key in params:
+            target = "setup.image" if key == "image" else "evaluation_setup.image"
+            raise AcxPlanError(
+                f"environment param `{key}` is not supported: the image lives only in `{target}` (H3)",
+                code="E0420",
+                path=f"environment.params.{key}",
+                help=f"move it: environment: {{{target.split('.')[0]}: {{image: …}}}}, e.g. "
+                f'--env-params \'{{"{target.split(".")[0]}": {{"image": "registry.example/runner:v1"}}}}\'',
+            )
+    if "env" in req.harness.params:
+        raise AcxPlanError(
+            "harness param `env` is not supported (V4)",
+            code="E0426",
+            path="harness.params.env",
+            help="set agent variables in environment.run_env_variables instead",
+        )
+
+
+def _check_pairing(req: RunRequest, bench: Any) -> None:
+    harness_free = bool(getattr(bench, "harness_free", False))
+    if harness_free and req.harness.id != "none":
+        raise AcxPlanError(
+            f"benchmark {bench.id!r} runs tasks itself and must be paired with harness `none`, "
+            f"not {req.harness.id!r}",
+            code="E0428",
+            path="harness.id",
+            help="set harness: {id: none}",
+        )
+    if not harness_free and req.harness.id == "none":
+        raise AcxPlanError(
+            f"harness `none` selects a harness-free benchmark, but {bench.id!r} needs an agent",
+            code="E0428",
+            path="harness.id",
+            help="choose a harness (acx list harness), e.g. harness: {id: command, command: [...]}",
+        )
+
+
+def _build_benchmark(req: RunRequest, base_dir: str) -> Any:
+    from acx.components._registry import BENCHMARKS
+
+    info = BENCHMARKS.get(req.benchmark.id)
+    if info is None:
+        raise AcxPlanError(
+            f"unknown benchmark {req.benchmark.id!r}",
+            code="E0300",
+            path="benchmark.id",
+            help="known benchmarks: " + ", ".join(BENCHMARKS),
+        )
+    cls = info.load()
+    config = _convert_config(req.benchmark.params, cls.config_class, "benchmark")
+    return cls(config, base_dir=Path(base_dir))
+
+
+def _build_harness(req: RunRequest) -> Any:
+    from acx.components._registry import HARNESSES
+
+    info = HARNESSES.get(req.harness.id)
+    if info is None:
+        raise AcxPlanError(
+            f"unknown harness {req.harness.id!r}",
+            code="E0300",
+            path="harness.id",
+            help="known harnesses: " + ", ".join(HARNESSES),
+        )
+    cls = info.load()
+    return cls(_convert_config(req.harness.params, cls.config_class, "harness"))
+
+
+def _convert_config(params: dict[str, Any], config_class: Any, kind: str) -> Any:
+    try:
+        return msgspec.convert(params, config_class)
+    except msgspec.ValidationError as exc:
+        raise AcxPlanError(
+            f"invalid {kind} params: {exc}",
+            code="E0200",
+            path=f"{kind}.params",
+            help=f"see `acx config docs {kind} ID` for the accepted fields",
+        ) from None
+
+
+def _explicit_paths(req: RunRequest, request_prov: Provenance | None) -> frozenset[str]:
+    """Plan paths a user set explicitly: differing from the default, or set by a non-default layer."""
+    out: set[str] = set()
+    ex = req.execution
+    for f in _EXEC_PLAN_FIELDS:
+        if getattr(ex, f) != getattr(_DEFAULT_EXECUTION, f):
+            out.add(f)
+    if req.environment.evaluation_environment_mode is not None:
+        out.add("evaluation_environment_mode")
+    for path, chain in (request_prov or {}).items():
+        if not any(c.layer != "default" and c.kind != "default" for c in chain):
+            continue
+        if path.startswith("execution."):
+            name = path.split(".", 1)[1]
+            if name.split(".", 1)[0] in _EXEC_PLAN_FIELDS:
+                out.add(name)
+        elif path.startswith("environment."):
+            out.add(path)
+            if path == "environment.evaluation_environment_mode":
+                out.add("evaluation_environment_mode")
+    return frozenset(out)

@@ -1,0 +1,121 @@
+"""Secret redaction (reference §2.2) for every printed or persisted view.
+
+A value is sensitive when its key is one of :data:`SENSITIVE_KEYS`, ends with one of
+:data:`SENSITIVE_SUFFIXES`, or sits anywhere under a container key (:data:`CONTAINER_KEYS`:
+headers, credentials, env maps, ...). Sensitive values print as ``********`` unless they are a
+whole-field ``${VAR}`` reference, which is shown as written: the reference is not the secret.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+
+__all__ = [
+    "CONTAINER_KEYS",
+    "REDACTED",
+    "SENSITIVE_KEYS",
+    "SENSITIVE_SUFFIXES",
+    "is_container_key",
+    "is_sensitive_key",
+    "is_sensitive_path",
+    "redact",
+    "redact_value",
+]
+
+REDACTED = "********"
+
+SENSITIVE_KEYS = frozenset(
+    {
+        "aksk",
+        "token_id",
+        "authorization",
+        "cookie",
+        "jwt",
+        "password",
+        "proxy_authorization",
+        "set_cookie",
+        "token",
+    }
+)
+SENSITIVE_SUFFIXES = ("_key", "_secret", "_token", "_jwt", "_password")
+CONTAINER_KEYS = frozenset(
+    {
+        "auth",
+        "authentication",
+        "credentials",
+        "headers",
+        "env",
+        "env_variables",
+        "run_env_variables",
+        "evaluation_env_variables",
+        "evaluation_environment_env_variables",
+    }
+)
+#: Matches a sensitive suffix but is a flag, not a secret.
+NON_SENSITIVE_KEYS = frozenset({"wrap_api_key"})
+
+_REF = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*\}$")
+
+
+def _norm(key: object) -> str:
+    return str(key).lower().replace("-", "_")
+
+
+def is_sensitive_key(key: object) -> bool:
+    k = _norm(key)
+    if k in NON_SENSITIVE_KEYS:
+        return False
+    return k in SENSITIVE_KEYS or k.endswith(SENSITIVE_SUFFIXES)
+
+
+def is_container_key(key: object) -> bool:
+    return _norm(key) in CONTAINER_KEYS
+
+
+def is_sensitive_path(path: tuple[str | int, ...]) -> bool:
+    """True when the value at ``path`` is a secret (by its key or an enclosing container)."""
+    for part in path:
+        if isinstance(part, str) and is_container_key(part):
+            return True
+    last = next((p for p in reversed(path) if isinstance(p, str)), None)
+    return last is not None and is_sensitive_key(last)
+
+
+def redact_value(value: Any) -> Any:
+    """Mask one sensitive value; ``${VAR}`` references, None and "" are shown as they are."""
+    if value is None or value == "":
+        return value
+    if isinstance(value, str) and _REF.match(value):
+        return value
+    if isinstance(value, Mapping):
+        return {k: redact_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact_value(v) for v in value]
+    return REDACTED
+
+
+def redact(obj: Any) -> Any:
+    """A redacted plain-data view of ``obj`` (msgspec Structs are converted to builtins first)."""
+    if isinstance(obj, msgspec.Struct):
+        obj = msgspec.to_builtins(obj, order="deterministic")
+    return _redact(obj)
+
+
+def _redact(obj: Any) -> Any:
+    if isinstance(obj, Mapping):
+        out: dict[Any, Any] = {}
+        for key, value in obj.items():
+            if is_container_key(key) or is_sensitive_key(key):
+                out[key] = redact_value(value)
+            else:
+                out[key] = _redact(value)
+        return out
+    if isinstance(obj, (list, tuple)):
+        return [_redact(v) for v in obj]
+    if isinstance(obj, msgspec.Struct):
+        return redact(obj)
+    return obj

@@ -1,0 +1,907 @@
+"""Precedence resolution with provenance (contracts R8–R13).
+
+Every request section is built by merging an ordered list of *fragments* (lowest precedence
+first): the field defaults, each config file's entry, the orchestration ``defaults``, the named
+request, then explicit CLI values. While merging, each leaf records a contribution (layer,
+``file:line:col`` / flag / default, value as written — redacted when secret). After the typed
+conversion the provenance table holds, for every leaf of the resolved request, the chain of
+contributions that reached it, winner last.
+
+Precedence (R10, R11; low → high):
+
+* component params: field defaults → config ``<section>.<id>`` (per file, in order) →
+  ``defaults.<section>`` (when it selects the same id or none) → request section.
+* model: defaults → ``defaults.model`` → request ``model``.
+* execution (all but task_concurrency): defaults → config ``execution`` → ``defaults.execution``
+  → request ``execution`` → ``--execution-params``.
+* per-request runtime: defaults → config ``runtime.reuse/checkpoint_resume`` →
+  ``defaults.runtime`` → request ``runtime``; ``reuse_run_id`` implies ``reuse: true``.
+* output: defaults → ``defaults.output`` → request ``output``.
+* orchestration runtime: defaults → config ``runtime`` → orchestration ``runtime`` →
+  ``--runtime-params``.
+* task_concurrency: ``--task-concurrency`` → orchestration → config ``execution`` → 32.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import msgspec
+
+from acx.compiler._interpolate import Interpolation, format_path, interpolate
+from acx.compiler._merge import deep_copy
+from acx.compiler._redact import is_sensitive_path, redact_value
+from acx.compiler._shapes import (
+    NETWORK_POLICY_FIELDS,
+    RUNTIME_REUSE_KEYS,
+    field_defaults,
+    output_namespace,
+)
+from acx.compiler._source import Path_, SourceDoc
+from acx.compiler._validate import split_msgspec_error
+from acx.diagnostics import Diagnostic, Span
+from acx.errors import AcxResolutionError, AcxUserError
+from acx.ir import (
+    ENVIRONMENT_SPEC_FIELDS,
+    BenchmarkSpec,
+    Contribution,
+    EnvironmentSpec,
+    ExecutionSpec,
+    HarnessSpec,
+    ModelSpec,
+    OrchestratedRun,
+    Orchestration,
+    OutputSpec,
+    ResolvedRuntimeOptions,
+    RunMetadata,
+    RunRequest,
+    RunRuntimeSpec,
+    canonical_json,
+)
+from acx.ir._provenance import SourceKind
+
+__all__ = [
+    "Compiled",
+    "ConfigDoc",
+    "config_view",
+    "orchestration_id",
+    "output_namespace",
+    "resolve_orchestration",
+]
+
+DEFAULT_ENVIRONMENT = "host_process"
+_EVALUATION_ONLY_FIELDS = (
+    "evaluation_baseline_network_policy",
+    "evaluation_environment_env_variables",
+    "evaluation_setup",
+    "evaluation_resources",
+)
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """The resolved orchestration plus everything needed to explain it."""
+
+    orchestration: Orchestration
+    #: request name → dotted field path → contributions, lowest precedence first, winner last.
+    provenance: dict[str, dict[str, list[Contribution]]]
+    #: file → text, for code frames in diagnostics.
+    sources: dict[str, str]
+    #: request name → directory that relative benchmark paths resolve against.
+    base_dirs: dict[str, str]
+    #: orchestration-level fields (``task_concurrency``, ``name``, ``runtime.*``) → contributions.
+    orchestration_provenance: dict[str, list[Contribution]] = field(default_factory=dict)
+    #: the spec file and the config files, in load order.
+    spec_path: str = ""
+    config_paths: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ConfigDoc:
+    """A loaded run config file and the layer it belongs to (``user config``, ``--config``, ...)."""
+
+    layer: str
+    doc: SourceDoc
+
+
+# ---- fragments and contributions ----------------------------------------------------------------
+
+
+@dataclass
+class _Rec:
+    seq: int
+    layer: str
+    kind: SourceKind
+    source: str
+    value: Any
+    span: Span | None
+    key_span: Span | None
+
+    def public(self) -> Contribution:
+        return Contribution(layer=self.layer, kind=self.kind, source=self.source, value=self.value)
+
+
+@dataclass
+class _Frag:
+    """One layer's say on one section: plain data found at ``base`` in ``doc`` (or a flag)."""
+
+    layer: str
+    kind: SourceKind
+    data: dict[str, Any]
+    doc: SourceDoc | None = None
+    base: Path_ = ()
+    flag: str = ""
+    subst: dict[Path_, str] = field(default_factory=dict)
+    #: what interpolating this fragment read (None for defaults and CLI JSON).
+    interp: Interpolation | None = None
+
+    def source(self, rel: Path_) -> str:
+        if self.doc is None:
+            return self.flag
+        text = str(self.doc.span_of((*self.base, *rel)))
+        if rel in self.subst:
+            text += f" via ${{{self.subst[rel]}}}"
+        return text
+
+    def span(self, rel: Path_) -> Span | None:
+        return None if self.doc is None else self.doc.span_of((*self.base, *rel))
+
+    def key_span(self, rel: Path_) -> Span | None:
+        return None if self.doc is None else self.doc.key_span_of((*self.base, *rel))
+
+
+class _Merger:
+    """Merges fragments like ``deep_merge`` while recording a contribution per leaf."""
+
+    def __init__(self, prefix: Callable[[Path_], Path_], atomic: Callable[[Path_], bool]) -> None:
+        self.prefix = prefix
+        self.atomic = atomic
+        self.data: dict[str, Any] = {}
+        self.recs: dict[Path_, list[_Rec]] = {}
+        self._seq = 0
+
+    def add(self, frag: _Frag) -> None:
+        self._into(self.data, frag.data, (), frag)
+
+    def _into(self, out: dict[str, Any], data: Mapping[str, Any], rel: Path_, frag: _Frag) -> None:
+        for key, value in data.items():
+            path = (*rel, key)
+            if isinstance(value, Mapping) and not self.atomic(self.prefix(path)):
+                current = out.get(key)
+                if not isinstance(current, dict):
+                    current = out[key] = {}
+                if not value:
+                    self._record(path, {}, frag)
+                self._into(current, value, path, frag)
+            else:
+                out[key] = deep_copy(value)
+                self._record(path, value, frag)
+
+    def _record(self, rel: Path_, value: Any, frag: _Frag) -> None:
+        full = self.prefix(rel)
+        shown = redact_value(value) if is_sensitive_path(full) else deep_copy(value)
+        self._seq += 1
+        rec = _Rec(
+            self._seq, frag.layer, frag.kind, frag.source(rel), shown, frag.span(rel), frag.key_span(rel)
+        )
+        self.recs.setdefault(full, []).append(rec)
+
+    def winner(self, full: Path_) -> _Rec | None:
+        """The latest contribution at ``full``, an ancestor (set wholesale) or a descendant."""
+        related = [
+            r for p, rs in self.recs.items() if p[: len(full)] == full or full[: len(p)] == p for r in rs
+        ]
+        return max(related, key=lambda r: r.seq) if related else None
+
+
+def _flatten(value: Any, path: Path_, atomic: Callable[[Path_], bool], out: dict[Path_, Any]) -> None:
+    if isinstance(value, dict) and value and not atomic(path):
+        for k, v in value.items():
+            _flatten(v, (*path, k), atomic, out)
+    else:
+        out[path] = value
+
+
+def _chains(merger: _Merger, final: Mapping[str, Any], prefix: Path_) -> dict[str, list[Contribution]]:
+    """Contribution chain of every leaf of ``final`` (a resolved section at ``prefix``)."""
+    leaves: dict[Path_, Any] = {}
+    _flatten(dict(final), prefix, merger.atomic, leaves)
+    out: dict[str, list[Contribution]] = {}
+    for leaf in leaves:
+        recs: list[_Rec] = []
+        for cut in range(len(prefix), len(leaf) + 1):
+            recs.extend(merger.recs.get(leaf[:cut], ()))
+        if recs:
+            recs.sort(key=lambda r: r.seq)
+            out[format_path(leaf)] = [r.public() for r in recs]
+    return out
+
+
+# ---- the resolver -------------------------------------------------------------------------------
+
+
+class _Resolver:
+    def __init__(
+        self,
+        spec: SourceDoc,
+        configs: Sequence[ConfigDoc],
+        *,
+        task_concurrency: int | None,
+        execution_params: Mapping[str, Any] | None,
+        runtime_params: Mapping[str, Any] | None,
+        environ: Mapping[str, str],
+        cli_sections: Mapping[str, str] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.configs = list(configs)
+        self.cli_task_concurrency = task_concurrency
+        self.execution_params = dict(execution_params or {})
+        self.runtime_params = dict(runtime_params or {})
+        self.environ = environ
+        self.diagnostics: list[Diagnostic] = []
+        self._frag_cache: dict[tuple[int, Path_], _Frag | None] = {}
+        #: single-run mode: the spec is synthesised from explicit arguments; section → flag name.
+        self.cli_sections = cli_sections
+
+    # -- fragments --
+
+    def frag(self, layer: str, doc: SourceDoc, base: Path_) -> _Frag | None:
+        """The interpolated mapping at ``base`` in ``doc`` (None when absent or null)."""
+        key = (id(doc), base)
+        if key in self._frag_cache:
+            return self._frag_cache[key]
+        value: Any = doc.data
+        for part in base:
+            if isinstance(value, dict) and isinstance(part, str):
+                value = value.get(part)
+            elif isinstance(value, list) and isinstance(part, int) and part < len(value):
+                value = value[part]
+            else:
+                value = None
+            if value is None:
+                break
+        frag: _Frag | None = None
+        if isinstance(value, dict):
+            synthetic = self.cli_sections is not None and doc is self.spec
+            data, info = interpolate(
+                value,
+                self.environ,
+                span_of=(lambda rel: None) if synthetic else (lambda rel: doc.span_of((*base, *rel))),
+                abs_prefix=_semantic_prefix(doc, base),
+                secret_paths=frozenset(p[len(base) :] for p in doc.secret_paths if p[: len(base)] == base),
+            )
+            self.diagnostics.extend(info.diagnostics)
+            if synthetic:
+                assert self.cli_sections is not None
+                flag = self.cli_sections.get(str(base[-1]), "command line")
+                frag = _Frag("command line", "cli", data, base=base, flag=flag, interp=info)
+            else:
+                frag = _Frag(layer, "file", data, doc=doc, base=base, subst=info.substituted, interp=info)
+        self._frag_cache[key] = frag
+        return frag
+
+    def interpolation_of(self, frags: Sequence[_Frag]) -> tuple[set[str], set[str]]:
+        env_inputs: set[str] = set()
+        secret_refs: set[str] = set()
+        for f in frags:
+            if f.interp is not None:
+                env_inputs |= f.interp.env_inputs
+                secret_refs |= f.interp.secret_refs
+        return env_inputs, secret_refs
+
+    def config_frags(self, section: Path_) -> list[_Frag]:
+        out = []
+        for cfg in self.configs:
+            f = self.frag(cfg.layer, cfg.doc, section)
+            if f is not None:
+                out.append(f)
+        return out
+
+    # -- entry point --
+
+    def resolve(self) -> Compiled:
+        data = self.spec.data
+        name = data.get("name") if isinstance(data.get("name"), str) else _stem(self.spec.path)
+        tc, tc_chain = self.task_concurrency()
+        runtime, runtime_prov = self.orchestration_runtime()
+        requests: list[tuple[str, RunRequest, dict[str, list[Contribution]]]] = []
+        for index, raw in enumerate(data.get("requests") or []):
+            try:
+                resolved = self.request(index, raw, tc, tc_chain)
+            except AcxUserError as exc:
+                self.diagnostics.extend(exc.diagnostics)
+                continue
+            if resolved is not None:
+                requests.append(resolved)
+        if self.diagnostics:
+            raise AcxResolutionError(diagnostics=_dedupe(self.diagnostics))
+        assert runtime is not None
+        orch_id = orchestration_id(name, tc, [(n, r) for n, r, _ in requests])
+        orchestration = Orchestration(
+            id=orch_id,
+            name=name,
+            task_concurrency=tc,
+            runtime=runtime,
+            requests=[
+                OrchestratedRun(key=f"{orch_id}/{i}", index=i, name=n, request=r)
+                for i, (n, r, _) in enumerate(requests)
+            ],
+        )
+        orch_prov = dict(runtime_prov)
+        orch_prov["task_concurrency"] = tc_chain
+        docs = [self.spec, *(c.doc for c in self.configs)]
+        base_dir = os.path.dirname(os.path.abspath(self.spec.path))
+        return Compiled(
+            orchestration=orchestration,
+            provenance={n: p for n, _, p in requests},
+            sources={d.path: d.text for d in docs if d.text is not None},
+            base_dirs={n: base_dir for n, _, _ in requests},
+            orchestration_provenance=orch_prov,
+            spec_path=self.spec.path,
+            config_paths=tuple(c.doc.path for c in self.configs),
+        )
+
+    # -- orchestration level --
+
+    def task_concurrency(self) -> tuple[int, list[Contribution]]:
+        chain = [Contribution(layer="default", kind="default", source="ExecutionSpec default", value=32)]
+        value: Any = 32
+        span: Span | None = None
+        for cfg in self.configs:
+            execution = cfg.doc.data.get("execution")
+            if isinstance(execution, dict) and "task_concurrency" in execution:
+                frag = self.frag(cfg.layer, cfg.doc, ("execution",))
+                if frag is not None:
+                    value = frag.data["task_concurrency"]
+                    span = frag.span(("task_concurrency",))
+                    chain.append(
+                        Contribution(
+                            layer=cfg.layer,
+                            kind="file",
+                            source=frag.source(("task_concurrency",)),
+                            value=value,
+                        )
+                    )
+        if "task_concurrency" in self.spec.data:
+            raw = self.spec.data["task_concurrency"]
+            data, info = interpolate(
+                {"task_concurrency": raw}, self.environ, span_of=lambda rel: self.spec.span_of(rel)
+            )
+            self.diagnostics.extend(info.diagnostics)
+            value = data["task_concurrency"]
+            span = self.spec.span_of(("task_concurrency",))
+            source = str(span) + (
+                f" via ${{{info.substituted[('task_concurrency',)]}}}" if info.substituted else ""
+            )
+            chain.append(Contribution(layer="orchestration", kind="file", source=source, value=value))
+        if self.cli_task_concurrency is not None:
+            value = self.cli_task_concurrency
+            span = None
+            chain.append(
+                Contribution(layer="command line", kind="cli", source="--task-concurrency", value=value)
+            )
+        try:
+            tc = msgspec.convert(value, int, strict=False)
+        except msgspec.ValidationError:
+            tc = 0
+        if isinstance(value, bool) or tc < 1:
+            self.diagnostics.append(
+                Diagnostic(
+                    code="E0204",
+                    message=f"task_concurrency must be an integer >= 1, got `{value}`",
+                    span=span,
+                    path="task_concurrency" if span else "--task-concurrency",
+                    help="set the number of attempts that may run at the same time, e.g. 8",
+                )
+            )
+            tc = 1
+        return tc, chain
+
+    def orchestration_runtime(self) -> tuple[ResolvedRuntimeOptions | None, dict[str, list[Contribution]]]:
+        defaults = field_defaults(ResolvedRuntimeOptions)
+        merger = _Merger(lambda rel: ("runtime", *rel), lambda p: False)
+        merger.add(_Frag("default", "default", defaults, flag="runtime default"))
+        for frag in self.config_frags(("runtime",)):
+            merger.add(_without(frag, RUNTIME_REUSE_KEYS))
+        spec_frag = self.frag("orchestration", self.spec, ("runtime",))
+        if spec_frag is not None:
+            merger.add(spec_frag)
+        if self.runtime_params:
+            merger.add(_Frag("command line", "cli", self.runtime_params, flag="--runtime-params"))
+        value = self.convert(merger, ResolvedRuntimeOptions, ("runtime",), "the orchestration runtime", None)
+        if value is None:
+            return None, {}
+        return value, _chains(merger, msgspec.to_builtins(value), ("runtime",))
+
+    # -- one request --
+
+    def request(
+        self, index: int, raw: Any, tc: int, tc_chain: list[Contribution]
+    ) -> tuple[str, RunRequest, dict[str, list[Contribution]]] | None:
+        name = raw["name"]
+        label = f"request `{name}`"
+        base: Path_ = ("requests", index)
+        req_span = self.spec.span_of(base)
+        used: list[_Frag] = []
+        prov: dict[str, list[Contribution]] = {}
+
+        def section(key: str) -> list[_Frag]:
+            frags = []
+            for layer, path in (
+                ("orchestration defaults", ("defaults", key)),
+                (f"request `{name}`", (*base, key)),
+            ):
+                f = self.frag(layer, self.spec, path)
+                if f is not None:
+                    frags.append(f)
+            used.extend(frags)
+            return frags
+
+        model, p = self.simple(ModelSpec, "model", section("model"), [], label, req_span)
+        prov.update(p)
+        benchmark, p = self.component("benchmark", section("benchmark"), label, req_span, used)
+        prov.update(p)
+        harness, p = self.component("harness", section("harness"), label, req_span, used)
+        prov.update(p)
+        environment, p = self.environment(section("environment"), label, req_span, used)
+        prov.update(p)
+        execution, p = self.execution(section("execution"), tc, label, req_span, used)
+        prov.update(p)
+        prov["execution.task_concurrency"] = list(tc_chain)
+        runtime, p = self.run_runtime(section("runtime"), label, req_span, used)
+        prov.update(p)
+        output, p = self.simple(OutputSpec, "output", section("output"), [], label, req_span)
+        prov.update(p)
+        if None in (model, benchmark, harness, environment, execution, runtime, output):
+            return None
+        env_inputs, secret_refs = self.interpolation_of(used)
+        metadata = RunMetadata(
+            config_path=[os.path.abspath(c.doc.path) for c in self.configs],
+            recipe_dirs=list(self._recipe_dirs()),
+            request_name=name,
+            spec_path=os.path.abspath(self.spec.path),
+            env_inputs=sorted(env_inputs),
+            secret_refs=sorted(secret_refs),
+        )
+        request = RunRequest(
+            model=model,
+            benchmark=benchmark,
+            harness=harness,
+            environment=environment,
+            execution=execution,
+            runtime=runtime,
+            output=output,
+            metadata=metadata,
+        )
+        return name, request, prov
+
+    def _recipe_dirs(self) -> list[str]:
+        dirs: list[str] = []
+        frags = [*self.config_frags(("runtime",))]
+        spec_frag = self.frag("orchestration", self.spec, ("runtime",))
+        if spec_frag is not None:
+            frags.append(spec_frag)
+        if "recipe_dirs" in self.runtime_params:
+            frags.append(_Frag("command line", "cli", self.runtime_params, flag="--runtime-params"))
+        for f in frags:
+            value = f.data.get("recipe_dirs")
+            if isinstance(value, list):
+                base = os.path.dirname(os.path.abspath(f.doc.path)) if f.doc is not None else os.getcwd()
+                dirs = [
+                    d if os.path.isabs(d) else os.path.normpath(os.path.join(base, d))
+                    for d in value
+                    if isinstance(d, str)
+                ]
+        return dirs
+
+    def simple(
+        self,
+        cls: type[Any],
+        key: str,
+        frags: list[_Frag],
+        cli: list[_Frag],
+        label: str,
+        fallback: Span | None,
+    ) -> tuple[Any, dict[str, list[Contribution]]]:
+        merger = _Merger(lambda rel: (key, *rel), lambda p: False)
+        merger.add(_Frag("default", "default", field_defaults(cls), flag=f"{cls.__name__} default"))
+        for f in (*frags, *cli):
+            merger.add(f)
+        value = self.convert(merger, cls, (key,), label, fallback)
+        if value is None:
+            return None, {}
+        return value, _chains(merger, msgspec.to_builtins(value), (key,))
+
+    def select_id(
+        self, key: str, frags: list[_Frag], default: str | None, label: str, fallback: Span | None
+    ) -> tuple[str | None, list[Contribution], list[_Frag]]:
+        """The component id (request beats defaults) and the fragments whose params apply."""
+        chain: list[Contribution] = []
+        cid: str | None = None
+        if default is not None:
+            cid = default
+            chain.append(Contribution(layer="default", kind="default", source="default", value=default))
+        for f in frags:
+            if "id" in f.data:
+                cid = f.data["id"]
+                chain.append(Contribution(layer=f.layer, kind=f.kind, source=f.source(("id",)), value=cid))
+        if cid is None:
+            kind = "harness" if key == "harness" else key
+            self.diagnostics.append(
+                Diagnostic(
+                    code="E0305",
+                    message=f"{label} selects no {kind}",
+                    span=fallback,
+                    help=f"add `{key}: {{id: ...}}` to the request or to `defaults`"
+                    + (
+                        "; use `harness: {id: none}` for a harness-free benchmark" if key == "harness" else ""
+                    ),
+                )
+            )
+            return None, chain, []
+        # `defaults.<section>` params apply only when it selects the same id (or none).
+        applied = [f for f in frags if f.data.get("id", cid) == cid]
+        return cid, chain, applied
+
+    def component(
+        self, key: str, frags: list[_Frag], label: str, fallback: Span | None, used: list[_Frag]
+    ) -> tuple[Any, dict[str, list[Contribution]]]:
+        from acx.components._registry import registry
+
+        cid, id_chain, applied = self.select_id(key, frags, None, label, fallback)
+        if cid is None:
+            return None, {}
+        info = registry(key).get(cid)
+        if info is None:
+            return None, {}  # reported by validate_document
+        section = {"benchmark": "benchmarks", "harness": "harnesses"}[key]
+        merger = _Merger(lambda rel: (key, "params", *rel), lambda p: False)
+        merger.add(_Frag("default", "default", field_defaults(info.config_class), flag=f"{cid} default"))
+        for f in self.config_frags((section, cid)):
+            used.append(f)
+            merger.add(f)
+        for f in applied:
+            merger.add(_without(f, ("id",)))
+        params = self.convert(merger, info.config_class, (key, "params"), f"{label} {key} `{cid}`", fallback)
+        if params is None:
+            return None, {}
+        builtins = msgspec.to_builtins(params)
+        spec_cls = BenchmarkSpec if key == "benchmark" else HarnessSpec
+        prov = {f"{key}.id": id_chain, **_chains(merger, builtins, (key, "params"))}
+        return spec_cls(id=cid, params=builtins), prov
+
+    def environment(
+        self, frags: list[_Frag], label: str, fallback: Span | None, used: list[_Frag]
+    ) -> tuple[Any, dict[str, list[Contribution]]]:
+        from acx.components._registry import ENVIRONMENTS
+
+        cid, id_chain, applied = self.select_id("environment", frags, DEFAULT_ENVIRONMENT, label, fallback)
+        if cid is None or cid not in ENVIRONMENTS:
+            return None, {}
+        info = ENVIRONMENTS[cid]
+
+        def prefix(rel: Path_) -> Path_:
+            if rel and rel[0] in ENVIRONMENT_SPEC_FIELDS:
+                return ("environment", *rel)
+            return ("environment", "params", *rel)
+
+        def atomic(full: Path_) -> bool:
+            return len(full) == 2 and full[1] in NETWORK_POLICY_FIELDS
+
+        merger = _Merger(prefix, atomic)
+        spec_defaults = field_defaults(EnvironmentSpec)
+        shared = {k: v for k, v in spec_defaults.items() if k in ENVIRONMENT_SPEC_FIELDS}
+        merger.add(_Frag("default", "default", shared, flag="EnvironmentSpec default"))
+        merger.add(_Frag("default", "default", field_defaults(info.config_class), flag=f"{cid} default"))
+        for f in self.environment_config_frags(cid):
+            used.append(f)
+            merger.add(_policies(f))
+        for f in applied:
+            merger.add(_policies(_without(f, ("id",))))
+        flat = merger.data
+        spec_part = {k: v for k, v in flat.items() if k in ENVIRONMENT_SPEC_FIELDS}
+        param_part = {k: v for k, v in flat.items() if k not in ENVIRONMENT_SPEC_FIELDS}
+        where = f"{label} environment `{cid}`"
+        params = self.convert_data(
+            param_part, info.config_class, merger, ("environment", "params"), where, fallback
+        )
+        spec_data = {
+            "id": cid,
+            "params": msgspec.to_builtins(params) if params is not None else {},
+            **spec_part,
+        }
+        spec = self.convert_data(spec_data, EnvironmentSpec, merger, ("environment",), where, fallback)
+        if params is None or spec is None:
+            return None, {}
+        self.check_fresh_only(spec, merger, label)
+        final = {k: v for k, v in msgspec.to_builtins(spec).items() if k != "id"}
+        prov = {"environment.id": id_chain, **_chains(merger, final, ("environment",))}
+        return spec, prov
+
+    def environment_config_frags(self, cid: str) -> list[_Frag]:
+        """Config layers of provider ``cid``; ``environments: null`` or ``<id>: null`` drops earlier ones."""
+        out: list[_Frag] = []
+        for cfg in self.configs:
+            envs = cfg.doc.data.get("environments", {}) if isinstance(cfg.doc.data, dict) else {}
+            if "environments" in cfg.doc.data and envs is None:
+                out = []
+                continue
+            if isinstance(envs, dict) and cid in envs:
+                if envs[cid] is None:
+                    out = []
+                    continue
+                f = self.frag(cfg.layer, cfg.doc, ("environments", cid))
+                if f is not None:
+                    out.append(f)
+        return out
+
+    def check_fresh_only(self, spec: EnvironmentSpec, merger: _Merger, label: str) -> None:
+        mode = spec.evaluation_environment_mode
+        if mode in (None, "fresh"):
+            return
+        for name in _EVALUATION_ONLY_FIELDS:
+            if getattr(spec, name) is None:
+                continue
+            rec = merger.winner(("environment", name))
+            if rec is None or rec.kind == "default":
+                continue
+            self.diagnostics.append(
+                Diagnostic(
+                    code="E0308",
+                    message=f"{label}: `environment.{name}` requires evaluation_environment_mode `fresh`, "
+                    f"but the mode is `{mode}`",
+                    span=rec.key_span or rec.span,
+                    help="set `evaluation_environment_mode: fresh`, or remove the evaluation-only field",
+                )
+            )
+
+    def execution(
+        self, frags: list[_Frag], tc: int, label: str, fallback: Span | None, used: list[_Frag]
+    ) -> tuple[Any, dict[str, list[Contribution]]]:
+        merger = _Merger(lambda rel: ("execution", *rel), lambda p: False)
+        defaults = {k: v for k, v in field_defaults(ExecutionSpec).items() if k != "task_concurrency"}
+        merger.add(_Frag("default", "default", defaults, flag="ExecutionSpec default"))
+        for f in self.config_frags(("execution",)):
+            used.append(f)
+            merger.add(_artifacts(_without(f, ("task_concurrency",))))
+        for f in frags:
+            merger.add(_artifacts(f))
+        if self.execution_params:
+            merger.add(
+                _artifacts(_Frag("command line", "cli", self.execution_params, flag="--execution-params"))
+            )
+        data = {**merger.data, "task_concurrency": tc}
+        value = self.convert_data(data, ExecutionSpec, merger, ("execution",), label, fallback)
+        if value is None:
+            return None, {}
+        final = {k: v for k, v in msgspec.to_builtins(value).items() if k != "task_concurrency"}
+        return value, _chains(merger, final, ("execution",))
+
+    def run_runtime(
+        self, frags: list[_Frag], label: str, fallback: Span | None, used: list[_Frag]
+    ) -> tuple[Any, dict[str, list[Contribution]]]:
+        merger = _Merger(lambda rel: ("runtime", *rel), lambda p: False)
+        merger.add(_Frag("default", "default", field_defaults(RunRuntimeSpec), flag="RunRuntimeSpec default"))
+        for f in self.config_frags(("runtime",)):
+            used.append(f)
+            merger.add(_only(f, RUNTIME_REUSE_KEYS))
+        for f in frags:
+            merger.add(f)
+        if merger.data.get("reuse_run_id"):
+            # A named run to reuse implies reuse (reference §2.3).
+            merger.add(
+                _Frag(
+                    "implied by runtime.reuse_run_id", "planner", {"reuse": True}, flag="runtime.reuse_run_id"
+                )
+            )
+        value = self.convert(merger, RunRuntimeSpec, ("runtime",), label, fallback)
+        if value is None:
+            return None, {}
+        return value, _chains(merger, msgspec.to_builtins(value), ("runtime",))
+
+    # -- typed conversion with spans --
+
+    def convert(
+        self, merger: _Merger, cls: type[Any], prefix: Path_, label: str, fallback: Span | None
+    ) -> Any:
+        return self.convert_data(merger.data, cls, merger, prefix, label, fallback)
+
+    def convert_data(
+        self, data: Any, cls: type[Any], merger: _Merger, prefix: Path_, label: str, fallback: Span | None
+    ) -> Any:
+        try:
+            # Lax mode only matters for values substituted from the environment (strings):
+            # every file value was already checked strictly by validate_document.
+            return msgspec.convert(data, cls, strict=False)
+        except msgspec.ValidationError as exc:
+            msg, sub = split_msgspec_error(str(exc))
+            full = (*prefix, *sub)
+            span = fallback
+            if msg.startswith("object contains unknown field"):
+                key = msg.split("`")[1] if "`" in msg else ""
+                rec = merger.winner((*full, key))
+                span = rec.key_span if rec and rec.key_span else span
+            else:
+                rec = merger.winner(full)
+                if rec is not None and rec.span is not None:
+                    span = rec.span
+            where = format_path(full)
+            if msg.startswith("object missing required field"):
+                field_name = msg.split("`")[1] if "`" in msg else "?"
+                message = f"{label} is missing required parameter `{field_name}`"
+                help = f"set `{field_name}` in the request, in `defaults`, or in a config file"
+            else:
+                message = f"{label}: `{where}`: {msg}"
+                help = "fix the value (see `acx config docs` for the field's type)"
+            self.diagnostics.append(
+                Diagnostic(code="E0204", message=message, span=span, path=where, help=help)
+            )
+            return None
+
+
+# ---- helpers ----------------------------------------------------------------------------------
+
+
+def _without(frag: _Frag, keys: Sequence[str]) -> _Frag:
+    return replace(frag, data={k: v for k, v in frag.data.items() if k not in keys})
+
+
+def _only(frag: _Frag, keys: Sequence[str]) -> _Frag:
+    return replace(frag, data={k: v for k, v in frag.data.items() if k in keys})
+
+
+def _policies(frag: _Frag) -> _Frag:
+    """NetworkPolicy string shorthand: ``run_network_policy: no-network`` → ``{network_mode: ...}``."""
+    data = dict(frag.data)
+    for key in NETWORK_POLICY_FIELDS:
+        if isinstance(data.get(key), str):
+            data[key] = {"network_mode": data[key]}
+    return replace(frag, data=data)
+
+
+def _artifacts(frag: _Frag) -> _Frag:
+    """ArtifactSpec string shorthand: ``"/app/out"`` → ``{source: "/app/out"}`` (A4)."""
+    items = frag.data.get("artifacts")
+    if not isinstance(items, list):
+        return frag
+    data = dict(frag.data)
+    data["artifacts"] = [{"source": a} if isinstance(a, str) else a for a in items]
+    return replace(frag, data=data)
+
+
+def _semantic_prefix(doc: SourceDoc, base: Path_) -> Path_:
+    """The path that decides sensitivity/env-map membership (``requests[0].model`` → ``model``)."""
+    if doc.kind == "orchestration" and base[:1] == ("requests",):
+        return tuple(base[2:])
+    if doc.kind == "orchestration" and base[:1] == ("defaults",):
+        return tuple(base[1:])
+    return base
+
+
+def _stem(path: str) -> str:
+    name = os.path.basename(path)
+    return name.split(".", 1)[0] or "orchestration"
+
+
+def _dedupe(diags: list[Diagnostic]) -> list[Diagnostic]:
+    seen: set[tuple[Any, ...]] = set()
+    out = []
+    for d in diags:
+        key = (d.code, d.message, str(d.span))
+        if key not in seen:
+            seen.add(key)
+            out.append(d)
+    return out
+
+
+def orchestration_id(name: str, task_concurrency: int, requests: Sequence[tuple[str, RunRequest]]) -> str:
+    """Content-derived id: first 12 hex of sha256 over name, task_concurrency and the requests.
+
+    Machine-specific metadata (absolute spec/config paths) is left out, so the same spec
+    compiles to the same id on every machine and through either front end (.acx or YAML).
+    """
+    body = {
+        "name": name,
+        "task_concurrency": task_concurrency,
+        "requests": [
+            [
+                n,
+                msgspec.structs.replace(
+                    r, metadata=msgspec.structs.replace(r.metadata, config_path=[], spec_path=None)
+                ),
+            ]
+            for n, r in requests
+        ],
+    }
+    return hashlib.sha256(canonical_json(body)).hexdigest()[:12]
+
+
+def resolve_orchestration(
+    spec: SourceDoc,
+    configs: Sequence[ConfigDoc],
+    *,
+    task_concurrency: int | None = None,
+    execution_params: Mapping[str, Any] | None = None,
+    runtime_params: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str],
+    cli_sections: Mapping[str, str] | None = None,
+) -> Compiled:
+    """Resolve a validated orchestration SourceDoc against validated config docs (pure).
+
+    ``cli_sections`` marks ``spec`` as synthesised from explicit arguments (single run, R8):
+    its request sections are recorded as command-line contributions named by these flags.
+    """
+    resolver = _Resolver(
+        spec,
+        configs,
+        task_concurrency=task_concurrency,
+        execution_params=execution_params,
+        runtime_params=runtime_params,
+        environ=environ,
+        cli_sections=cli_sections,
+    )
+    return resolver.resolve()
+
+
+def config_view(
+    configs: Sequence[ConfigDoc], *, components: Mapping[str, Sequence[str]]
+) -> tuple[dict[str, Any], dict[str, list[Contribution]]]:
+    """The merged effective run config (``acx config show``) and its provenance.
+
+    ``runtime`` and ``execution`` are shown over their defaults; ``components`` selects which
+    ids of ``benchmarks``/``harnesses``/``environments`` to show (over the component's
+    defaults). Values are shown as written: ``${VAR}`` references are not substituted.
+    """
+    from acx.compiler._shapes import ConfigRuntimeOptions
+    from acx.components._registry import registry
+
+    view: dict[str, Any] = {}
+    prov: dict[str, list[Contribution]] = {}
+
+    def merged(section: Path_, defaults: dict[str, Any], label: str, drop_on_null: bool = False) -> None:
+        merger = _Merger(lambda rel: (*section, *rel), lambda p: p[-1] in NETWORK_POLICY_FIELDS)
+        merger.add(_Frag("default", "default", defaults, flag=label))
+        for cfg in configs:
+            value: Any = cfg.doc.data
+            for part in section:
+                value = value.get(part) if isinstance(value, dict) else None
+            if value is None and drop_on_null and _present(cfg.doc.data, section):
+                merger = _Merger(merger.prefix, merger.atomic)
+                merger.add(_Frag("default", "default", defaults, flag=label))
+            elif isinstance(value, dict):
+                merger.add(_Frag(cfg.layer, "file", value, doc=cfg.doc, base=section))
+        target = view
+        for part in section[:-1]:
+            target = target.setdefault(str(part), {})
+        target[str(section[-1])] = merger.data
+        prov.update(_chains(merger, merger.data, section))
+
+    merged(("runtime",), field_defaults(ConfigRuntimeOptions), "runtime default")
+    merged(("execution",), field_defaults(ExecutionSpec), "ExecutionSpec default")
+    for kind, table in (
+        ("benchmark", "benchmarks"),
+        ("harness", "harnesses"),
+        ("environment", "environments"),
+    ):
+        for cid in components.get(kind, ()):
+            info = registry(kind)[cid]
+            defaults = field_defaults(info.config_class)
+            if kind == "environment":
+                shared = field_defaults(EnvironmentSpec)
+                defaults = {**{k: v for k, v in shared.items() if k in ENVIRONMENT_SPEC_FIELDS}, **defaults}
+            merged((table, cid), defaults, f"{cid} default", drop_on_null=kind == "environment")
+    return view, prov
+
+
+def _present(data: Any, section: Path_) -> bool:
+    for part in section[:-1]:
+        if not isinstance(data, dict) or part not in data:
+            return False
+        data = data[part]
+        if data is None:
+            return True  # `environments: null` drops every provider
+    return isinstance(data, dict) and section[-1] in data

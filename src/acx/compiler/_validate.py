@@ -1,0 +1,672 @@
+"""Schema and semantic validation of one SourceDoc (run config or orchestration).
+
+:func:`validate_document` reports *every* independent problem of a document, each with the span
+of the offending key or value, a stable code, "expected X, got Y" wording and a did-you-mean
+for unknown keys, enum values and component ids. It never reads the process environment: a
+whole-field ``${VAR}`` value is accepted wherever a value goes and type-checked after
+substitution by the resolver.
+
+Types come from the IR and component config classes (:mod:`._shapes`); values are checked with
+``msgspec.convert`` per field, so there is one definition of every field.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import msgspec
+
+from acx.compiler._interpolate import (
+    ENV_MAP_KEYS,
+    embedded_ref_diagnostic,
+    env_ref_name,
+    format_path,
+    has_embedded_ref,
+)
+from acx.compiler._shapes import (
+    API_PROTOCOLS,
+    COMPONENT_SECTIONS,
+    NETWORK_MODES,
+    NETWORK_POLICY_FIELDS,
+    ORCHESTRATION_KEYS,
+    REQUEST_KEYS,
+    REQUEST_STRUCT_SECTIONS,
+    RUN_CONFIG_KEYS,
+    RUN_CONFIG_STRUCT_SECTIONS,
+    RUNTIME_REUSE_KEYS,
+    environment_field_types,
+    field_descriptions,
+    field_types,
+    literal_values,
+    output_namespace,
+    required_fields,
+    struct_of,
+)
+from acx.compiler._source import Path_, SourceDoc
+from acx.diagnostics import Diagnostic, Related, did_you_mean
+from acx.ir import ArtifactSpec, EnvironmentSpec, NetworkPolicy, ResolvedRuntimeOptions
+
+__all__ = [
+    "Checker",
+    "check_cli_params",
+    "component_param_types",
+    "validate_document",
+]
+
+#: Legacy params rejected with a pointer to their replacement (H3, V4).
+_LEGACY_ENV_PARAMS = {
+    "image": "environment `setup.image`",
+    "evaluation_image": "environment `evaluation_setup.image`",
+}
+_LEGACY_HARNESS_PARAMS = {"env": "environment `run_env_variables`"}
+
+_PARAMS_HELP = (
+    "place component parameters alongside id, e.g. `benchmark: {id: exact_match, dataset: qa.jsonl}`"
+)
+_MSGSPEC_AT = re.compile(r"^(?P<msg>.*?)(?: - at `(?P<at>\$[^`]*)`)?$", re.S)
+_PATH_TOKEN = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]|\[\.\.\.\]")
+
+
+def validate_document(doc: SourceDoc) -> list[Diagnostic]:
+    """All diagnostics of ``doc``, in source order; an empty list means the document is valid."""
+    checker = Checker(doc)
+    checker.check_interpolation(doc.data, ())
+    if doc.kind == "orchestration":
+        checker.check_orchestration(doc.data)
+    else:
+        checker.check_run_config(doc.data)
+    return checker.sorted()
+
+
+def check_cli_params(
+    value: Any, cls: type[msgspec.Struct], flag: str, *, forbid: Mapping[str, str] = {}
+) -> list[Diagnostic]:
+    """Validate a JSON object given on the command line (``--execution-params``) against ``cls``."""
+    doc = SourceDoc(path=flag, kind="run_config", data=value)
+    checker = Checker(doc, cli_flag=flag)
+    if not isinstance(value, dict):
+        return [
+            Diagnostic(
+                code="E0216",
+                message=f"{flag} must be a JSON object, got {_type_name(value)}",
+                path=flag,
+                help=f"""pass e.g. {flag} '{{"max_retries": 2}}'""",
+            )
+        ]
+    for key, why in forbid.items():
+        if key in value:
+            checker.err("E0213", f"`{key}` is not accepted in {flag}", (key,), key=True, help=why)
+    rest = {k: v for k, v in value.items() if k not in forbid}
+    checker.check_struct(rest, cls, (), where=flag)
+    return checker.sorted()
+
+
+def component_param_types(kind: str, component_id: str) -> dict[str, Any] | None:
+    """Field name → type of the params of a registered component, or None for an unknown id."""
+    from acx.components._registry import registry
+
+    info = registry(kind).get(component_id)
+    if info is None:
+        return None
+    types = dict(field_types(info.config_class))
+    if kind == "environment":
+        types.update(environment_field_types())
+    return types
+
+
+class Checker:
+    """Collects diagnostics for one document; every check records the span of what it blames."""
+
+    def __init__(self, doc: SourceDoc, *, cli_flag: str | None = None) -> None:
+        self.doc = doc
+        self.cli_flag = cli_flag
+        self.diagnostics: list[Diagnostic] = []
+
+    # ---- reporting ------------------------------------------------------------------------
+
+    def where(self, path: Path_) -> str:
+        shown = format_path(path)
+        if self.cli_flag:
+            return f"{self.cli_flag}" if not path else f"{self.cli_flag} {shown}"
+        return shown
+
+    def err(
+        self,
+        code: str,
+        message: str,
+        path: Path_,
+        *,
+        key: bool = False,
+        help: str | None = None,
+        related: tuple[Related, ...] = (),
+    ) -> None:
+        span = None
+        if self.cli_flag is None:
+            span = self.doc.key_span_of(path) if key else self.doc.span_of(path)
+        self.diagnostics.append(
+            Diagnostic(
+                code=code, message=message, span=span, path=self.where(path), help=help, related=related
+            )
+        )
+
+    def sorted(self) -> list[Diagnostic]:
+        def order(d: Diagnostic) -> tuple[int, int, int]:
+            if d.span is None:
+                return (1, 0, 0)
+            return (0, d.span.line, d.span.col)
+
+        return sorted(self.diagnostics, key=order)
+
+    # ---- generic checks -------------------------------------------------------------------
+
+    def is_mapping(self, value: Any, path: Path_, what: str) -> bool:
+        if isinstance(value, dict):
+            return True
+        self.err(
+            "E0204",
+            f"`{self.where(path)}`: expected a mapping ({what}), got {_type_name(value)}",
+            path,
+            help=f"write `{_last(path)}:` followed by indented `key: value` lines",
+        )
+        return False
+
+    def unknown_key(self, key: str, path: Path_, allowed: Iterable[str], where: str) -> None:
+        allowed = sorted(allowed)
+        guess = did_you_mean(key, allowed)
+        if guess:
+            help = f"did you mean `{guess}`?"
+        elif len(allowed) <= 12:
+            help = "valid keys: " + ", ".join(f"`{a}`" for a in allowed)
+        else:
+            help = f"see `acx schema` or the docs for the {len(allowed)} valid keys"
+        self.err("E0203", f"unknown key `{key}` in {where}", (*path, key), key=True, help=help)
+
+    def check_struct(
+        self, value: Any, cls: type[msgspec.Struct], path: Path_, *, where: str, skip: Iterable[str] = ()
+    ) -> None:
+        """Closed record check: unknown keys, required keys, then each field's value."""
+        if not self.is_mapping(value, path, cls.__name__):
+            return
+        types = field_types(cls)
+        skipped = set(skip)
+        for key, item in value.items():
+            if key in skipped:
+                continue
+            if key not in types:
+                self.unknown_key(key, path, types, where)
+                continue
+            self.check_value(item, types[key], (*path, key), cls=cls, name=key)
+        missing = [name for name in required_fields(cls) if name not in value]
+        for name in missing:
+            self.err(
+                "E0208",
+                f"`{self.where(path)}` is missing required key `{name}`",
+                path,
+                help=f"`{name}`: {field_descriptions(cls).get(name) or 'required'}",
+            )
+
+    def check_value(self, value: Any, tp: Any, path: Path_, *, cls: type[Any] | None, name: str) -> None:
+        if _contains_ref(value):
+            return  # `${VAR}` is checked after substitution
+        if cls is EnvironmentSpec and name in NETWORK_POLICY_FIELDS:
+            self.check_policy(value, path)
+            return
+        if name == "artifacts" and isinstance(value, list):
+            self.check_artifacts(value, path)
+            return
+        if name == "api_protocol":
+            self.check_api_protocol(value, path)
+            return
+        nested = struct_of(tp)
+        if nested is not None and isinstance(value, dict):
+            self.check_struct(value, nested, path, where=f"`{self.where(path)}`")
+            return
+        choices = literal_values(tp)
+        if choices is not None and isinstance(value, str) and value not in choices:
+            self.bad_choice(value, choices, path)
+            return
+        try:
+            msgspec.convert(value, tp, strict=True)
+        except msgspec.ValidationError as exc:
+            self.type_error(str(exc), path, cls, name, value)
+
+    def bad_choice(self, value: str, choices: Iterable[Any], path: Path_) -> None:
+        options = [str(c) for c in choices]
+        guess = did_you_mean(value, options)
+        self.err(
+            "E0205",
+            f"`{self.where(path)}`: expected one of {', '.join(options)}; got `{value}`",
+            path,
+            help=f"did you mean `{guess}`?" if guess else f"use one of: {', '.join(options)}",
+        )
+
+    def type_error(self, text: str, path: Path_, cls: type[Any] | None, name: str, value: Any) -> None:
+        msg, sub = split_msgspec_error(text)
+        full = (*path, *sub)
+        if ", got " not in msg:
+            msg += f", got {_describe(_get(value, sub))}"
+        described = field_descriptions(cls).get(name) if cls is not None else None
+        help = f"`{name}`: {described}" if described else None
+        if msg.startswith("expected `str`, got `int`") or msg.startswith("expected `str`, got `float`"):
+            help = (help + "; " if help else "") + "quote the value to make it a string"
+        self.err("E0204", f"`{self.where(full)}`: {msg}", full, help=help)
+
+    # ---- special fields -------------------------------------------------------------------
+
+    def check_policy(self, value: Any, path: Path_) -> None:
+        if value is None:
+            return
+        if isinstance(value, str):
+            if value not in NETWORK_MODES:
+                self.bad_choice(value, NETWORK_MODES, path)
+            return
+        self.check_struct(value, NetworkPolicy, path, where=f"`{self.where(path)}`")
+
+    def check_artifacts(self, value: list[Any], path: Path_) -> None:
+        for i, item in enumerate(value):
+            if isinstance(item, str):
+                continue  # shorthand: an absolute source path (A4)
+            self.check_struct(item, ArtifactSpec, (*path, i), where=f"`{self.where((*path, i))}`")
+
+    def check_api_protocol(self, value: Any, path: Path_) -> None:
+        if value is None:
+            return
+        items = value if isinstance(value, list) else [value]
+        for i, item in enumerate(items):
+            at = (*path, i) if isinstance(value, list) else path
+            if not isinstance(item, str):
+                self.err("E0204", f"`{self.where(at)}`: expected `str`, got {_type_name(item)}", at)
+            elif item not in (*API_PROTOCOLS, ""):
+                self.bad_choice(item, API_PROTOCOLS, at)
+        if isinstance(value, list) and "auto" in value and len(value) > 1:
+            self.err(
+                "E0205",
+                f"`{self.where(path)}`: `auto` cannot be mixed with explicit protocols",
+                path,
+                help="use `auto` alone, or list explicit protocols only",
+            )
+
+    # ---- interpolation --------------------------------------------------------------------
+
+    def check_interpolation(self, value: Any, path: Path_) -> None:
+        """R6: whole-field ``${VAR}`` only, except inside env-variable maps (V1)."""
+        if isinstance(value, dict):
+            for k, v in value.items():
+                if k in ENV_MAP_KEYS:
+                    continue
+                self.check_interpolation(v, (*path, k))
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                self.check_interpolation(v, (*path, i))
+        elif has_embedded_ref(value):
+            span = None if self.cli_flag else self.doc.span_of(path)
+            self.diagnostics.append(embedded_ref_diagnostic(value, span, self.where(path)))
+
+    # ---- run config -----------------------------------------------------------------------
+
+    def check_run_config(self, data: Any) -> None:
+        if not self.is_mapping(data, (), "a run config"):
+            return
+        for key, value in data.items():
+            path = (key,)
+            if key == "models":
+                self.err(
+                    "E0206",
+                    "a run config cannot declare `models` (there is no model registry)",
+                    path,
+                    key=True,
+                    help="give the model in the orchestration (`defaults.model` or `requests[].model`) "
+                    "or on the command line",
+                )
+            elif key in RUN_CONFIG_STRUCT_SECTIONS:
+                if value is not None:
+                    self.check_struct(value, RUN_CONFIG_STRUCT_SECTIONS[key], path, where=f"`{key}`")
+            elif key in ("benchmarks", "harnesses", "environments"):
+                self.check_component_table(key, value, path)
+            else:
+                self.unknown_key(key, (), RUN_CONFIG_KEYS, "the run config")
+
+    def check_component_table(self, section: str, value: Any, path: Path_) -> None:
+        kind = {"benchmarks": "benchmark", "harnesses": "harness", "environments": "environment"}[section]
+        if value is None:
+            return  # `environments: null` drops earlier layers
+        if not self.is_mapping(value, path, f"{kind} id → params"):
+            return
+        for cid, params in value.items():
+            if not self.known_id(kind, cid, (*path, cid), key=True):
+                continue
+            if params is None:
+                continue  # `<id>: null` drops earlier layers of this component
+            if self.is_mapping(params, (*path, cid), f"params of {kind} `{cid}`"):
+                self.check_params(kind, cid, params, (*path, cid), skip_id=False)
+
+    def known_id(self, kind: str, cid: Any, path: Path_, *, key: bool = False) -> bool:
+        from acx.components._registry import registry
+
+        ids = registry(kind)
+        if not isinstance(cid, str):
+            self.err(
+                "E0204", f"`{self.where(path)}`: expected a {kind} id string, got {_type_name(cid)}", path
+            )
+            return False
+        if cid in ids:
+            return True
+        guess = did_you_mean(cid, ids)
+        listing = "acx list " + ("env" if kind == "environment" else kind)
+        self.err(
+            "E0301",
+            f"unknown {kind} id `{cid}`",
+            path,
+            key=key,
+            help=(f"did you mean `{guess}`? " if guess else "")
+            + f"known: {', '.join(sorted(ids))} ({listing})",
+        )
+        return False
+
+    def check_params(
+        self, kind: str, cid: str, params: dict[str, Any], path: Path_, *, skip_id: bool
+    ) -> None:
+        from acx.components._registry import registry
+
+        info = registry(kind)[cid]
+        types = component_param_types(kind, cid) or {}
+        legacy = (
+            _LEGACY_ENV_PARAMS
+            if kind == "environment"
+            else _LEGACY_HARNESS_PARAMS
+            if kind == "harness"
+            else {}
+        )
+        for key, value in params.items():
+            at = (*path, key)
+            if key == "id" and skip_id:
+                continue
+            if key == "params":
+                self.err(
+                    "E0207",
+                    f"`{self.where(at)}`: component sections have no `params:` layer",
+                    at,
+                    key=True,
+                    help=_PARAMS_HELP,
+                )
+            elif key in legacy and key not in types:
+                self.err(
+                    "E0214",
+                    f"`{self.where(at)}` is not supported; use {legacy[key]}",
+                    at,
+                    key=True,
+                    help=f"move the value to {legacy[key]}",
+                )
+            elif key not in types:
+                self.unknown_key(key, path, types, f"{kind} `{cid}` params")
+            else:
+                owner = (
+                    EnvironmentSpec
+                    if (kind == "environment" and key in environment_field_types())
+                    else info.config_class
+                )
+                self.check_value(value, types[key], at, cls=owner, name=key)
+
+    # ---- orchestration --------------------------------------------------------------------
+
+    def check_orchestration(self, data: dict[str, Any]) -> None:
+        for key in data:
+            if key == "models":
+                self.err(
+                    "E0206",
+                    "an orchestration cannot declare `models` (there is no model registry)",
+                    (key,),
+                    key=True,
+                    help="give each request's model in `defaults.model` or `requests[].model`",
+                )
+            elif key not in ORCHESTRATION_KEYS:
+                self.unknown_key(key, (), ORCHESTRATION_KEYS, "the orchestration")
+        self.check_version(data)
+        if "name" in data and not (isinstance(data["name"], str) and data["name"].strip()):
+            self.err("E0204", "`name`: expected a non-empty string", ("name",))
+        if "task_concurrency" in data:
+            self.check_task_concurrency(data["task_concurrency"])
+        runtime = data.get("runtime")
+        if isinstance(runtime, dict):
+            for key in RUNTIME_REUSE_KEYS:
+                if key in runtime:
+                    self.err(
+                        "E0203",
+                        f"`runtime.{key}` is a per-request setting, not an orchestration runtime option",
+                        ("runtime", key),
+                        key=True,
+                        help=f"set `defaults.runtime.{key}` (or a request's `runtime.{key}`)",
+                    )
+            rest = {k: v for k, v in runtime.items() if k not in RUNTIME_REUSE_KEYS}
+            self.check_struct(rest, ResolvedRuntimeOptions, ("runtime",), where="orchestration `runtime`")
+        elif runtime is not None:
+            self.is_mapping(runtime, ("runtime",), "runtime options")
+        defaults = data.get("defaults")
+        ids: dict[str, str | None] = {}
+        if defaults is not None and self.is_mapping(defaults, ("defaults",), "request defaults"):
+            ids = self.check_request(defaults, ("defaults",), hints={}, is_defaults=True)
+        self.check_requests(data, ids)
+
+    def check_version(self, data: dict[str, Any]) -> None:
+        if "version" not in data:
+            self.err(
+                "E0211",
+                "the orchestration has no `version`",
+                (),
+                help="add `version: 1` at the top of the file",
+            )
+        elif data["version"] != 1 or isinstance(data["version"], bool):
+            self.err(
+                "E0211",
+                f"unsupported orchestration version `{data['version']}`",
+                ("version",),
+                help="acx reads version 1 orchestration files: set `version: 1`",
+            )
+
+    def check_task_concurrency(self, value: Any) -> None:
+        if env_ref_name(value) is not None:
+            return
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            self.err(
+                "E0204",
+                f"`task_concurrency`: expected an integer >= 1, got {_describe(value)}",
+                ("task_concurrency",),
+                help="`task_concurrency`: the global limit of concurrently running attempts",
+            )
+
+    def check_requests(self, data: dict[str, Any], default_ids: dict[str, str | None]) -> None:
+        requests = data.get("requests")
+        if requests is None:
+            self.err(
+                "E0210",
+                "the orchestration has no `requests`",
+                (),
+                help="add a `requests:` list of named runs",
+            )
+            return
+        if not isinstance(requests, list):
+            self.err("E0204", f"`requests`: expected a list, got {_type_name(requests)}", ("requests",))
+            return
+        if not requests:
+            self.err("E0210", "`requests` is empty", ("requests",), help="add at least one named request")
+        names: dict[str, Path_] = {}
+        namespaces: dict[tuple[str, str], tuple[Path_, str]] = {}
+        for i, request in enumerate(requests):
+            path: Path_ = ("requests", i)
+            if not self.is_mapping(request, path, "a request"):
+                continue
+            self.check_request(request, path, hints=default_ids, is_defaults=False)
+            name = request.get("name")
+            if name is None:
+                self.err(
+                    "E0208", f"request #{i} has no `name`", path, help="give every request a unique `name`"
+                )
+                continue
+            if not isinstance(name, str) or not name.strip():
+                self.err(
+                    "E0204", f"`{self.where((*path, 'name'))}`: expected a non-empty string", (*path, "name")
+                )
+                continue
+            if name in names:
+                first_span = self.doc.span_of((*names[name], "name"))
+                self.err(
+                    "E0303",
+                    f"duplicate request name `{name}`",
+                    (*path, "name"),
+                    help="request names are unique within an orchestration; rename one of them",
+                    related=(Related(first_span, "first used here"),) if first_span else (),
+                )
+                continue
+            names[name] = path
+            run_name = _run_name(request, data.get("defaults"))
+            ns_key = (run_name, output_namespace(name))
+            if ns_key in namespaces:
+                other_path, other = namespaces[ns_key]
+                first = self.doc.span_of((*other_path, "name"))
+                self.err(
+                    "E0304",
+                    f"requests `{other}` and `{name}` write to the same output namespace `{ns_key[1]}`",
+                    (*path, "name"),
+                    help="characters outside [A-Za-z0-9._=-] become `_` in result paths; rename one request",
+                    related=(Related(first, "first used here"),) if first else (),
+                )
+                continue
+            namespaces[ns_key] = (path, name)
+
+    def check_request(
+        self, request: dict[str, Any], path: Path_, *, hints: dict[str, str | None], is_defaults: bool
+    ) -> dict[str, str | None]:
+        """Check one request (or ``defaults``); returns its component ids (for ``defaults``)."""
+        allowed = tuple(k for k in REQUEST_KEYS if not (is_defaults and k == "name"))
+        ids: dict[str, str | None] = {}
+        for key, value in request.items():
+            at = (*path, key)
+            if key not in allowed:
+                if is_defaults and key == "name":
+                    self.err(
+                        "E0203",
+                        "`defaults` cannot set `name`",
+                        at,
+                        key=True,
+                        help="name each request instead",
+                    )
+                else:
+                    self.unknown_key(key, path, allowed, "defaults" if is_defaults else "a request")
+            elif key in COMPONENT_SECTIONS:
+                ids[key] = self.check_component_section(key, value, at, hint=hints.get(key))
+            elif key in REQUEST_STRUCT_SECTIONS and value is not None:
+                skip = ("task_concurrency",) if key == "execution" else ()
+                if key == "execution" and isinstance(value, dict) and "task_concurrency" in value:
+                    self.err(
+                        "E0213",
+                        f"`{self.where((*at, 'task_concurrency'))}` is not allowed",
+                        (*at, "task_concurrency"),
+                        key=True,
+                        help="set the orchestration's top-level `task_concurrency` (or --task-concurrency): "
+                        "it is one global limit shared by all requests",
+                    )
+                self.check_struct(
+                    value, REQUEST_STRUCT_SECTIONS[key], at, where=f"`{self.where(at)}`", skip=skip
+                )
+        return ids
+
+    def check_component_section(
+        self, section: str, value: Any, path: Path_, *, hint: str | None
+    ) -> str | None:
+        kind = COMPONENT_SECTIONS[section][0]
+        if value is None:
+            return None
+        if not self.is_mapping(value, path, f"`{{id: ..., <{kind} params>}}`"):
+            return None
+        cid = value.get("id")
+        if cid is not None:
+            if not self.known_id(kind, cid, (*path, "id")):
+                return None
+            effective: str | None = cid
+        else:
+            effective = hint
+        if effective is None:
+            if "params" in value:
+                self.check_params_layer(value, path)
+            return None  # params of an id chosen elsewhere: checked after layering
+        self.check_params(kind, effective, value, path, skip_id=True)
+        return cid if isinstance(cid, str) else None
+
+    def check_params_layer(self, value: dict[str, Any], path: Path_) -> None:
+        self.err(
+            "E0207",
+            f"`{self.where((*path, 'params'))}`: component sections have no `params:` layer",
+            (*path, "params"),
+            key=True,
+            help=_PARAMS_HELP,
+        )
+
+
+def split_msgspec_error(text: str) -> tuple[str, Path_]:
+    """``("expected `int`, got `str`", ("attempts", "k"))`` from a msgspec ValidationError text."""
+    m = _MSGSPEC_AT.match(text.strip())
+    msg = m.group("msg") if m else text
+    msg = msg[:1].lower() + msg[1:]
+    at = m.group("at") if m else None
+    sub: list[str | int] = []
+    if at:
+        for tok in _PATH_TOKEN.finditer(at[1:]):
+            if tok.group(1) is not None:
+                sub.append(tok.group(1))
+            elif tok.group(2) is not None:
+                sub.append(int(tok.group(2)))
+            else:
+                break
+    return msg, tuple(sub)
+
+
+def _get(value: Any, sub: Path_) -> Any:
+    for part in sub:
+        try:
+            value = value[part]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return value
+
+
+def _contains_ref(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(_contains_ref(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_contains_ref(v) for v in value)
+    return env_ref_name(value) is not None
+
+
+def _run_name(request: dict[str, Any], defaults: Any) -> str:
+    for section in (
+        request.get("output"),
+        (defaults or {}).get("output") if isinstance(defaults, dict) else None,
+    ):
+        if isinstance(section, dict) and isinstance(section.get("run_name"), str):
+            return str(section["run_name"])
+    return ""
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "a mapping",
+    }.get(type(value), type(value).__name__)
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"`{value}`"
+    return _type_name(value)
+
+
+def _last(path: Path_) -> str:
+    return str(path[-1]) if path else "<root>"

@@ -1,0 +1,91 @@
+"""``harbor``: Harbor task directories, scored by the verifier's reward.
+
+Plan-time half (this module): ``path`` is one task directory (it has ``task.toml``) or a directory
+of them (sorted by name; an invalid task directory inside is an error naming it, never silently
+skipped). Each is loaded with :func:`acx.components.harbor_task.load_harbor_task`.
+
+Metric contract: ``score`` (scalar, primary) is the verifier's ``reward``; ``correct`` (binary)
+is ``reward >= 1``. Harbor tasks write absolute paths (``/logs``, ``/tests``), so they need a
+driver with an isolated filesystem (``--env docker``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+from acx.components._base import BaseBenchmark
+from acx.components._configs import HarborConfig
+from acx.components.benchmarks import apply_n_tasks, select_by_globs, select_by_sample_ids
+from acx.components.benchmarks._harbor_runtime import HarborRuntime
+from acx.components.harbor_task import is_task_dir, load_harbor_task
+from acx.errors import AcxPlanError
+from acx.ir import BenchmarkPlan, MetricContract, RunRequest, TaskSpec
+
+__all__ = ["HarborBenchmark", "load_harbor_dataset"]
+
+_EMPTY_PLAN = BenchmarkPlan()
+
+
+class HarborBenchmark(HarborRuntime, BaseBenchmark):
+    id: ClassVar[str] = "harbor"
+    description: ClassVar[str] = (
+        "Harbor task directories (task.toml, instruction.md, tests/), scored by the verifier's reward."
+    )
+    config_class = HarborConfig
+    #: Harbor's default is a shared verifier; a task's `verifier.environment_mode` overrides it (P5).
+    evaluation_environment_mode: ClassVar[str] = "reuse"
+    collect_artifacts: ClassVar[bool] = True
+    requires_isolated_filesystem: ClassVar[bool] = True
+    metric_contract: ClassVar[MetricContract] = MetricContract.scalar(binary=("correct",))
+    evaluation_timeout_metrics: ClassVar[dict[str, Any] | None] = None
+
+    config: HarborConfig
+
+    def tasks_path(self) -> Path:
+        path = Path(self.config.path).expanduser()
+        return path if path.is_absolute() else self.base_dir / path
+
+    def load_tasks(self, req: RunRequest) -> list[TaskSpec]:
+        return load_harbor_dataset(
+            self.tasks_path(), solution_env_for_agent=self.config.solution_env_for_agent
+        )
+
+    def select_tasks(self, tasks: list[TaskSpec], req: RunRequest) -> list[TaskSpec]:
+        selected = select_by_sample_ids(tasks, self.config.sample_ids)
+        selected = select_by_globs(selected, self.config.task_names)
+        return apply_n_tasks(selected, self.config.n_tasks)
+
+    def build_plan(self, task: TaskSpec, req: RunRequest) -> BenchmarkPlan:
+        # Budgets come from the TaskSpec (agent/verifier timeout_sec); nothing benchmark-private.
+        return _EMPTY_PLAN
+
+
+def load_harbor_dataset(path: Path, *, solution_env_for_agent: bool = False) -> list[TaskSpec]:
+    """One task dir, or every sub-directory of ``path`` (sorted by name) as a task dir."""
+    if not path.exists():
+        raise AcxPlanError(
+            f"Harbor path {path} does not exist",
+            code="E0410",
+            path="benchmark.params.path",
+            help="`path` is resolved relative to the spec file's directory",
+        )
+    if is_task_dir(path):
+        return [load_harbor_task(path, solution_env_for_agent=solution_env_for_agent)]
+    if not path.is_dir():
+        raise AcxPlanError(
+            f"Harbor path {path} is neither a task directory nor a directory of them",
+            code="E0410",
+            path="benchmark.params.path",
+            help="point `path` at a directory containing task.toml, or at its parent",
+        )
+    subdirs = sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not subdirs:
+        raise AcxPlanError(
+            f"Harbor path {path} contains no task directories",
+            code="E0410",
+            path="benchmark.params.path",
+            help="each task is a sub-directory with task.toml, instruction.md and tests/test.sh",
+        )
+    # An invalid directory is an error naming it (load_harbor_task raises), never skipped.
+    return [load_harbor_task(d, solution_env_for_agent=solution_env_for_agent) for d in subdirs]

@@ -1,0 +1,759 @@
+"""Harbor task directories → :class:`acx.ir.TaskSpec` (contracts H1–H6, B1, B4).
+
+``load_harbor_task(task_dir)`` reads ``task.toml`` with :mod:`tomllib` and maps every Harbor
+declaration it understands onto the generic TaskSpec fields; what it does not map goes to
+``TaskSpec.load_warnings`` (printed only for selected tasks), and invalid values raise
+:class:`acx.errors.AcxPlanError` naming ``task.toml`` and the line of the offending key.
+
+Pure: reads the task directory, never opens an environment or resolves an env-variable value
+(``${VAR}`` references stay references, V1). The tests directory is evaluation-only (B1): only its
+path is recorded, never its content.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from acx.diagnostics import Span
+from acx.errors import AcxPlanError
+from acx.ir import (
+    ArtifactCollectCommand,
+    ArtifactSpec,
+    EnvironmentSetup,
+    NetworkPolicy,
+    ResourceRequirements,
+    TaskSpec,
+)
+
+__all__ = ["TomlLocator", "dockerfile_workdir", "is_task_dir", "load_harbor_task", "parse_size_mib"]
+
+_NETWORK_MODES = ("public", "no-network", "allowlist")
+_PACKAGE_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]*/[a-zA-Z0-9][a-zA-Z0-9._-]*$")
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*$", re.IGNORECASE)
+_HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(?:#.*)?$")
+_KEY = re.compile(
+    r'^\s*((?:[A-Za-z0-9_-]+|"[^"]*"|\'[^\']*\')(?:\s*\.\s*(?:[A-Za-z0-9_-]+|"[^"]*"|\'[^\']*\'))*)\s*='
+)
+
+
+def is_task_dir(path: Path) -> bool:
+    return (path / "task.toml").is_file()
+
+
+# ---------------------------------------------------------------------------------------------
+# Locating keys in the TOML text (tomllib keeps no positions).
+# ---------------------------------------------------------------------------------------------
+class TomlLocator:
+    """Maps dotted key paths (``verifier.environment.workdir``) to 1-based line numbers.
+
+    A line scanner over table headers and ``key =`` lines: enough for error messages; array
+    tables (``[[verifier.collect]]``) are indexed (``verifier.collect.0.command``).
+    """
+
+    def __init__(self, text: str) -> None:
+        self.lines: dict[str, int] = {}
+        counts: dict[str, int] = {}
+        table: list[str] = []
+        for lineno, raw in enumerate(text.splitlines(), start=1):
+            header = _HEADER.match(raw)
+            if header and not raw.lstrip().startswith(("#",)):
+                parts = _split_key(header.group(2))
+                if header.group(1) == "[[":
+                    base = ".".join(parts)
+                    index = counts.get(base, 0)
+                    counts[base] = index + 1
+                    table = [*parts, str(index)]
+                else:
+                    table = _index_parts(parts, counts)
+                self.lines.setdefault(".".join(table), lineno)
+                continue
+            key = _KEY.match(raw)
+            if key:
+                path = ".".join([*table, *_split_key(key.group(1))])
+                self.lines.setdefault(path, lineno)
+
+    def line_of(self, path: str) -> int:
+        """Line of ``path`` or of its nearest declared ancestor; 1 when nothing matches."""
+        parts = path.split(".")
+        while parts:
+            line = self.lines.get(".".join(parts))
+            if line is not None:
+                return line
+            parts.pop()
+        return 1
+
+
+def _split_key(key: str) -> list[str]:
+    return [p.strip().strip("\"'") for p in re.findall(r'"[^"]*"|\'[^\']*\'|[^.]+', key)]
+
+
+def _index_parts(parts: list[str], counts: dict[str, int]) -> list[str]:
+    """``[verifier.collect.x]`` after ``[[verifier.collect]]`` refers to the latest element."""
+    out: list[str] = []
+    for part in parts:
+        out.append(part)
+        n = counts.get(".".join(out[: len(out)]))
+        if n:
+            out.append(str(n - 1))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The loader.
+# ---------------------------------------------------------------------------------------------
+class _Ctx:
+    """Per-file state: where errors point, and the warnings collected so far."""
+
+    def __init__(self, toml_path: Path, text: str) -> None:
+        self.file = str(toml_path)
+        self.loc = TomlLocator(text)
+        self.warnings: list[str] = []
+
+    def span(self, path: str) -> Span:
+        return Span(self.file, self.loc.line_of(path), 1)
+
+    def error(self, path: str, message: str, help: str, code: str = "E0412") -> AcxPlanError:
+        return AcxPlanError(f"{message} (`{path}`)", code=code, span=self.span(path), help=help)
+
+    def warn(self, path: str, what: str) -> None:
+        self.warnings.append(f"{self.file}:{self.loc.line_of(path)}: {what} `{path}` is not mapped; ignored")
+
+
+def load_harbor_task(task_dir: str | Path, *, solution_env_for_agent: bool = False) -> TaskSpec:
+    """Load one Harbor task directory (H1–H6). Invalid input raises AcxPlanError with file:line."""
+    root = Path(task_dir)
+    toml_path = root / "task.toml"
+    _check_layout(root)
+    text = toml_path.read_text(encoding="utf-8")
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        line, col = _toml_error_pos(str(exc))
+        raise AcxPlanError(
+            f"task.toml is not valid TOML: {_strip_pos(str(exc))}",
+            code="E0411",
+            span=Span(str(toml_path), line, col),
+            help="fix the TOML syntax (https://toml.io); every other task in the dataset is unaffected",
+        ) from None
+    ctx = _Ctx(toml_path, text)
+    return _map_task(root, raw, ctx, solution_env_for_agent=solution_env_for_agent)
+
+
+def _check_layout(root: Path) -> None:
+    if not root.is_dir():
+        raise AcxPlanError(
+            f"Harbor task directory {root} does not exist",
+            code="E0410",
+            path=str(root),
+            help="point `benchmark.path` at a task directory or a directory of task directories",
+        )
+    missing = [n for n in ("task.toml", "instruction.md") if not (root / n).is_file()]
+    if not (root / "tests" / "test.sh").is_file() and not (root / "tests" / "test.bat").is_file():
+        missing.append("tests/test.sh")
+    if missing:
+        raise AcxPlanError(
+            f"{root} is not a Harbor task directory: missing {', '.join(missing)}",
+            code="E0410",
+            path=str(root),
+            help="a Harbor task has task.toml, instruction.md, environment/ and tests/test.sh",
+        )
+
+
+def _toml_error_pos(message: str) -> tuple[int, int]:
+    m = re.search(r"at line (\d+), column (\d+)", message)
+    return (int(m.group(1)), int(m.group(2))) if m else (1, 1)
+
+
+def _strip_pos(message: str) -> str:
+    return re.sub(r"\s*\(at line \d+, column \d+\)", "", message)
+
+
+_ROOT_KEYS = frozenset(
+    {
+        "schema_version",
+        "version",
+        "source",
+        "multi_step_reward_strategy",
+        "artifacts",
+        "steps",
+        "task",
+        "metadata",
+        "verifier",
+        "agent",
+        "environment",
+        "solution",
+    }
+)
+
+
+def _map_task(root: Path, raw: dict[str, Any], ctx: _Ctx, *, solution_env_for_agent: bool) -> TaskSpec:
+    for key in raw:
+        if key not in _ROOT_KEYS:
+            ctx.warn(key, "unknown declaration")
+    schema_version = _schema_version(raw, ctx)
+    agent = _table(raw, "agent", ctx)
+    verifier = _table(raw, "verifier", ctx)
+    env = _table(raw, "environment", ctx)
+    solution = _table(raw, "solution", ctx)
+
+    setup = _setup(env, "environment", ctx)
+    resources = _resources(env, "environment", ctx)
+    baseline = _env_network(env, "environment", ctx)
+    env_vars = _str_map(env.get("env"), "environment.env", ctx)
+    _warn_env_extras(env, "environment", ctx)
+
+    run_policy = _network(agent, "agent", ctx)
+    run_timeout = _timeout(agent, "agent.timeout_sec", ctx)
+    for key in agent:
+        if key == "user":
+            ctx.warn("agent.user", "per-task agent user")
+        elif key not in ("timeout_sec", "network_mode", "allowed_hosts"):
+            ctx.warn(f"agent.{key}", "unknown declaration")
+
+    v = _verifier(verifier, ctx)
+    solution_env = _str_map(solution.get("env"), "solution.env", ctx)
+    for key in solution:
+        if key != "env":
+            ctx.warn(f"solution.{key}", "unknown declaration")
+
+    artifacts = _artifacts(raw, ctx)
+    metadata = _metadata(root, raw, ctx, schema_version, solution_env)
+    dockerfile = root / "environment" / "Dockerfile"
+    if dockerfile.is_file():
+        workdir = dockerfile_workdir(dockerfile.read_text(encoding="utf-8", errors="replace"))
+        if workdir:
+            metadata["dockerfile_workdir"] = workdir
+    if "steps" in raw:
+        ctx.warn("steps", "multi-step declaration")
+    if "multi_step_reward_strategy" in raw:
+        ctx.warn("multi_step_reward_strategy", "multi-step declaration")
+
+    category = raw.get("metadata", {}).get("category") if isinstance(raw.get("metadata"), dict) else None
+    return TaskSpec(
+        task_id=root.name,
+        question=_instruction(root),
+        category=category if isinstance(category, str) and category else "all",
+        ground_truth=None,
+        metadata=metadata,
+        resources=resources,
+        evaluation_resources=v["resources"],
+        baseline_network_policy=baseline,
+        evaluation_baseline_network_policy=v["baseline"],
+        run_network_policy=run_policy,
+        evaluation_network_policy=v["policy"],
+        evaluation_environment_mode=v["mode"],
+        env_variables=env_vars,
+        # Harbor injects `[environment].env` when the container starts (V2: start-up vars).
+        require_startup_env=bool(env_vars),
+        run_env_variables=dict(solution_env) if solution_env_for_agent else {},
+        evaluation_env_variables=v["env"],
+        evaluation_environment_env_variables=v["startup_env"],
+        artifacts=artifacts,
+        artifact_collect=v["collect"],
+        environment_setup=setup,
+        evaluation_environment_setup=v["setup"],
+        run_timeout_seconds=run_timeout,
+        evaluation_timeout_seconds=v["timeout"],
+        load_warnings=ctx.warnings,
+    )
+
+
+def _schema_version(raw: dict[str, Any], ctx: _Ctx) -> str | None:
+    """Legacy top-level ``version`` aliases ``schema_version`` (H6); a conflict is an error."""
+    new, old = raw.get("schema_version"), raw.get("version")
+    for key, value in (("schema_version", new), ("version", old)):
+        if value is not None and not isinstance(value, str):
+            raise ctx.error(key, f"{key} must be a string, got {value!r}", 'write it quoted, e.g. "1.4"')
+    if new is not None and old is not None and new != old:
+        raise ctx.error(
+            "version",
+            f"legacy `version` ({old!r}) conflicts with `schema_version` ({new!r})",
+            "remove the legacy top-level `version`; it is an alias of `schema_version`",
+        )
+    return new if new is not None else old
+
+
+def _table(raw: Mapping[str, Any], key: str, ctx: _Ctx) -> dict[str, Any]:
+    value = raw.get(key, {})
+    if not isinstance(value, dict):
+        raise ctx.error(key, f"`{key}` must be a table", f"write it as [{key}]")
+    return value
+
+
+def _instruction(root: Path) -> str:
+    """instruction.md with leading canary comment lines stripped (as Harbor does)."""
+    lines = (root / "instruction.md").read_text(encoding="utf-8").splitlines()
+    while lines and ("canary" in lines[0].lower() and lines[0].lstrip().startswith(("<!--", "#"))):
+        lines.pop(0)
+    return "\n".join(lines).strip("\n")
+
+
+def _timeout(table: Mapping[str, Any], path: str, ctx: _Ctx) -> float | Any:
+    """Only explicit timeouts are mapped (T1); absent → UNSET so the next source applies."""
+    from msgspec import UNSET
+
+    key = path.rsplit(".", 1)[-1]
+    if key not in table:
+        return UNSET
+    return _seconds(table[key], path, ctx)
+
+
+def _seconds(value: Any, path: str, ctx: _Ctx) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ctx.error(path, f"expected a number of seconds, got {value!r}", "write e.g. 600 or 600.0")
+    if not math.isfinite(value) or value <= 0:
+        raise ctx.error(
+            path,
+            f"a timeout must be finite and positive, got {value!r}",
+            "remove the key for no deadline, or give a positive number of seconds",
+        )
+    return float(value)
+
+
+def _str_map(value: Any, path: str, ctx: _Ctx) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ctx.error(
+            path, f"`{path}` must be a table of strings", f'write it as [{path}] with NAME = "value"'
+        )
+    out: dict[str, str] = {}
+    for k, v in value.items():
+        if not isinstance(v, str):
+            raise ctx.error(
+                f"{path}.{k}",
+                f"environment value must be a string, got {v!r}",
+                'quote it, e.g. NAME = "1"; use "${VAR}" to read the launching environment',
+            )
+        out[str(k)] = v
+    return out
+
+
+def _network(table: Mapping[str, Any], path: str, ctx: _Ctx) -> NetworkPolicy | None:
+    mode = table.get("network_mode")
+    hosts = table.get("allowed_hosts")
+    if mode is None:
+        if hosts is not None:
+            raise ctx.error(
+                f"{path}.allowed_hosts",
+                "allowed_hosts without network_mode",
+                'add network_mode = "allowlist"',
+            )
+        return None
+    if mode not in _NETWORK_MODES:
+        raise ctx.error(
+            f"{path}.network_mode",
+            f"unknown network_mode {mode!r}",
+            "use one of: " + ", ".join(_NETWORK_MODES),
+        )
+    if hosts is not None and mode != "allowlist":
+        raise ctx.error(
+            f"{path}.allowed_hosts",
+            f"allowed_hosts is only valid with allowlist, not {mode!r}",
+            'set network_mode = "allowlist" or remove allowed_hosts',
+        )
+    if hosts is not None and (
+        not isinstance(hosts, list) or not all(isinstance(h, str) and h for h in hosts)
+    ):
+        raise ctx.error(
+            f"{path}.allowed_hosts",
+            "allowed_hosts must be a list of non-empty strings",
+            'e.g. allowed_hosts = ["pypi.org", "*.github.com:443"]',
+        )
+    return NetworkPolicy(network_mode=mode, allowed_hosts=list(hosts or []))
+
+
+def _env_network(env: Mapping[str, Any], path: str, ctx: _Ctx) -> NetworkPolicy | None:
+    """``network_mode`` or the deprecated ``allow_internet`` (only when network_mode is unset)."""
+    policy = _network(env, path, ctx)
+    allow = env.get("allow_internet")
+    if allow is None:
+        return policy
+    if not isinstance(allow, bool):
+        raise ctx.error(
+            f"{path}.allow_internet",
+            f"allow_internet must be true or false, got {allow!r}",
+            'prefer network_mode = "public" | "no-network"',
+        )
+    if policy is not None:
+        ctx.warn(f"{path}.allow_internet", "deprecated declaration shadowed by network_mode:")
+        return policy
+    return NetworkPolicy(network_mode="public" if allow else "no-network")
+
+
+def _setup(env: Mapping[str, Any], path: str, ctx: _Ctx) -> EnvironmentSetup:
+    image = env.get("docker_image")
+    if image is not None and (not isinstance(image, str) or not image):
+        raise ctx.error(
+            f"{path}.docker_image",
+            "docker_image must be a non-empty string",
+            'e.g. docker_image = "python:3.12-slim"',
+        )
+    workdir = env.get("workdir")
+    if workdir is not None and (
+        not isinstance(workdir, str) or not workdir.startswith("/") or "\\" in workdir
+    ):
+        raise ctx.error(
+            f"{path}.workdir",
+            f"workdir must be an absolute POSIX path, got {workdir!r}",
+            'e.g. workdir = "/app" (H5)',
+        )
+    os_name = env.get("os")
+    if os_name is not None:
+        if not isinstance(os_name, str) or os_name.lower() not in ("linux", "windows"):
+            raise ctx.error(f"{path}.os", f"unknown os {os_name!r}", 'use "linux" or "windows"')
+        os_name = os_name.lower()
+    build = (
+        _seconds(env["build_timeout_sec"], f"{path}.build_timeout_sec", ctx)
+        if "build_timeout_sec" in env
+        else None
+    )
+    return EnvironmentSetup(
+        image=image, workdir=workdir, os=os_name, build_timeout_seconds=build  # type: ignore[arg-type]
+    )
+
+
+def parse_size_mib(text: str) -> int | None:
+    """Harbor's legacy size strings (``"2G"``, ``"512M"``, ``"1024K"``) → MiB; None if unparsable."""
+    m = _SIZE.match(text)
+    if not m:
+        return None
+    number, unit = float(m.group(1)), m.group(2).upper()
+    factor = {"": 1 / (1024 * 1024), "K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}[unit]
+    return max(1, round(number * factor))
+
+
+def _int_field(env: Mapping[str, Any], key: str, path: str, ctx: _Ctx) -> int | None:
+    value = env.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ctx.error(
+            f"{path}.{key}", f"{key} must be a non-negative integer, got {value!r}", f"e.g. {key} = 2048"
+        )
+    return value
+
+
+def _resources(env: Mapping[str, Any], path: str, ctx: _Ctx) -> ResourceRequirements | None:
+    cpus = env.get("cpus")
+    if cpus is not None and (isinstance(cpus, bool) or not isinstance(cpus, int | float) or cpus <= 0):
+        raise ctx.error(f"{path}.cpus", f"cpus must be a positive number, got {cpus!r}", "e.g. cpus = 2")
+    memory = _legacy_size(env, "memory", "memory_mb", path, ctx)
+    storage = _legacy_size(env, "storage", "storage_mb", path, ctx)
+    gpus = _int_field(env, "gpus", path, ctx)
+    gpu_type = None
+    types = env.get("gpu_types")
+    if types is not None:
+        if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
+            raise ctx.error(f"{path}.gpu_types", "gpu_types must be a list of strings", 'e.g. ["H100"]')
+        if len(types) == 1:
+            gpu_type = types[0]
+        elif types:
+            ctx.warn(f"{path}.gpu_types", "a choice of several GPU types")
+    for key in ("tpu",):
+        if key in env:
+            ctx.warn(f"{path}.{key}", "TPU request")
+    if cpus is None and memory is None and storage is None and gpus is None and gpu_type is None:
+        return None
+    return ResourceRequirements(
+        cpu=float(cpus) if cpus is not None else None,
+        memory_mb=memory,
+        storage_mb=storage,
+        gpu=gpus,
+        gpu_type=gpu_type,
+    )
+
+
+def _legacy_size(env: Mapping[str, Any], old: str, new: str, path: str, ctx: _Ctx) -> int | None:
+    """``memory``/``storage`` strings count as mapped only when converted to MiB (H6)."""
+    value = _int_field(env, new, path, ctx)
+    legacy = env.get(old)
+    if legacy is None:
+        return value
+    converted = parse_size_mib(legacy) if isinstance(legacy, str) else None
+    if converted is None:
+        raise ctx.error(
+            f"{path}.{old}",
+            f"cannot read legacy size {legacy!r}",
+            f'write {new} = <MiB> instead, or e.g. {old} = "2G"',
+        )
+    if value is not None and value != converted:
+        raise ctx.error(
+            f"{path}.{old}",
+            f"legacy {old} = {legacy!r} ({converted} MiB) conflicts with {new} = {value}",
+            f"remove the deprecated `{old}`",
+        )
+    return converted
+
+
+_ENV_MAPPED = frozenset(
+    {
+        "docker_image",
+        "workdir",
+        "os",
+        "build_timeout_sec",
+        "cpus",
+        "memory_mb",
+        "storage_mb",
+        "memory",
+        "storage",
+        "gpus",
+        "gpu_types",
+        "tpu",
+        "network_mode",
+        "allowed_hosts",
+        "allow_internet",
+        "env",
+    }
+)
+
+
+def _warn_env_extras(env: Mapping[str, Any], path: str, ctx: _Ctx) -> None:
+    for key, value in env.items():
+        if key in _ENV_MAPPED:
+            continue
+        if key in ("healthcheck", "mcp_servers", "skills_dir"):
+            if value not in (None, [], {}):
+                ctx.warn(f"{path}.{key}", "declaration")
+        else:
+            ctx.warn(f"{path}.{key}", "unknown declaration")
+
+
+def _verifier(verifier: Mapping[str, Any], ctx: _Ctx) -> dict[str, Any]:
+    mode_raw = verifier.get("environment_mode")
+    env_decl = verifier.get("environment")
+    if mode_raw is not None and mode_raw not in ("shared", "separate"):
+        raise ctx.error(
+            "verifier.environment_mode",
+            f"unknown environment_mode {mode_raw!r}",
+            'use "shared" (evaluate in the agent environment) or "separate" (fresh verifier)',
+        )
+    if env_decl is not None and not isinstance(env_decl, dict):
+        raise ctx.error(
+            "verifier.environment",
+            "verifier.environment must be a table",
+            "write it as [verifier.environment]",
+        )
+    if mode_raw == "shared" and env_decl is not None:
+        raise ctx.error(
+            "verifier.environment_mode",
+            "a shared verifier cannot declare its own [verifier.environment]",
+            'set environment_mode = "separate" or remove [verifier.environment]',
+        )
+    mode = None
+    if mode_raw == "shared":
+        mode = "reuse"
+    elif mode_raw == "separate" or env_decl is not None:
+        mode = "fresh"
+    out: dict[str, Any] = {
+        "mode": mode,
+        "timeout": _timeout(verifier, "verifier.timeout_sec", ctx),
+        "env": _str_map(verifier.get("env"), "verifier.env", ctx),
+        "policy": _network(verifier, "verifier", ctx),
+        "collect": _collect(verifier.get("collect"), ctx),
+        "setup": None,
+        "baseline": None,
+        "startup_env": None,
+        "resources": None,
+    }
+    if env_decl is not None:
+        # An explicit verifier environment is independent (H2, H4): its unset fields do not
+        # inherit the agent's, an empty table gives the default public baseline.
+        out["setup"] = _setup(env_decl, "verifier.environment", ctx)
+        out["resources"] = _resources(env_decl, "verifier.environment", ctx)
+        out["baseline"] = _env_network(env_decl, "verifier.environment", ctx) or NetworkPolicy()
+        if "env" in env_decl:
+            out["startup_env"] = _str_map(env_decl.get("env"), "verifier.environment.env", ctx)
+        _warn_env_extras(env_decl, "verifier.environment", ctx)
+    for key in verifier:
+        if key == "user":
+            ctx.warn("verifier.user", "per-task verifier user")
+        elif key == "continuous":
+            ctx.warn("verifier.continuous", "fork-specific declaration")
+        elif key not in (
+            "environment_mode",
+            "environment",
+            "timeout_sec",
+            "env",
+            "network_mode",
+            "allowed_hosts",
+            "collect",
+        ):
+            ctx.warn(f"verifier.{key}", "unknown declaration")
+    return out
+
+
+def _collect(value: Any, ctx: _Ctx) -> list[ArtifactCollectCommand] | None:
+    """``[[verifier.collect]]`` → artifact_collect; sidecars, ``user`` and unknown fields are errors (H6)."""
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise ctx.error(
+            "verifier.collect",
+            "verifier.collect must be an array of tables",
+            "write each command as [[verifier.collect]]",
+        )
+    out: list[ArtifactCollectCommand] = []
+    for i, item in enumerate(value):
+        path = f"verifier.collect.{i}"
+        if not isinstance(item, dict):
+            raise ctx.error(path, "each verifier.collect entry must be a table", "use [[verifier.collect]]")
+        for key in item:
+            if key == "user":
+                raise ctx.error(
+                    f"{path}.user",
+                    "per-command `user` in verifier.collect is not supported",
+                    "remove `user`; collection commands run as the session user",
+                    code="E0413",
+                )
+            if key not in ("command", "service", "timeout_sec"):
+                raise ctx.error(
+                    f"{path}.{key}",
+                    f"unknown verifier.collect field `{key}`",
+                    "allowed fields: command, timeout_sec, service",
+                    code="E0413",
+                )
+        command = item.get("command")
+        if not isinstance(command, str) or not command.strip():
+            raise ctx.error(
+                f"{path}.command",
+                "verifier.collect needs a non-empty `command`",
+                'e.g. command = "cp /app/out.txt /logs/artifacts/"',
+            )
+        service = item.get("service", "main")
+        if service != "main":
+            raise ctx.error(
+                f"{path}.service",
+                f"sidecar service {service!r} is not supported",
+                'remove `service` (only "main" is supported)',
+                code="E0413",
+            )
+        timeout = _seconds(item["timeout_sec"], f"{path}.timeout_sec", ctx) if "timeout_sec" in item else 60.0
+        out.append(ArtifactCollectCommand(command=command, timeout_seconds=timeout))
+    return out
+
+
+def _artifacts(raw: Mapping[str, Any], ctx: _Ctx) -> list[ArtifactSpec] | None:
+    value = raw.get("artifacts")
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise ctx.error("artifacts", "artifacts must be a list", 'e.g. artifacts = ["/app/out.txt"]')
+    out: list[ArtifactSpec] = []
+    for i, item in enumerate(value):
+        path = f"artifacts.{i}"
+        if isinstance(item, str):
+            item = {"source": item}
+        if not isinstance(item, dict):
+            raise ctx.error(
+                "artifacts", f"artifact #{i + 1} must be a path or a table", '{source = "/app/x"}'
+            )
+        unknown = set(item) - {"source", "destination", "exclude", "service"}
+        if unknown:
+            raise ctx.error(
+                "artifacts",
+                f"unknown artifact field(s) {sorted(unknown)}",
+                "allowed: source, destination, exclude, service",
+            )
+        source = item.get("source")
+        if not isinstance(source, str) or not source.startswith("/") or ".." in source.split("/"):
+            raise ctx.error(
+                "artifacts",
+                f"artifact source must be an absolute path without `..`, got {source!r}",
+                'e.g. "/app/result.txt"',
+            )
+        if item.get("service", "main") != "main":
+            raise ctx.error(
+                "artifacts",
+                f"artifacts from service {item['service']!r} are not supported",
+                "collect from the main service only",
+                code="E0413",
+            )
+        dest = item.get("destination")
+        if dest is not None and (
+            not isinstance(dest, str) or dest.startswith("/") or ".." in dest.split("/")
+        ):
+            raise ctx.error(
+                "artifacts",
+                f"artifact destination must be a relative path without `..`, got {dest!r}",
+                'e.g. destination = "out/result.txt"',
+            )
+        exclude = item.get("exclude", [])
+        if not isinstance(exclude, list) or not all(isinstance(e, str) for e in exclude):
+            raise ctx.error("artifacts", "artifact exclude must be a list of tar patterns", 'e.g. ["*.tmp"]')
+        del path
+        out.append(ArtifactSpec(source=source, destination=dest, exclude=list(exclude)))
+    return out
+
+
+def _metadata(
+    root: Path, raw: Mapping[str, Any], ctx: _Ctx, schema_version: str | None, solution_env: dict[str, str]
+) -> dict[str, Any]:
+    """Free-form [metadata] first, explicit declarations win (H6); paths for the run-time half."""
+    free = raw.get("metadata", {})
+    if not isinstance(free, dict):
+        raise ctx.error("metadata", "[metadata] must be a table", "write it as [metadata]")
+    meta: dict[str, Any] = dict(free)
+    if "source" in raw:
+        if not isinstance(raw["source"], str):
+            raise ctx.error("source", "source must be a string", 'e.g. source = "terminal-bench"')
+        meta["source"] = raw["source"]
+    package = _package(raw, ctx)
+    if package is not None:
+        meta["task"] = package
+    meta["schema_version"] = schema_version
+    meta["task_dir"] = str(root.resolve())
+    meta["tests_dir"] = str((root / "tests").resolve())
+    meta["solution_dir"] = str((root / "solution").resolve())
+    meta["environment_dir"] = str((root / "environment").resolve())
+    meta["solution_env"] = solution_env
+    meta["harbor_raw"] = raw
+    return meta
+
+
+def _package(raw: Mapping[str, Any], ctx: _Ctx) -> dict[str, Any] | None:
+    task = raw.get("task")
+    if task is None:
+        return None
+    if not isinstance(task, dict):
+        raise ctx.error("task", "[task] must be a table", "write it as [task]")
+    name = task.get("name")
+    if not isinstance(name, str) or not _PACKAGE_NAME.match(name) or ".." in name:
+        raise ctx.error(
+            "task.name",
+            f"[task] name must look like org/name, got {name!r}",
+            'e.g. name = "my-org/hello-world"',
+        )
+    version = task.get("version")
+    if version is not None and (not isinstance(version, str) or not version.strip()):
+        raise ctx.error(
+            "task.version",
+            f"task.version must be a non-empty string, got {version!r}",
+            'e.g. version = "1.0.0" (any non-empty string)',
+        )
+    for key in task:
+        if key not in ("name", "version", "description", "authors", "keywords"):
+            ctx.warn(f"task.{key}", "unknown declaration")
+    return {k: task[k] for k in ("name", "version", "description", "authors", "keywords") if k in task}
+
+
+_WORKDIR = re.compile(r"^\s*WORKDIR\s+(\S+)\s*$", re.IGNORECASE)
+
+
+def dockerfile_workdir(text: str) -> str | None:
+    """The last absolute ``WORKDIR`` of a Dockerfile (the image default), or None."""
+    found: str | None = None
+    for line in text.splitlines():
+        m = _WORKDIR.match(line)
+        if m:
+            value = m.group(1).strip("\"'")
+            if value.startswith("/"):
+                found = value
+            elif found:
+                found = found.rstrip("/") + "/" + value
+    return found

@@ -1,0 +1,3 @@
+"""Built-in harnesses: ``none``, ``command``, ``oracle``, ``openai_chat`` (imported lazily)."""
+
+__all__: list[str] = []

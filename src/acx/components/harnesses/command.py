@@ -1,0 +1,135 @@
+"""``command``: runs a configured command as the agent.
+
+The prompt is written to ``prompt_file`` (relative to the command's cwd) and passed on stdin; the
+answer is the command's stdout, or the content of ``answer_file`` when set. The command's budget
+is the plan's run budget T (the command is killed in the sandbox at T; the interpreter's watchdog
+is T + compensation); its cwd is ``cwd`` or the environment workdir; its variables are the run
+scope's (``environment.run_env_variables``) over public ones, plus these defaults:
+
+``ACX_TASK_ID``, ``ACX_ATTEMPT``, ``ACX_PROMPT_FILE``, ``ACX_DEADLINE_SECONDS`` (the agent is told
+its budget), ``ACX_SPEC_DIR`` (the directory of the spec file, so a command can name an agent
+bundled beside the spec: ``"python3 $ACX_SPEC_DIR/agents/my_agent.py"``), and ``ACX_MODEL_ID`` /
+``ACX_MODEL_BASE_URL`` / ``ACX_MODEL_API_KEY`` when a model is configured (the key is resolved
+from its ``${VAR}`` reference only here, never stored).
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import time
+from typing import Any, ClassVar
+
+from acx.components._base import BaseHarness
+from acx.components._configs import CommandHarnessConfig
+from acx.ir import ExecutionIssue, ExecutionPlan, PreparedTask, RunRequest, RunResult
+
+__all__ = ["CommandHarness", "model_env"]
+
+
+def model_env(req: RunRequest) -> dict[str, str]:
+    """Model settings for an agent process; the API key reference is resolved here only."""
+    from acx.interpreter._envvars import resolve_value
+
+    out: dict[str, str] = {}
+    m = req.model
+    if m.id:
+        out["ACX_MODEL_ID"] = m.id
+    if m.base_url:
+        out["ACX_MODEL_BASE_URL"] = resolve_value(m.base_url, os.environ)
+    if m.api_key:
+        out["ACX_MODEL_API_KEY"] = resolve_value(m.api_key, os.environ)
+    return out
+
+
+def _tail(text: str, n: int = 800) -> str:
+    return text if len(text) <= n else "…" + text[-n:]
+
+
+class CommandHarness(BaseHarness):
+    id: ClassVar[str] = "command"
+    description: ClassVar[str] = (
+        "Runs a configured command as the agent: prompt on stdin and in a file, answer from stdout or a file."
+    )
+    config_class = CommandHarnessConfig
+    parallel_attempts_safe: ClassVar[bool] = True
+
+    config: CommandHarnessConfig
+    #: Directory of the spec file (set by the CLI); exported to the command as ACX_SPEC_DIR.
+    spec_dir: str | None = None
+
+    def _path(self, name: str) -> str:
+        c = self.config
+        if posixpath.isabs(name) or not c.cwd:
+            return name
+        return posixpath.join(c.cwd, name)
+
+    async def execute_task(
+        self, state: Any, session: Any, prepared: PreparedTask, req: RunRequest, plan: ExecutionPlan
+    ) -> RunResult:
+        c = self.config
+        prompt = prepared.input.prompt
+        if prepared.input.system_prompt:
+            prompt = f"{prepared.input.system_prompt}\n\n{prompt}"
+        env = {
+            "ACX_TASK_ID": prepared.task_id,
+            "ACX_ATTEMPT": str(plan.attempt),
+            **model_env(req),
+        }
+        if self.spec_dir:
+            env["ACX_SPEC_DIR"] = self.spec_dir
+        if plan.run_timeout_seconds is not None:
+            env["ACX_DEADLINE_SECONDS"] = f"{plan.run_timeout_seconds:g}"
+        if c.prompt_file:
+            await session.write_text(self._path(c.prompt_file), prompt)
+            env["ACX_PROMPT_FILE"] = c.prompt_file
+        shell = isinstance(c.command, str)
+        argv: Any = ["bash", "-c", c.command] if shell else list(c.command)
+        started = time.monotonic()
+        res = await session.exec(
+            argv, cwd=c.cwd, env=env, timeout=plan.run_timeout_seconds, stdin=prompt.encode("utf-8")
+        )
+        issues: list[ExecutionIssue] = []
+        telemetry = {
+            "returncode": res.returncode,
+            "duration_seconds": round(time.monotonic() - started, 3),
+            "stdout_bytes": len(res.stdout.encode()),
+            "stderr_bytes": len(res.stderr.encode()),
+            "output_truncated": res.output_truncated,
+        }
+        if res.timed_out:
+            telemetry["timed_out"] = True
+            issues.append(
+                ExecutionIssue(
+                    severity="error",
+                    phase="run",
+                    code="harness_timeout",
+                    message=f"the agent command exceeded its budget of {plan.run_timeout_seconds} s",
+                )
+            )
+        elif res.returncode != 0:
+            issues.append(
+                ExecutionIssue(
+                    severity="error",
+                    phase="run",
+                    code="agent_exit_nonzero",
+                    message=f"the agent command exited with {res.returncode}: {_tail(res.stderr)}",
+                )
+            )
+        answer: str | None = res.stdout
+        if c.answer_file:
+            try:
+                answer = await session.read_text(self._path(c.answer_file))
+            except FileNotFoundError:
+                answer = None
+                issues.append(
+                    ExecutionIssue(
+                        severity="error",
+                        phase="run",
+                        code="output_missing",
+                        message=f"the agent wrote no answer file {c.answer_file}",
+                    )
+                )
+        if answer is not None and c.strip_output:
+            answer = answer.strip()
+        return RunResult(task_id=prepared.task_id, final_answer=answer, issues=issues, telemetry=telemetry)

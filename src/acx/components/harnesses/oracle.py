@@ -1,0 +1,87 @@
+"""``oracle``: runs a Harbor task's reference solution (``solution/solve.sh``) as the agent.
+
+The solution directory is uploaded to ``/solution`` in the sandbox and ``bash
+/solution/<script>`` runs in the task workdir under the run budget T, with the run scope's
+variables. It needs a driver with an isolated filesystem (Harbor tasks are refused on
+``host_process`` at planning).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+from acx.components._base import BaseHarness
+from acx.components._configs import OracleHarnessConfig
+from acx.ir import ExecutionIssue, ExecutionPlan, PreparedTask, RunRequest, RunResult
+
+__all__ = ["OracleHarness"]
+
+SOLUTION_DIR = "/solution"
+
+
+class OracleHarness(BaseHarness):
+    id: ClassVar[str] = "oracle"
+    description: ClassVar[str] = "Runs a Harbor task's solution/solve.sh (reference solution)."
+    config_class = OracleHarnessConfig
+
+    config: OracleHarnessConfig
+
+    async def execute_task(
+        self, state: Any, session: Any, prepared: PreparedTask, req: RunRequest, plan: ExecutionPlan
+    ) -> RunResult:
+        task_dir = prepared.metadata.get("task_dir")
+        if not task_dir:
+            return RunResult(
+                task_id=prepared.task_id,
+                issues=[
+                    ExecutionIssue(
+                        severity="fatal",
+                        phase="setup",
+                        code="input_missing",
+                        message="the oracle harness needs a Harbor task (no task_dir in the prepared task)",
+                    )
+                ],
+            )
+        script = Path(task_dir) / self.config.solve_script
+        if not script.is_file():
+            return RunResult(
+                task_id=prepared.task_id,
+                issues=[
+                    ExecutionIssue(
+                        severity="fatal",
+                        phase="setup",
+                        code="input_missing",
+                        message=f"the task has no solution script {self.config.solve_script}",
+                    )
+                ],
+            )
+        local_dir = script.parent
+        await session.upload_dir(str(local_dir), SOLUTION_DIR)
+        remote = posixpath.join(SOLUTION_DIR, script.name)
+        started = time.monotonic()
+        res = await session.exec(["bash", remote], timeout=plan.run_timeout_seconds)
+        telemetry = {"returncode": res.returncode, "duration_seconds": round(time.monotonic() - started, 3)}
+        issues: list[ExecutionIssue] = []
+        if res.timed_out:
+            telemetry["timed_out"] = True
+            issues.append(
+                ExecutionIssue(
+                    severity="error",
+                    phase="run",
+                    code="harness_timeout",
+                    message=f"solve.sh exceeded its budget of {plan.run_timeout_seconds} s",
+                )
+            )
+        elif res.returncode != 0:
+            issues.append(
+                ExecutionIssue(
+                    severity="error",
+                    phase="run",
+                    code="agent_exit_nonzero",
+                    message=f"solve.sh exited with {res.returncode}: {res.stderr[-500:]}",
+                )
+            )
+        return RunResult(task_id=prepared.task_id, final_answer=None, issues=issues, telemetry=telemetry)

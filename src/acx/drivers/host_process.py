@@ -1,0 +1,360 @@
+"""The ``host_process`` driver: commands run as host processes in a per-session work directory.
+
+What it enforces and what it does not:
+
+* Every session gets its own work directory (``<workdir_root>/acx-<session id>``), removed on close
+  unless ``keep_workdir``. Relative paths (cwd, files) resolve against it. **Absolute paths are
+  host paths**: there is no filesystem isolation, so benchmarks that write ``/logs`` or ``/tests``
+  are refused at planning (they need ``--env docker``).
+* ``setup.workdir`` is a host directory; it must exist (acx never creates directories outside the
+  session directory on your machine).
+* ``no-network`` runs every command inside a fresh network namespace (``unshare --net
+  --map-root-user``; only loopback) when the OS allows it; ``allowlist``/``denylist`` are refused.
+  The policy can change between phases: it applies to commands started afterwards, and no
+  command outlives its ``exec`` (its process group is killed when it returns).
+* Commands start in their own session (``setsid``); a timeout or a cancellation sends SIGTERM to the
+  whole process group, then SIGKILL after ``kill_grace_seconds`` — children and commands that
+  ignore SIGTERM included.
+* Commands inherit the host environment (V2) unless ``inherit_env = false``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import trio
+
+from acx.drivers._base import Driver, ExecResult, OpenRequest, Session
+from acx.drivers._specs import DriverCapabilities, HostProcessConfig, probe_capabilities
+from acx.errors import CapabilityError, DriverError, EnvironmentSetupError
+from acx.ir import NetworkPolicy
+
+__all__ = ["HostProcessDriver", "HostProcessSession"]
+
+_READ_CHUNK = 65536
+_DRAIN_SECONDS = 2.0
+
+
+class _Capture:
+    """Keeps at most ``limit`` bytes of a stream; drains the rest so the writer never blocks."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.truncated = False
+
+    def feed(self, data: bytes) -> None:
+        room = self.limit - self.size
+        if room <= 0:
+            self.truncated = True
+            return
+        if len(data) > room:
+            data = data[:room]
+            self.truncated = True
+        self.chunks.append(data)
+        self.size += len(data)
+
+    def text(self) -> str:
+        return b"".join(self.chunks).decode("utf-8", errors="replace")
+
+
+async def _pump(stream: Any, capture: _Capture) -> None:
+    try:
+        while True:
+            data = await stream.receive_some(_READ_CHUNK)
+            if not data:
+                return
+            capture.feed(data)
+    except (trio.ClosedResourceError, trio.BrokenResourceError):
+        return
+
+
+async def _feed_stdin(stream: Any, data: bytes) -> None:
+    try:
+        if data:
+            await stream.send_all(data)
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        pass
+    finally:
+        with trio.CancelScope(shield=True):
+            await stream.aclose()
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists but not ours any more: treat as gone from our side
+        return False
+    return True
+
+
+class HostProcessSession(Session):
+    kill_grace_seconds: ClassVar[float] = 1.0
+
+    def __init__(
+        self,
+        *,
+        session_id: str,
+        root: Path,
+        workdir: Path,
+        own_root: bool,
+        config: HostProcessConfig,
+        public_env: Mapping[str, str],
+        network_policy: NetworkPolicy,
+    ) -> None:
+        super().__init__(session_id=session_id, workdir=str(workdir), public_env=public_env)
+        self.root = root
+        self._own_root = own_root
+        self._config = config
+        self._policy = network_policy
+        self._live: set[int] = set()
+
+    # ---- paths -------------------------------------------------------------------------------
+    def host_path(self, path: str) -> Path:
+        """Absolute paths are host paths; relative ones resolve against the session workdir."""
+        p = Path(path)
+        return p if p.is_absolute() else Path(self.workdir or self.root) / p
+
+    def _argv(self, argv: list[str]) -> list[str]:
+        if self._policy.network_mode == "no-network":
+            unshare = shutil.which("unshare") or "unshare"
+            return [unshare, "--net", "--map-root-user", "--", *argv]
+        return argv
+
+    def _env(self, env: dict[str, str]) -> dict[str, str]:
+        base = dict(os.environ) if self._config.inherit_env else {"PATH": os.defpath}
+        return {**base, **env}
+
+    # ---- exec --------------------------------------------------------------------------------
+    async def _exec(
+        self,
+        argv: list[str],
+        *,
+        cwd: str | None,
+        env: dict[str, str],
+        timeout: float | None,
+        stdin: bytes | None,
+        max_output_bytes: int,
+    ) -> ExecResult:
+        workdir = self.host_path(cwd) if cwd is not None else Path(self.workdir or self.root)
+        if not workdir.is_dir():
+            raise DriverError(f"working directory {workdir} does not exist in session {self.id}")
+        try:
+            proc = await trio.lowlevel.open_process(
+                self._argv(argv),
+                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=str(workdir),
+                env=self._env(env),
+                start_new_session=True,
+            )
+        except (FileNotFoundError, PermissionError) as exc:
+            # Same contract as a shell: command not found / not executable → 126/127.
+            code = 127 if isinstance(exc, FileNotFoundError) else 126
+            return ExecResult(returncode=code, stderr=f"{argv[0]}: {exc.strerror}\n")
+        out, err = _Capture(max_output_bytes), _Capture(max_output_bytes)
+        self._live.add(proc.pid)
+        deadline = trio.move_on_after(timeout) if timeout is not None else trio.CancelScope()
+        try:
+            with deadline:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(_pump, proc.stdout, out)
+                    nursery.start_soon(_pump, proc.stderr, err)
+                    if stdin is not None:
+                        nursery.start_soon(_feed_stdin, proc.stdin, stdin)
+                    await proc.wait()
+                    # Output still held open by a background child must not hang exec(): give the
+                    # pipes a moment to drain, then the group is killed below.
+                    nursery.cancel_scope.deadline = min(
+                        nursery.cancel_scope.deadline, trio.current_time() + _DRAIN_SECONDS
+                    )
+        finally:
+            # Runs on success, timeout and caller cancellation alike: nothing outlives exec().
+            with trio.CancelScope(shield=True):
+                await self._kill_group(proc)
+                self._live.discard(proc.pid)
+                for stream in (proc.stdout, proc.stderr):
+                    if stream is not None:
+                        await stream.aclose()
+        timed_out = deadline.cancelled_caught
+        returncode = proc.returncode if proc.returncode is not None else -signal.SIGKILL
+        if timed_out:
+            returncode = 124 if returncode >= 0 else returncode
+        return ExecResult(
+            returncode=returncode,
+            stdout=out.text(),
+            stderr=err.text(),
+            timed_out=timed_out,
+            output_truncated=out.truncated or err.truncated,
+        )
+
+    async def _kill_group(self, proc: Any) -> None:
+        """SIGTERM the process group, SIGKILL what is left after the grace period, reap."""
+        pgid = proc.pid
+        if proc.returncode is None or _group_alive(pgid):
+            if _group_alive(pgid):
+                try:
+                    os.killpg(pgid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+            with trio.move_on_after(self.kill_grace_seconds):
+                while proc.poll() is None or _group_alive(pgid):
+                    await trio.sleep(0.02)
+            if _group_alive(pgid):
+                try:
+                    os.killpg(pgid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        await proc.wait()
+
+    # ---- files -------------------------------------------------------------------------------
+    async def write_bytes(self, path: str, data: bytes, *, mode: int = 0o644) -> None:
+        target = self.host_path(path)
+
+        def _write() -> None:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+            target.chmod(mode)
+
+        await trio.to_thread.run_sync(_write)
+
+    async def read_bytes(self, path: str, *, max_bytes: int | None = None) -> bytes:
+        target = self.host_path(path)
+
+        def _read() -> bytes:
+            if target.is_dir():
+                raise IsADirectoryError(str(path))
+            with target.open("rb") as fh:
+                data = fh.read() if max_bytes is None else fh.read(max_bytes + 1)
+            if max_bytes is not None and len(data) > max_bytes:
+                raise DriverError(f"{path} is larger than the {max_bytes}-byte limit")
+            return data
+
+        return await trio.to_thread.run_sync(_read)
+
+    async def upload_dir(self, local_dir: str, remote_dir: str) -> None:
+        src, dst = Path(local_dir), self.host_path(remote_dir)
+        if not src.is_dir():
+            raise FileNotFoundError(local_dir)
+        await trio.to_thread.run_sync(lambda: shutil.copytree(src, dst, symlinks=True, dirs_exist_ok=True))
+
+    async def download_dir(self, remote_dir: str, local_dir: str) -> None:
+        src, dst = self.host_path(remote_dir), Path(local_dir)
+
+        def _copy() -> None:
+            if not src.is_dir():
+                raise FileNotFoundError(remote_dir)
+            _check_tree(src)
+            shutil.copytree(src, dst, symlinks=True, dirs_exist_ok=True)
+
+        await trio.to_thread.run_sync(_copy)
+
+    async def is_file(self, path: str) -> bool:
+        return self.host_path(path).is_file()
+
+    async def is_dir(self, path: str) -> bool:
+        return self.host_path(path).is_dir()
+
+    # ---- network -----------------------------------------------------------------------------
+    async def set_network_policy(self, policy: NetworkPolicy) -> None:
+        """Applies to commands started from now on; none started earlier is still running."""
+        caps = probe_capabilities("host_process")
+        if policy.network_mode not in caps.network_modes:
+            raise CapabilityError(
+                f"host_process cannot enforce network_mode {policy.network_mode!r}: "
+                + caps.unsupported_reasons.get(policy.network_mode, "not supported"),
+                code="E0452",
+                help="use --env docker",
+            )
+        self._policy = policy
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+    async def _close(self) -> None:
+        for pgid in list(self._live):
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        self._live.clear()
+        if self._own_root and not self._config.keep_workdir:
+            await trio.to_thread.run_sync(lambda: shutil.rmtree(self.root, ignore_errors=True))
+
+
+def _check_tree(root: Path) -> None:
+    """Refuse special files and symlinks that leave the tree (download_dir safety)."""
+    real_root = root.resolve()
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            p = Path(dirpath) / name
+            st = p.lstat()
+            if stat.S_ISLNK(st.st_mode):
+                target = (p.parent / os.readlink(p)).resolve()
+                if target != real_root and real_root not in target.parents:
+                    raise DriverError(f"refusing to download {p}: symlink escapes {root}")
+            elif not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+                raise DriverError(f"refusing to download {p}: special file")
+
+
+class HostProcessDriver(Driver):
+    id: ClassVar[str] = "host_process"
+    config_class = HostProcessConfig
+
+    def capabilities(self) -> DriverCapabilities:
+        return probe_capabilities("host_process")
+
+    async def open(self, request: OpenRequest) -> Session:
+        config = self.config
+        assert isinstance(config, HostProcessConfig)
+        policy = request.network_policy
+        caps = self.capabilities()
+        if policy.network_mode not in caps.network_modes:
+            reason = caps.unsupported_reasons.get(policy.network_mode, "not supported")
+            raise CapabilityError(
+                f"host_process cannot enforce network_mode {policy.network_mode!r}: {reason}",
+                code="E0452",
+                help="use --env docker, or a policy host_process enforces: " + ", ".join(caps.network_modes),
+            )
+        root_parent = Path(config.workdir_root) if config.workdir_root else Path(tempfile.gettempdir())
+
+        def _mkroot() -> Path:
+            root_parent.mkdir(parents=True, exist_ok=True)
+            return Path(tempfile.mkdtemp(prefix=f"acx-{_safe(request.session_id)}-", dir=root_parent))
+
+        try:
+            root = await trio.to_thread.run_sync(_mkroot)
+        except OSError as exc:
+            raise EnvironmentSetupError(f"host_process: cannot create a session directory: {exc}") from exc
+        workdir = root
+        if request.setup.workdir:
+            workdir = Path(request.setup.workdir)
+            if not workdir.is_dir():
+                shutil.rmtree(root, ignore_errors=True)
+                raise EnvironmentSetupError(
+                    f"host_process: setup.workdir {request.setup.workdir} is a host path and does not exist; "
+                    "create it, or unset setup.workdir so each session gets its own work directory"
+                )
+        return HostProcessSession(
+            session_id=request.session_id,
+            root=root,
+            workdir=workdir,
+            own_root=True,
+            config=config,
+            public_env=request.startup_env,
+            network_policy=policy,
+        )
+
+
+def _safe(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)[:40]

@@ -1,0 +1,650 @@
+"""One logical attempt: runtime retries around a try; a try runs the phases under their deadlines.
+
+Phases of a try (each a ``phase_changed`` event, T3)::
+
+    open_environment → prepare_task → start_harness → run_harness | run_task
+      → collect_harness_result → collect_artifacts → evaluate (reuse: in the run session)
+      → release → evaluate (none: no session) | evaluate_environment + evaluate (fresh)
+
+Budgets come only from the plan (T5): the harness watchdog is ``T + compensation``, a
+harness-free ``run_task`` gets ``T`` exactly, ``collect_result`` gets
+``runresult_collect_timeout_seconds``, evaluation ``evaluation_timeout_seconds``. A deadline cancels
+the coroutine *and* the driver kills the command in the sandbox. Cleanup runs in shielded scopes
+bounded by the cleanup grace period. Runtime retries (bounded by ``max_retries``) reuse the
+attempt's plan (P3); every discarded try is kept under ``attempt-N/retries/``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import random
+import re
+import socket
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import trio
+
+from acx.drivers._base import Driver, OpenRequest, Session
+from acx.errors import AcxUserError, DriverError
+from acx.interpreter._envvars import resolve_map
+from acx.interpreter._events import ProgressEvent
+from acx.interpreter._fs import atomic_write_json, task_dir_name
+from acx.interpreter._limits import Limits
+from acx.interpreter._metrics import validate_observations
+from acx.interpreter._store import RunStore
+from acx.ir import (
+    EnvironmentSpec,
+    ExecutionIssue,
+    ExecutionPlan,
+    NetworkPolicy,
+    PreparedTask,
+    RunRequest,
+    RunResult,
+    TaskSpec,
+    status_from_issues,
+    to_builtins,
+)
+
+__all__ = ["AttemptRunner", "RequestContext", "Scrubber", "retry_reason"]
+
+log = logging.getLogger("acx.interpreter")
+
+_PUBLIC = NetworkPolicy()
+_HOST = socket.gethostname()
+
+
+class Scrubber:
+    """Replaces resolved secret values in any text that may be persisted or printed."""
+
+    def __init__(self) -> None:
+        self._values: set[str] = set()
+
+    def add(self, values: Mapping[str, str] | list[str]) -> None:
+        items = values.values() if isinstance(values, Mapping) else values
+        self._values.update(v for v in items if isinstance(v, str) and len(v) >= 4)
+
+    def __call__(self, text: str) -> str:
+        for v in sorted(self._values, key=len, reverse=True):
+            if v in text:
+                text = text.replace(v, "********")
+        return text
+
+
+@dataclass
+class RequestContext:
+    """Everything one request's attempts share."""
+
+    name: str
+    index: int
+    key: str
+    orchestration_id: str
+    request: RunRequest
+    benchmark: Any
+    harness: Any
+    driver: Driver
+    store: RunStore
+    limits: Limits
+    environ: Mapping[str, str]
+    emit_event: Callable[[ProgressEvent], None]
+    grace: float = 30.0
+    rng: random.Random = field(default_factory=random.Random)
+    scrub: Scrubber = field(default_factory=Scrubber)
+    live_sessions: set[str] = field(default_factory=set)
+
+    def emit(self, event: str, **fields: Any) -> None:
+        self.emit_event(
+            ProgressEvent(
+                run_id=self.store.run_id,
+                event=event,
+                timestamp=time.time(),
+                orchestration_id=self.orchestration_id,
+                request_key=self.key,
+                request_name=self.name,
+                request_index=self.index,
+                **fields,
+            )
+        )
+
+
+def _issue(severity: str, phase: str, code: str, message: str = "") -> ExecutionIssue:
+    return ExecutionIssue(severity=severity, phase=phase, code=code, message=message[:2000])  # type: ignore[arg-type]
+
+
+def retry_reason(issues: list[ExecutionIssue], patterns: list[str] | None) -> str | None:
+    """Why a try is retried: any FATAL issue, or an ERROR whose message/code matches a pattern."""
+    for i in issues:
+        if i.severity == "fatal":
+            return f"fatal {i.code}"
+    for i in issues:
+        if i.severity != "error":
+            continue
+        for pat in patterns or []:
+            if re.search(pat, i.message) or re.search(pat, i.code):
+                return f"error {i.code} matches {pat!r}"
+    return None
+
+
+def backoff_seconds(retry: int, lo: float, hi: float, rng: random.Random) -> float:
+    """Exponential backoff with jitter: base = lo·2^retry capped at hi; sleep ∈ [base/2, base]."""
+    base = min(hi, lo * (2**retry)) if lo > 0 else 0.0
+    return rng.uniform(base / 2, base) if base > 0 else 0.0
+
+
+@dataclass
+class _Try:
+    """Mutable state of one physical try."""
+
+    number: int
+    issues: list[ExecutionIssue] = field(default_factory=list)
+    telemetry: dict[str, Any] = field(default_factory=dict)
+    result: RunResult | None = None
+    prepared: PreparedTask | None = None
+    evaluated: RunResult | None = None
+    artifacts: dict[str, Any] = field(default_factory=dict)
+    run_ok: bool = True
+
+    def add(self, severity: str, phase: str, code: str, message: str = "") -> None:
+        self.issues.append(_issue(severity, phase, code, message))
+        if severity == "fatal":
+            self.run_ok = False
+
+
+class AttemptRunner:
+    """Runs one logical attempt of one task with its plan (retries included)."""
+
+    def __init__(self, ctx: RequestContext, task: TaskSpec, attempt: int, plan: ExecutionPlan) -> None:
+        self.ctx = ctx
+        self.task = task
+        self.attempt = attempt
+        self.plan = plan
+        self.attempt_dir = ctx.store.attempt_dir(task.task_id, attempt)
+        env = plan.environment
+        # Resolved right before use (V1); missing names were refused before any environment opened.
+        self.public_env = resolve_map(env.env_variables, ctx.environ)
+        self.run_env = resolve_map(env.run_env_variables, ctx.environ)
+        self.eval_env = resolve_map(env.evaluation_env_variables, ctx.environ)
+        for m in (self.public_env, self.run_env, self.eval_env):
+            ctx.scrub.add(m)
+
+    # ---- events ------------------------------------------------------------------------------
+    def phase(self, name: str) -> None:
+        self.ctx.emit(
+            "phase_changed",
+            task_id=self.task.task_id,
+            category=self.task.category,
+            attempt=self.attempt,
+            phase=name,
+        )
+
+    def _msg(self, exc: BaseException) -> str:
+        text = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+        return self.ctx.scrub(f"{type(exc).__name__}: {text}")
+
+    # ---- the retry loop ----------------------------------------------------------------------
+    async def run(self) -> RunResult:
+        ex = self.plan.execution
+        retries = 0
+        while True:
+            async with self.ctx.limits.attempts:
+                tried = await self._one_try(retries)
+            final = self._final(tried)
+            reason = retry_reason(final.issues, ex.retry_pattern_list)
+            if reason is None or retries >= ex.max_retries:
+                return msgspec.structs.replace(final, retry_count=retries)
+            delay = backoff_seconds(
+                retries, ex.retry_min_delay_seconds, ex.retry_max_delay_seconds, self.ctx.rng
+            )
+            self._archive_try(final, retries + 1, reason, delay)
+            self.ctx.emit(
+                "attempt_retry",
+                task_id=self.task.task_id,
+                attempt=self.attempt,
+                payload={"retry": retries + 1, "reason": reason, "delay_seconds": round(delay, 3)},
+            )
+            self.phase("retry_wait")
+            await trio.sleep(delay)
+            retries += 1
+
+    def _final(self, t: _Try) -> RunResult:
+        base = t.evaluated or t.result or RunResult(task_id=self.task.task_id)
+        issues = list(base.issues) + [i for i in t.issues if i not in base.issues]
+        metrics, bad = validate_observations(self.ctx.benchmark.metric_contract, dict(base.metrics))
+        issues += bad
+        issues = [msgspec.structs.replace(i, message=self.ctx.scrub(i.message)) for i in issues]
+        telemetry = {**base.telemetry, **t.telemetry}
+        return msgspec.structs.replace(
+            base,
+            task_id=self.task.task_id,
+            attempt=self.attempt,
+            category=self.task.category,
+            issues=issues,
+            metrics=metrics,
+            telemetry=telemetry,
+            artifacts={**base.artifacts, **t.artifacts},
+            status=status_from_issues(issues),
+        )
+
+    def _archive_try(self, final: RunResult, retry: int, reason: str, delay: float) -> None:
+        """Keep the discarded try (A8): a retry record, and its files under ``retries/<id>/``."""
+        retries_dir = self.attempt_dir / "retries"
+        retries_dir.mkdir(parents=True, exist_ok=True)  # rare path: a retry
+        stage = next((i.phase for i in final.issues if i.severity in ("fatal", "error")), "run")
+        record = {
+            "schema_version": "acx.retry.v1",
+            "task_id": self.task.task_id,
+            "category": self.task.category,
+            "attempt": self.attempt,
+            "retry": retry,
+            "max_retries": self.plan.execution.max_retries,
+            "retry_delay_seconds": round(delay, 3),
+            "stage": stage,
+            "scope": "attempt",
+            "reason": reason,
+            "issues": to_builtins(final.issues),
+            "discarded_result": to_builtins(final),
+        }
+        name = f"{task_dir_name(self.task.task_id)}.attempt{self.attempt}.retry{retry}.{stage}.json"
+        atomic_write_json(retries_dir / name, record)
+        leftovers = [p for p in self.attempt_dir.iterdir() if p.name not in ("retries",)]
+        if leftovers:
+            dest = retries_dir / uuid.uuid4().hex[:12]
+            dest.mkdir()
+            for p in leftovers:
+                p.rename(dest / p.name)
+
+    # ---- one try -----------------------------------------------------------------------------
+    async def _one_try(self, number: int) -> _Try:
+        t = _Try(number)
+        ctx, plan = self.ctx, self.plan
+        ctx.emit(
+            "attempt_started",
+            task_id=self.task.task_id,
+            category=self.task.category,
+            attempt=self.attempt,
+            payload={"try": number + 1},
+        )
+        mode = plan.evaluation_environment_mode
+        session: Session | None = None
+        started = time.monotonic()
+        async with ctx.limits.provider_slot(plan.environment.id):
+            try:
+                session = await self._open(t, plan.environment, "run", self._baseline(plan.environment))
+                if session is not None:
+                    await self._run_stage(t, session)
+                    if t.run_ok and plan.collect_artifacts:
+                        await self._collect_artifacts(t, session)
+                    if t.run_ok and mode == "reuse":
+                        await self._evaluate(t, session, switch=True)
+            finally:
+                if session is not None:
+                    await self._release(t, session)
+        if t.run_ok and t.result is not None and mode == "none":
+            await self._evaluate(t, None, switch=False)
+        elif t.run_ok and t.result is not None and mode == "fresh":
+            await self._fresh_evaluation(t)
+        t.telemetry["wall_seconds"] = round(time.monotonic() - started, 3)
+        return t
+
+    def _baseline(self, env: EnvironmentSpec) -> NetworkPolicy:
+        return env.baseline_network_policy or _PUBLIC
+
+    def _open_request(
+        self, env: EnvironmentSpec, role: str, policy: NetworkPolicy, startup_env: dict[str, str]
+    ) -> OpenRequest:
+        ctx = self.ctx
+        session_id = f"{ctx.store.run_id}-{uuid.uuid4().hex[:10]}"
+        resources = env.evaluation_resources if role == "evaluate" else env.run_resources
+        return OpenRequest(
+            session_id=session_id,
+            labels={
+                "acx.run_id": ctx.store.run_id,
+                "acx.request": ctx.name,
+                "acx.task": self.task.task_id[:63],
+                "acx.attempt": str(self.attempt),
+                "acx.session": session_id,
+                "acx.role": role,
+                "acx.pid": str(os.getpid()),
+                "acx.host": _HOST,
+            },
+            setup=env.setup,
+            resources=resources or env.resources,
+            network_policy=policy,
+            startup_env=startup_env,
+            build_context=self.task.metadata.get("environment_dir")
+            if isinstance(self.task.metadata, dict)
+            else None,
+            state_dir=str(self.attempt_dir),
+        )
+
+    async def _open(
+        self,
+        t: _Try,
+        env: EnvironmentSpec,
+        role: str,
+        policy: NetworkPolicy,
+        startup_env: dict[str, str] | None = None,
+    ) -> Session | None:
+        ctx = self.ctx
+        self.phase("open_environment" if role == "run" else "evaluate_environment")
+        req = self._open_request(env, role, policy, self.public_env if startup_env is None else startup_env)
+        record = {
+            "provider": env.id,
+            "task_id": self.task.task_id,
+            "attempt": self.attempt,
+            "role": role,
+            "labels": req.labels,
+            "pid": os.getpid(),
+        }
+        await ctx.limits.wait_open_turn(env.id)
+        # Recorded before the sandbox exists, so a crash in between still leaves a trace for gc.
+        await ctx.store.durably(ctx.store.record_session, req.session_id, {**record, "state": "active"})
+        budget = env.setup.build_timeout_seconds
+        session: Session | None = None
+        try:
+            with trio.fail_after(budget) if budget else _nullscope():
+                session = await ctx.driver.open(req)
+        except trio.TooSlowError:
+            t.add("fatal", "setup", "environment_timeout", f"environment open exceeded {budget} s")
+        except AcxUserError as exc:
+            t.add("fatal", "setup", "environment_unsupported", self._msg(exc))
+        except Exception as exc:
+            t.add("fatal", "setup", "environment_failed", self._msg(exc))
+        if session is None:
+            await ctx.store.off_loop(ctx.store.drop_session, req.session_id)
+            return None
+        ctx.live_sessions.add(session.id)
+        return session
+
+    async def _release(self, t: _Try, session: Session) -> None:
+        ctx = self.ctx
+        with trio.CancelScope(shield=True):
+            self.phase("release")
+            if self.plan.execution.keep_environment:
+                ctx.store.record_session(
+                    session.id,
+                    {
+                        "provider": self.plan.environment.id,
+                        "task_id": self.task.task_id,
+                        "attempt": self.attempt,
+                        "state": "kept",
+                    },
+                )
+                ctx.live_sessions.discard(session.id)
+                log.info("environment retained (keep_environment): %s", session.id)
+                return
+            ok = False
+            with trio.move_on_after(ctx.grace):
+                try:
+                    await session.close()
+                    ok = True
+                except Exception as exc:
+                    t.add(
+                        "warning",
+                        "cleanup",
+                        "release_failed",
+                        f"environment release failed; resource record retained: {self._msg(exc)}",
+                    )
+            if ok:
+                await ctx.store.off_loop(ctx.store.drop_session, session.id)
+                ctx.live_sessions.discard(session.id)
+            else:
+                ctx.store.record_session(
+                    session.id,
+                    {
+                        "provider": self.plan.environment.id,
+                        "task_id": self.task.task_id,
+                        "attempt": self.attempt,
+                        "state": "release_failed",
+                    },
+                )
+                if not any(i.code == "release_failed" for i in t.issues):
+                    t.add(
+                        "warning",
+                        "cleanup",
+                        "release_failed",
+                        "environment release timed out; record retained",
+                    )
+
+    async def _switch(
+        self, t: _Try, session: Session, policy: NetworkPolicy | None, current: NetworkPolicy, phase: str
+    ) -> NetworkPolicy:
+        if policy is None or policy == current:
+            return current
+        try:
+            await session.set_network_policy(policy)
+        except Exception as exc:
+            t.add("fatal", phase, "network_policy_failed", self._msg(exc))
+            raise _Abort from exc
+        return policy
+
+    async def _run_stage(self, t: _Try, session: Session) -> None:
+        ctx, plan, task = self.ctx, self.plan, self.task
+        req = ctx.request
+        self.phase("prepare_task")
+        try:
+            t.prepared = await ctx.benchmark.prepare_task(task, session, req, plan)
+        except Exception as exc:
+            code = "environment_failed" if isinstance(exc, DriverError) else "setup_failed"
+            t.add("fatal", "setup", code, self._msg(exc))
+            return
+        baseline = self._baseline(plan.environment)
+        try:
+            current = await self._switch(t, session, plan.run_network_policy, baseline, "setup")
+        except _Abort:
+            return
+        T = plan.run_timeout_seconds
+        if ctx.benchmark.harness_free:
+            await self._run_harness_free(t, session, T)
+        else:
+            await self._run_harness(t, session, T)
+        try:
+            await self._switch(t, session, baseline, current, "cleanup")
+        except _Abort:
+            pass
+
+    async def _run_harness_free(self, t: _Try, session: Session, T: float | None) -> None:
+        ctx = self.ctx
+        assert t.prepared is not None
+        self.phase("run_task")
+        with _deadline(T) as scope, session.env_scope(self.run_env):
+            try:
+                t.result = await ctx.benchmark.run_task(
+                    self.task, t.prepared, ctx.request, self.plan, session
+                )
+            except Exception as exc:
+                t.add("fatal", "run", "run_failed", self._msg(exc))
+        if scope.cancelled_caught:
+            t.telemetry["timed_out"] = True
+            t.add("error", "run", "run_timeout", f"run_task exceeded its budget of {T} s")
+            t.result = t.result or RunResult(task_id=self.task.task_id)
+
+    async def _run_harness(self, t: _Try, session: Session, T: float | None) -> None:
+        ctx, plan = self.ctx, self.plan
+        harness, req = ctx.harness, ctx.request
+        assert t.prepared is not None
+        self.phase("start_harness")
+        try:
+            state = await harness.start_session(session, t.prepared, req, plan)
+        except Exception as exc:
+            t.add("fatal", "setup", "harness_setup_failed", self._msg(exc))
+            return
+        partial: RunResult | None = None
+        watchdog = None if T is None else T + plan.run_timer_compensation_seconds
+        self.phase("run_harness")
+        try:
+            with _deadline(watchdog) as scope, session.env_scope(self.run_env):
+                try:
+                    partial = await harness.execute_task(state, session, t.prepared, req, plan)
+                except Exception as exc:
+                    t.add("fatal", "run", "harness_failed", self._msg(exc))
+            if scope.cancelled_caught:
+                t.telemetry["timed_out"] = True
+                t.add(
+                    "error",
+                    "run",
+                    "run_timeout",
+                    f"harness exceeded its watchdog of {watchdog} s (T={T} + compensation)",
+                )
+            # Saved output is collected even after a timeout, with public vars only, unscaled budget.
+            self.phase("collect_harness_result")
+            with trio.move_on_after(plan.runresult_collect_timeout_seconds) as cscope:
+                try:
+                    partial = await harness.collect_result(state, session, t.prepared, req, plan, partial)
+                except Exception as exc:
+                    t.add("fatal", "collect", "collect_failed", self._msg(exc))
+            if cscope.cancelled_caught:
+                t.add(
+                    "error",
+                    "collect",
+                    "collect_timeout",
+                    f"collecting the harness result exceeded {plan.runresult_collect_timeout_seconds} s",
+                )
+        finally:
+            with trio.CancelScope(shield=True), trio.move_on_after(self.ctx.grace):
+                try:
+                    await harness.close_session(state, session)
+                except Exception as exc:
+                    t.add("warning", "cleanup", "harness_cleanup_failed", self._msg(exc))
+        t.result = partial or RunResult(task_id=self.task.task_id)
+        if (
+            not t.result.issues
+            and t.result.final_answer is None
+            and not t.telemetry.get("timed_out")
+            and t.run_ok
+        ):
+            pass  # an empty answer is the benchmark's to judge, not an infrastructure error
+
+    async def _collect_artifacts(self, t: _Try, session: Session) -> None:
+        try:
+            from acx.interpreter import _artifacts  # written by the docker engineer
+        except ImportError:
+            return
+        self.phase("collect_artifacts")
+        try:
+            self.attempt_dir.mkdir(parents=True, exist_ok=True)
+            outcome = await _artifacts.collect(session, self.plan, self.attempt_dir)
+        except Exception as exc:
+            t.add("fatal", "collect", "artifact_transfer_failed", self._msg(exc))
+            return
+        t.issues.extend(outcome.issues)
+        if any(i.severity == "fatal" for i in outcome.issues):
+            t.run_ok = False
+        t.artifacts["declared_artifacts"] = outcome.declared_artifacts
+        if outcome.manifest_path is not None:
+            t.artifacts["manifest"] = str(Path(outcome.manifest_path).name)
+
+    async def _evaluate(self, t: _Try, session: Session | None, *, switch: bool) -> None:
+        ctx, plan = self.ctx, self.plan
+        assert t.result is not None and t.prepared is not None
+        current = self._baseline(plan.environment)
+        if switch and session is not None:
+            try:
+                current = await self._switch(t, session, plan.evaluation_network_policy, current, "evaluate")
+            except _Abort:
+                return
+        self.phase("evaluate")
+        budget = plan.evaluation_timeout_seconds
+        scope_cm = session.env_scope(self.eval_env) if session is not None else _nullscope()
+        with _deadline(budget) as scope, scope_cm:
+            try:
+                t.evaluated = await ctx.benchmark.evaluate(
+                    self.task, t.prepared, t.result, ctx.request, plan, session
+                )
+            except Exception as exc:
+                severity = "fatal" if isinstance(exc, DriverError) else "error"
+                t.add(
+                    severity,
+                    "evaluate",
+                    "environment_failed" if severity == "fatal" else "evaluate_failed",
+                    self._msg(exc),
+                )
+        if scope.cancelled_caught:
+            t.telemetry["evaluation_timed_out"] = True
+            fallback = ctx.benchmark.evaluation_timeout_metrics
+            t.add("error", "evaluate", "evaluation_timeout", f"evaluation exceeded its budget of {budget} s")
+            t.evaluated = msgspec.structs.replace(t.result, metrics=dict(fallback or {}))
+        if switch and session is not None:
+            try:
+                await self._switch(t, session, self._baseline(plan.environment), current, "cleanup")
+            except _Abort:
+                pass
+
+    async def _fresh_evaluation(self, t: _Try) -> None:
+        plan = self.plan
+        env = plan.evaluation_environment
+        if env is None:
+            t.add(
+                "fatal",
+                "evaluate",
+                "evaluation_setup_failed",
+                "fresh evaluation without an evaluation_environment",
+            )
+            return
+        startup = (
+            resolve_map(env.evaluation_environment_env_variables, self.ctx.environ)
+            if env.evaluation_environment_env_variables is not None
+            else resolve_map(env.env_variables, self.ctx.environ)
+        )
+        self.ctx.scrub.add(startup)
+        baseline = env.evaluation_baseline_network_policy or env.baseline_network_policy or _PUBLIC
+        async with self.ctx.limits.provider_slot(env.id):
+            session = await self._open(t, env, "evaluate", baseline, startup)
+            if session is None:
+                return
+            try:
+                try:
+                    from acx.interpreter import _artifacts
+                except ImportError:
+                    _artifacts = None  # type: ignore[assignment]
+                if _artifacts is not None and plan.collect_artifacts:
+                    self.phase("restore_artifacts")
+                    restored = await _artifacts.restore(session, plan, self.attempt_dir)
+                    t.issues.extend(restored)
+                    if any(i.severity in ("fatal", "error") for i in restored):
+                        return
+                await self._evaluate_fresh_in(t, session, env, baseline)
+            finally:
+                await self._release(t, session)
+
+    async def _evaluate_fresh_in(
+        self, t: _Try, session: Session, env: EnvironmentSpec, baseline: NetworkPolicy
+    ) -> None:
+        plan = self.plan
+        try:
+            current = await self._switch(t, session, plan.evaluation_network_policy, baseline, "evaluate")
+        except _Abort:
+            return
+        await self._evaluate(t, session, switch=False)
+        try:
+            await self._switch(t, session, baseline, current, "cleanup")
+        except _Abort:
+            pass
+
+
+class _Abort(Exception):
+    """A phase recorded a fatal issue; skip the rest of the stage."""
+
+
+class _nullscope:
+    cancelled_caught = False
+
+    def __enter__(self) -> _nullscope:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+def _deadline(seconds: float | None) -> Any:
+    """A cancel scope with a relative deadline; None = no deadline (T1)."""
+    if seconds is None or not math.isfinite(seconds):
+        return trio.CancelScope()
+    return trio.move_on_after(seconds)

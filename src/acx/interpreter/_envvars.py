@@ -1,0 +1,113 @@
+"""Environment-variable references (V1–V4): resolved from the launching process right before use.
+
+Plans keep references — ``${NAME}``, ``${NAME:-default}``, or references embedded in longer
+strings — never values. :func:`missing_names` lists every name a set of plans needs that the
+process environment lacks (names only, never values), so the interpreter can refuse before any
+environment opens. :func:`resolve_map` substitutes references without shell expansion: nothing
+but the ``${…}`` forms is interpreted.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+from acx.errors import AcxResolutionError
+from acx.ir import ExecutionPlan, ModelSpec
+
+__all__ = [
+    "MissingEnvError",
+    "missing_names",
+    "plan_env_maps",
+    "referenced_names",
+    "required_names",
+    "resolve_map",
+    "resolve_value",
+]
+
+_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+class MissingEnvError(AcxResolutionError):
+    """Raised before any environment opens; lists names only."""
+
+    def __init__(self, names: Iterable[str], *, where: str = "the plan") -> None:
+        ordered = sorted(set(names))
+        super().__init__(
+            f"missing required environment variables: {', '.join(ordered)}",
+            code="E0310",
+            path=where,
+            help="export them in the shell that runs acx (values are read at use time and never stored)",
+        )
+        self.names = ordered
+
+
+def referenced_names(value: str) -> tuple[set[str], set[str]]:
+    """(names that must be set, names that have a default) referenced in ``value``."""
+    required: set[str] = set()
+    optional: set[str] = set()
+    for m in _REF.finditer(value):
+        (optional if m.group(2) is not None else required).add(m.group(1))
+    return required, optional
+
+
+def resolve_value(value: str, environ: Mapping[str, str]) -> str:
+    """Substitute every reference; a missing or empty required name raises MissingEnvError."""
+    missing: list[str] = []
+
+    def repl(m: re.Match[str]) -> str:
+        name, default = m.group(1), m.group(2)
+        got = environ.get(name)
+        if got:
+            return got
+        if default is not None:
+            return default
+        missing.append(name)
+        return ""
+
+    out = _REF.sub(repl, value)
+    if missing:
+        raise MissingEnvError(missing)
+    return out
+
+
+def resolve_map(mapping: Mapping[str, str] | None, environ: Mapping[str, str]) -> dict[str, str]:
+    missing: set[str] = set()
+    out: dict[str, str] = {}
+    for key, value in (mapping or {}).items():
+        try:
+            out[key] = resolve_value(str(value), environ)
+        except MissingEnvError as exc:
+            missing.update(exc.names)
+    if missing:
+        raise MissingEnvError(missing)
+    return out
+
+
+def plan_env_maps(plan: ExecutionPlan) -> list[Mapping[str, str]]:
+    env = plan.environment
+    maps: list[Mapping[str, str]] = [env.env_variables, env.run_env_variables, env.evaluation_env_variables]
+    if env.evaluation_environment_env_variables is not None:
+        maps.append(env.evaluation_environment_env_variables)
+    if plan.evaluation_environment is not None:
+        ev = plan.evaluation_environment
+        maps += [ev.env_variables, ev.evaluation_env_variables]
+        if ev.evaluation_environment_env_variables is not None:
+            maps.append(ev.evaluation_environment_env_variables)
+    return maps
+
+
+def required_names(plan: ExecutionPlan, model: ModelSpec | None = None) -> set[str]:
+    names = set(plan.required_env)
+    for mapping in plan_env_maps(plan):
+        for value in mapping.values():
+            names |= referenced_names(str(value))[0]
+    if model is not None:
+        for ref in (model.api_key, model.base_url):
+            if isinstance(ref, str):
+                names |= referenced_names(ref)[0]
+    return names
+
+
+def missing_names(names: Iterable[str], environ: Mapping[str, str]) -> list[str]:
+    return sorted(n for n in set(names) if not environ.get(n))

@@ -1,0 +1,278 @@
+"""Progress events and their sinks: ``progress.jsonl``, ``progress.json``, the console.
+
+One reporter interface (:class:`Reporter`): the interpreter emits :class:`ProgressEvent` s; sinks
+are the per-run JSONL log and snapshot (:class:`RunProgress`), an optional SDK callback, and one
+console view for the whole orchestration — ``rich`` live view on a TTY, plain lines otherwise,
+or nothing (``--progress none``).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Protocol
+
+import msgspec
+
+from acx.interpreter._fs import atomic_write_json
+
+__all__ = [
+    "EVENT_NAMES",
+    "ConsoleReporter",
+    "ProgressEvent",
+    "Reporter",
+    "RunProgress",
+    "make_console",
+]
+
+_ENCODER = msgspec.json.Encoder(enc_hook=str)
+
+EVENT_NAMES = (
+    "run_started",
+    "tasks_loaded",
+    "reuse_loaded",
+    "task_started",
+    "attempt_started",
+    "execution_plan_resolved",
+    "phase_changed",
+    "attempt_retry",
+    "attempt_finished",
+    "partial_saved",
+    "task_finished",
+    "summary_started",
+    "run_finished",
+)
+
+
+class ProgressEvent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One progress event (reference §2.10); unset fields are omitted from ``progress.jsonl``."""
+
+    run_id: str
+    event: str
+    timestamp: float
+    task_id: str | None = None
+    category: str | None = None
+    attempt: int | None = None
+    phase: str | None = None
+    status: str | None = None
+    payload: dict[str, Any] = {}
+    orchestration_id: str | None = None
+    request_key: str | None = None
+    request_name: str | None = None
+    request_index: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = msgspec.to_builtins(self, enc_hook=str)
+        return out
+
+
+class Reporter(Protocol):
+    def emit(self, event: ProgressEvent) -> None: ...
+
+
+class RunProgress:
+    """Per-run sinks: appends every event to ``progress.jsonl``, keeps the ``progress.json`` snapshot."""
+
+    SNAPSHOT_INTERVAL = 0.5
+
+    def __init__(self, run_dir: Path, *, header: dict[str, Any], total: int) -> None:
+        self.run_dir = run_dir
+        self._log: IO[bytes] = (run_dir / "progress.jsonl").open("ab")
+        self.header = header
+        self.total = total
+        self.reused = 0
+        self.finished: Counter[str] = Counter()
+        self.running: set[str] = set()
+        self.phases: dict[tuple[str, int], str] = {}
+        self.attempts_started = 0
+        self.attempts_finished = 0
+        self.partials_saved = 0
+        self.status = "running"
+        self.started = time.monotonic()
+        self._last_snapshot = 0.0
+
+    def emit(self, event: ProgressEvent) -> None:
+        self._log.write(_ENCODER.encode(event) + b"\n")
+        self._track(event)
+        now = time.monotonic()
+        # The log is flushed with each snapshot (every 0.5 s), not per event: cheap and still live.
+        if (
+            event.event in ("run_started", "run_finished")
+            or now - self._last_snapshot >= self.SNAPSHOT_INTERVAL
+        ):
+            self._log.flush()
+            self.write_snapshot()
+
+    def _track(self, e: ProgressEvent) -> None:
+        if e.event == "task_started" and e.task_id:
+            self.running.add(e.task_id)
+        elif e.event == "task_finished" and e.task_id:
+            self.running.discard(e.task_id)
+            self.finished[e.status or "completed"] += 1
+        elif e.event == "reuse_loaded":
+            self.reused = int(e.payload.get("tasks", 0))
+        elif e.event == "attempt_started":
+            self.attempts_started += 1
+        elif e.event == "attempt_finished" and e.task_id:
+            self.attempts_finished += 1
+            self.phases.pop((e.task_id, e.attempt or 0), None)
+        elif e.event == "phase_changed" and e.task_id and e.phase:
+            self.phases[(e.task_id, e.attempt or 0)] = e.phase
+        elif e.event == "partial_saved":
+            self.partials_saved += 1
+        elif e.event == "run_finished":
+            self.status = e.status or "completed"
+
+    def snapshot(self) -> dict[str, Any]:
+        done = sum(self.finished.values())
+        return {
+            **self.header,
+            "status": self.status,
+            "total": self.total,
+            "reused": self.reused,
+            "pending": max(0, self.total - done - len(self.running)),
+            "running": len(self.running),
+            "finished": done,
+            "completed": self.finished.get("normal", 0),
+            "error": self.finished.get("error", 0),
+            "failed": self.finished.get("fatal", 0),
+            "attempts_started": self.attempts_started,
+            "attempts_finished": self.attempts_finished,
+            "partials_saved": self.partials_saved,
+            "current_phase_counts": dict(Counter(self.phases.values())),
+            "active_tasks": sorted(self.running)[:50],
+            "elapsed_seconds": round(time.monotonic() - self.started, 3),
+            "updated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+
+    def write_snapshot(self) -> None:
+        self._last_snapshot = time.monotonic()
+        atomic_write_json(self.run_dir / "progress.json", self.snapshot(), fsync=False)
+
+    def close(self) -> None:
+        self.write_snapshot()
+        self._log.close()
+
+
+@dataclass
+class _RequestView:
+    name: str
+    total: int = 0
+    done: int = 0
+    failed: int = 0
+    running: int = 0
+    status: str = "pending"
+    run_dir: str = ""
+
+
+class ConsoleReporter:
+    """Orchestration-level console view. ``mode``: ``plain`` lines, ``rich`` live view, ``none``."""
+
+    def __init__(self, mode: str, *, stream: IO[str] | None = None) -> None:
+        self.mode = mode
+        self.stream = stream or sys.stderr
+        self.requests: dict[str, _RequestView] = {}
+        self.phases: dict[tuple[str, str, int], str] = {}
+        self.started = time.monotonic()
+        self._live: Any = None
+        self.callback: Callable[[ProgressEvent], None] | None = None
+
+    # ---- lifecycle -------------------------------------------------------------------------
+    def __enter__(self) -> ConsoleReporter:
+        if self.mode == "rich":
+            from rich.console import Console
+            from rich.live import Live
+
+            self._live = Live(
+                self._render(), console=Console(file=self.stream), refresh_per_second=4, transient=False
+            )
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._live is not None:
+            self._live.update(self._render())
+            self._live.__exit__(*exc)
+            self._live = None
+
+    # ---- events ----------------------------------------------------------------------------
+    def emit(self, e: ProgressEvent) -> None:
+        if self.callback is not None:
+            self.callback(e)
+        name = e.request_name or "run"
+        view = self.requests.setdefault(name, _RequestView(name))
+        if e.event == "run_started":
+            view.status = "running"
+            view.run_dir = str(e.payload.get("run_dir", ""))
+        elif e.event == "tasks_loaded":
+            view.total = int(e.payload.get("tasks", 0))
+        elif e.event == "task_started":
+            view.running += 1
+        elif e.event == "reuse_loaded":
+            view.done += int(e.payload.get("tasks", 0))
+        elif e.event == "task_finished":
+            view.running = max(0, view.running - 1)
+            view.done += 1
+            if e.status in ("fatal", "error"):
+                view.failed += 1
+        elif e.event == "phase_changed" and e.task_id and e.phase:
+            self.phases[(name, e.task_id, e.attempt or 0)] = e.phase
+        elif e.event == "attempt_finished" and e.task_id:
+            self.phases.pop((name, e.task_id, e.attempt or 0), None)
+        elif e.event == "run_finished":
+            view.status = e.status or "completed"
+        if self.mode == "plain":
+            self._plain(e, view)
+        elif self._live is not None:
+            self._live.update(self._render())
+
+    def _plain(self, e: ProgressEvent, view: _RequestView) -> None:
+        line: str | None = None
+        if e.event == "run_started":
+            line = f"[{view.name}] run {e.run_id} started → {view.run_dir}"
+        elif e.event == "tasks_loaded":
+            line = f"[{view.name}] {view.total} task(s)"
+        elif e.event == "task_finished":
+            glyph = {"normal": "✓", "error": "⚠", "fatal": "✗"}.get(e.status or "", "•")
+            extra = e.payload.get("summary", "")
+            line = f"[{view.name}] {glyph} {e.task_id} {extra} ({view.done}/{view.total})".rstrip()
+        elif e.event == "attempt_retry":
+            p = e.payload
+            why = p.get("reason", "")
+            line = f"[{view.name}] ↻ {e.task_id} attempt {e.attempt}: retry {p.get('retry')} ({why})"
+        elif e.event == "reuse_loaded":
+            p = e.payload
+            line = f"[{view.name}] ↻ reused {p.get('tasks', 0)} task(s) from {p.get('source_run', '?')}"
+        elif e.event == "run_finished":
+            counts = f"{view.done}/{view.total} tasks, {view.failed} with errors"
+            line = f"[{view.name}] finished: {e.status} ({counts})"
+        if line is not None:
+            self.stream.write(line + "\n")
+            self.stream.flush()
+
+    def _render(self) -> Any:
+        from rich.table import Table
+
+        elapsed = time.monotonic() - self.started
+        table = Table(title=f"acx run — {elapsed:,.1f}s", expand=False)
+        for col in ("request", "status", "done", "running", "errors", "total"):
+            table.add_column(col, justify="right" if col not in ("request", "status") else "left")
+        for v in self.requests.values():
+            table.add_row(v.name, v.status, str(v.done), str(v.running), str(v.failed), str(v.total))
+        counts = Counter(self.phases.values())
+        if counts:
+            table.caption = "phases: " + ", ".join(f"{k} {n}" for k, n in sorted(counts.items()))
+        return table
+
+
+def make_console(progress: str, *, stream: IO[str] | None = None) -> ConsoleReporter:
+    """``auto`` → rich on a TTY, plain otherwise."""
+    out = stream or sys.stderr
+    mode = progress
+    if progress == "auto":
+        mode = "rich" if out.isatty() else "plain"
+    return ConsoleReporter(mode, stream=out)

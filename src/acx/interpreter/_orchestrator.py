@@ -1,0 +1,640 @@
+"""The orchestrator: every request of a compiled program, under one global limiter.
+
+* Preflight (before any output or environment): plan attempt 1 of every task (P3), check every
+  referenced environment variable (names only, V1), reserve run directories, write
+  ``run_info.json`` with the redacted request and the ``resolved_execution_plans`` audit view (P9).
+* Tasks are dispatched in declaration order (requests, then tasks) under at most
+  ``task_concurrency`` in-flight tasks; each physical attempt holds a slot of the global
+  ``task_concurrency`` limiter; sessions hold per-provider slots and respect the open rate.
+* The overall ``timeout_seconds`` (0 disables) ends the run as ``timed_out``; a cancellation
+  (Ctrl-C) as ``cancelled``. Either way sandboxes are released in shielded scopes within
+  ``cleanup_grace_seconds`` and unfinished attempts leave no result, so ``--resume`` redoes only
+  them.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import trio
+
+from acx.interpreter._attempt import AttemptRunner, RequestContext
+from acx.interpreter._envvars import MissingEnvError, missing_names, required_names
+from acx.interpreter._events import ProgressEvent, RunProgress
+from acx.interpreter._limits import Limits
+from acx.interpreter._metrics import TaskOutcome, build_report, render_summary
+from acx.interpreter._store import RUN_INFO_SCHEMA, RunStore, find_reuse_source, read_json
+from acx.ir import ExecutionPlan, Orchestration, RunResult, TaskSpec, content_hash, decode, to_builtins
+
+__all__ = ["OrchestrationResult", "RequestOutcome", "RequestProgram", "run_orchestration"]
+
+log = logging.getLogger("acx.interpreter")
+
+
+@dataclass
+class RequestProgram:
+    """What the interpreter needs of one request: components, tasks and per-attempt planning."""
+
+    name: str
+    index: int
+    key: str
+    request: Any
+    benchmark: Any
+    harness: Any
+    tasks: list[TaskSpec]
+    plan_attempt: Callable[[TaskSpec, int], ExecutionPlan]
+    driver: Any
+    namespace: str | None = None
+
+
+@dataclass
+class RequestOutcome:
+    name: str
+    status: str  # completed | failed | timed_out | cancelled
+    run_dir: str | None = None
+    run_id: str | None = None
+    error: str | None = None
+    headline: dict[str, Any] | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class OrchestrationResult:
+    orchestration_id: str
+    name: str
+    status: str  # completed | partial_failure | failed | timed_out | cancelled
+    requests: list[RequestOutcome]
+    started_at: str
+    finished_at: str
+
+    @property
+    def exit_code(self) -> int:
+        return {"completed": 0, "cancelled": 130}.get(self.status, 1)
+
+
+def _iso(ts: float | None = None) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
+def plan_audit(plan: ExecutionPlan) -> dict[str, Any]:
+    """The persisted view of a plan (P7/P9): no env values, no task content."""
+    env = plan.environment
+
+    def env_view(e: Any) -> dict[str, Any] | None:
+        if e is None:
+            return None
+        return {
+            "id": e.id,
+            "baseline_network_policy": to_builtins(e.baseline_network_policy),
+            "resources": to_builtins(e.resources),
+            "setup": to_builtins(e.setup),
+        }
+
+    return {
+        "environment": env_view(env),
+        "evaluation_environment": env_view(plan.evaluation_environment),
+        "evaluation_environment_mode": plan.evaluation_environment_mode,
+        "run_network_policy": to_builtins(plan.run_network_policy),
+        "evaluation_network_policy": to_builtins(plan.evaluation_network_policy),
+        "applied_recipes": list(plan.applied_recipes),
+        "run_timeout_seconds": plan.run_timeout_seconds,
+        "evaluation_timeout_seconds": plan.evaluation_timeout_seconds,
+        "artifact_limits": to_builtins(plan.artifact_limits),
+        "artifact_collection_supported": plan.artifact_collection_supported,
+        "collect_artifacts": plan.collect_artifacts,
+        "save_artifacts": plan.save_artifacts,
+        "runresult_collect_timeout_seconds": plan.runresult_collect_timeout_seconds,
+        "run_timer_compensation_seconds": plan.run_timer_compensation_seconds,
+        "artifact_collect_timeout_seconds": plan.artifact_collect_timeout_seconds,
+        "plan_hash": content_hash(plan),
+    }
+
+
+def _redacted_request(req: Any) -> Any:
+    try:
+        from acx.compiler import redact
+
+        return redact(req)
+    except ImportError:  # pragma: no cover - the compiler ships with acx
+        return to_builtins(req)
+
+
+def _task_state(attempts: Sequence[RunResult]) -> str:
+    sev = {i.severity for a in attempts for i in a.issues}
+    return "fatal" if "fatal" in sev else "error" if "error" in sev else "normal"
+
+
+def _primary_true(result: RunResult, primary: str) -> bool:
+    return result.metrics.get(primary) is True
+
+
+class _RequestRun:
+    """One request's run: its store, progress sinks, task loop and final summary."""
+
+    def __init__(
+        self,
+        prog: RequestProgram,
+        orch: Orchestration,
+        store: RunStore,
+        limits: Limits,
+        environ: Mapping[str, str],
+        console: Callable[[ProgressEvent], None],
+        first_plans: dict[str, ExecutionPlan],
+        resumed: bool,
+    ) -> None:
+        self.prog = prog
+        self.orch = orch
+        self.store = store
+        self.resumed = resumed
+        self.first_plans = first_plans
+        self.console = console
+        req = prog.request
+        header = {
+            "run_id": store.run_id,
+            "benchmark": req.benchmark.id,
+            "harness": req.harness.id,
+            "environment": req.environment.id,
+            "model": req.model.id,
+        }
+        self.progress = RunProgress(store.run_dir, header=header, total=len(prog.tasks))
+        self.ctx = RequestContext(
+            name=prog.name,
+            index=prog.index,
+            key=prog.key,
+            orchestration_id=orch.id,
+            request=req,
+            benchmark=prog.benchmark,
+            harness=prog.harness,
+            driver=prog.driver,
+            store=store,
+            limits=limits,
+            environ=environ,
+            emit_event=self._emit,
+            grace=orch.runtime.cleanup_grace_seconds,
+        )
+        self.outcomes: dict[str, TaskOutcome] = {}
+        self.plans_audit: dict[str, dict[str, Any]] = {}
+        self.started_at = _iso()
+        self.error: str | None = None
+        self.crashed: list[str] = []
+        self.done = trio.Event()
+        self._log_handler: logging.Handler | None = None
+
+    def _emit(self, event: ProgressEvent) -> None:
+        self.progress.emit(event)
+        self.console(event)
+
+    # ---- set-up ------------------------------------------------------------------------------
+    def start(self) -> None:
+        handler = logging.FileHandler(self.store.run_dir / "run.log", encoding="utf-8")
+        handler.setLevel(getattr(logging, str(self.orch.runtime.file_log_level).upper(), logging.DEBUG))
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        logging.getLogger("acx").addHandler(handler)
+        logging.getLogger("acx").setLevel(logging.DEBUG)
+        self._log_handler = handler
+        previous = self.store.read_run_info() if self.resumed else {}
+        self.plans_audit = dict(previous.get("resolved_execution_plans") or {})
+        for task_id, plan in self.first_plans.items():
+            self.plans_audit.setdefault(task_id, {"attempts": {}})["attempts"]["1"] = plan_audit(plan)
+        self.started_at = previous.get("started_at") or self.started_at
+        self._write_run_info("running")
+        self.store.journal("run_resumed" if self.resumed else "run_started", pid=os.getpid())
+        self.ctx.emit("run_started", payload={"run_dir": str(self.store.run_dir), "resumed": self.resumed})
+        self.ctx.emit("tasks_loaded", payload={"tasks": len(self.prog.tasks)})
+        for task_id, plan in self.first_plans.items():
+            self.ctx.emit(
+                "execution_plan_resolved",
+                task_id=task_id,
+                attempt=1,
+                payload={"applied_recipes": list(plan.applied_recipes)},
+            )
+
+    def _write_run_info(self, status: str, **extra: Any) -> None:
+        req = self.prog.request
+        info = {
+            "schema_version": RUN_INFO_SCHEMA,
+            "run_id": self.store.run_id,
+            "orchestration_id": self.orch.id,
+            "request_name": self.prog.name,
+            "request_key": self.prog.key,
+            "started_at": self.started_at,
+            "status": status,
+            "request": _redacted_request(req),
+            "request_hash": content_hash(req),
+            "resolved_execution_plans": self.plans_audit,
+            **extra,
+        }
+        prev = self.store.read_run_info()
+        for keep in ("reused_from", "resumes"):
+            if keep in prev and keep not in info:
+                info[keep] = prev[keep]
+        self.store.write_json("run_info.json", info)
+
+    # ---- the task loop -----------------------------------------------------------------------
+    async def run_task(self, task: TaskSpec) -> None:
+        ctx, prog = self.ctx, self.prog
+        ctx.emit("task_started", task_id=task.task_id, category=task.category)
+        ex = prog.request.execution
+        k, strategy = ex.attempts.k, ex.attempts.strategy
+        primary = prog.benchmark.metric_contract.primary_id()
+        done: dict[int, RunResult] = {}
+        previous = self.store.completed_attempts(task.task_id) if self.resumed else {}
+        for n, data in previous.items():
+            done[n] = decode(msgspec.json.encode(_result_fields(data)), RunResult)
+
+        async def one(n: int) -> RunResult:
+            plan = self.first_plans.get(task.task_id) if n == 1 else None
+            if plan is None:
+                plan = prog.plan_attempt(task, n)  # P3: a plan per semantic attempt
+                self.plans_audit.setdefault(task.task_id, {"attempts": {}})["attempts"][str(n)] = plan_audit(
+                    plan
+                )
+                ctx.emit(
+                    "execution_plan_resolved",
+                    task_id=task.task_id,
+                    attempt=n,
+                    payload={"applied_recipes": list(plan.applied_recipes)},
+                )
+            store = self.store
+            # Journaled before the attempt's first side effect: the group commit that makes the
+            # session record durable (right before the sandbox opens) covers this line too.
+            await store.off_loop(store.start_attempt, task.task_id, n)
+            result = await AttemptRunner(ctx, task, n, plan).run()
+            # result.json is the commit of an attempt: it exists iff the attempt is done (resume).
+            # It becomes durable with the next group commit (the next open or the task's finish).
+            await store.off_loop(
+                store.write_attempt, task.task_id, n, _result_json(result, prog), fsync=False
+            )
+            ctx.emit(
+                "attempt_finished",
+                task_id=task.task_id,
+                category=task.category,
+                attempt=n,
+                status=result.status,
+                payload={"metrics": dict(result.metrics)},
+            )
+            return result
+
+        parallel = (
+            strategy == "avg"
+            and prog.benchmark.parallel_attempts_safe
+            and getattr(prog.harness, "parallel_attempts_safe", False)
+        )
+        if parallel:
+
+            async def store_one(n: int) -> None:
+                done[n] = await one(n)
+
+            async with trio.open_nursery() as nursery:
+                for n in range(1, k + 1):
+                    if n not in done:
+                        nursery.start_soon(store_one, n)
+        else:
+            for n in range(1, k + 1):
+                if strategy == "pass" and any(_primary_true(r, primary) for r in done.values()):
+                    break
+                if n not in done:
+                    done[n] = await one(n)
+        await self._finish_task(task, [done[n] for n in sorted(done)])
+
+    async def _finish_task(self, task: TaskSpec, attempts: list[RunResult]) -> None:
+        ex = self.prog.request.execution
+        state = _task_state(attempts)
+        task_json = {
+            "task_id": task.task_id,
+            "category": task.category,
+            "ground_truth": attempts[0].ground_truth if attempts else None,
+            "attempts": {str(a.attempt): f"attempt-{a.attempt}" for a in attempts},
+            "attempt_plan": {"k": ex.attempts.k, "strategy": ex.attempts.strategy},
+            "retry_counts": {str(a.attempt): a.retry_count for a in attempts},
+            "state": state,
+        }
+        await self.store.durably(self.store.finalize_task, task.task_id, state, task_json)
+        self.outcomes[task.task_id] = TaskOutcome(task.task_id, task.category, attempts, state)
+        summary = ", ".join(f"{k}={v}" for k, v in (attempts[-1].metrics.items() if attempts else []))
+        self.ctx.emit("partial_saved", task_id=task.task_id, category=task.category)
+        self.ctx.emit(
+            "task_finished",
+            task_id=task.task_id,
+            category=task.category,
+            status=state,
+            payload={"summary": summary, "codes": sorted({i.code for a in attempts for i in a.issues})},
+        )
+
+    def task_crashed(self, task: TaskSpec, exc: BaseException) -> None:
+        log.error("task %s failed outside its attempts", task.task_id, exc_info=exc)
+        self.crashed.append(task.task_id)
+        self.error = f"task {task.task_id!r} failed outside its attempts: {type(exc).__name__}: {exc}"
+
+    def load_finished(self) -> set[str]:
+        """Tasks already final in this run dir (resume) or copied from a reuse source."""
+        finished: set[str] = set()
+        for task_id, (state, d) in self.store.finished_tasks().items():
+            attempts = []
+            for res in sorted(d.glob("attempt-*/result.json")):
+                try:
+                    attempts.append(decode(msgspec.json.encode(_result_fields(read_json(res))), RunResult))
+                except (msgspec.ValidationError, ValueError):
+                    continue
+            cat = next((t.category for t in self.prog.tasks if t.task_id == task_id), "all")
+            self.outcomes[task_id] = TaskOutcome(task_id, cat, attempts, state)
+            finished.add(task_id)
+        return finished
+
+    # ---- finishing ---------------------------------------------------------------------------
+    def finish(self, status: str) -> RequestOutcome:
+        prog = self.prog
+        ctx = self.ctx
+        ctx.emit("summary_started")
+        ordered = [self.outcomes[t.task_id] for t in prog.tasks if t.task_id in self.outcomes]
+        ex = prog.request.execution
+        aggregation = getattr(prog.benchmark.config, "aggregation_mode", "micro_weighted")
+        report = build_report(
+            ordered,
+            prog.benchmark.metric_contract,
+            k=ex.attempts.k,
+            strategy=ex.attempts.strategy,
+            aggregation=aggregation,
+        )
+        custom = getattr(prog.benchmark, "aggregate_metrics", None)
+        if callable(custom):
+            report = custom(ordered, prog.request, report) or report
+        if status == "completed" and report.evaluation_failed:
+            status = "failed"
+            self.error = f"final FATAL issues invalidate the score; results: {self.store.run_dir}"
+        finished_at = _iso()
+        self.store.write_json("metrics.json", report.to_json())
+        header = {
+            "run_id": self.store.run_id,
+            "request": prog.name,
+            "status": status,
+            "benchmark": prog.request.benchmark.id,
+            "harness": prog.request.harness.id,
+            "model": prog.request.model.id,
+            "environment": prog.request.environment.id,
+            "started_at": self.started_at,
+            "finished_at": finished_at,
+        }
+        from acx.interpreter._fs import atomic_write_text
+
+        atomic_write_text(self.store.run_dir / "summary.md", render_summary(report, header))
+        self._write_run_info(
+            status,
+            finished_at=finished_at,
+            error=self.error,
+            metric_artifacts={
+                "generated_at": finished_at,
+                "source": "evaluation",
+                "report": {"k": report.k, "strategy": report.strategy, "aggregation": report.aggregation},
+            },
+        )
+        self.store.journal("run_finished", status=status)
+        ctx.emit("run_finished", status=status, payload={"run_dir": str(self.store.run_dir)})
+        self.progress.close()
+        if self._log_handler is not None:
+            logging.getLogger("acx").removeHandler(self._log_handler)
+            self._log_handler.close()
+        head = report.headline()
+        return RequestOutcome(
+            name=prog.name,
+            status=status,
+            run_dir=str(self.store.run_dir),
+            run_id=self.store.run_id,
+            error=self.error,
+            headline={
+                "series_id": head.series_id,
+                "value": head.value,
+                "reference_value": head.reference_value,
+            }
+            if head
+            else None,
+            counts=dict(report.counts),
+        )
+
+
+def _result_fields(data: dict[str, Any]) -> dict[str, Any]:
+    allowed = set(RunResult.__struct_fields__)
+    return {k: v for k, v in data.items() if k in allowed}
+
+
+def _result_json(result: RunResult, prog: RequestProgram) -> dict[str, Any]:
+    out: dict[str, Any] = to_builtins(result)
+    out["meta"] = {
+        "benchmark": prog.request.benchmark.id,
+        "harness": {"id": prog.request.harness.id, "telemetry": result.telemetry},
+    }
+    return out
+
+
+# ---- preflight --------------------------------------------------------------------------------
+
+
+def preflight(
+    programs: Sequence[RequestProgram], environ: Mapping[str, str]
+) -> dict[str, dict[str, ExecutionPlan]]:
+    """Plan attempt 1 of every task and refuse missing env vars — before any output (V1, P7)."""
+    first: dict[str, dict[str, ExecutionPlan]] = {}
+    missing: set[str] = set()
+    for prog in programs:
+        plans: dict[str, ExecutionPlan] = {}
+        for task in prog.tasks:
+            plan = prog.plan_attempt(task, 1)
+            plans[task.task_id] = plan
+            missing.update(missing_names(required_names(plan, prog.request.model), environ))
+        first[prog.name] = plans
+    if missing:
+        raise MissingEnvError(missing)
+    return first
+
+
+def _reuse_into(run: _RequestRun, prog: RequestProgram, source: Path) -> int:
+    """Copy verified finished tasks of ``source`` into the new run (reference §4 reuse rules)."""
+    import shutil
+
+    from acx.errors import AcxResultsError
+
+    info = read_json(source / "run_info.json")
+    if info.get("schema_version") != RUN_INFO_SCHEMA:
+        raise AcxResultsError(
+            f"cannot reuse {source}: run_info schema {info.get('schema_version')!r}",
+            code="E0606",
+            help="only runs written by this acx version can be reused",
+        )
+    req = prog.request
+    src_req = info.get("request") or {}
+    if (src_req.get("benchmark") or {}).get("id") != req.benchmark.id:
+        raise AcxResultsError(
+            f"cannot reuse {source}: it ran benchmark {(src_req.get('benchmark') or {}).get('id')!r}",
+            code="E0607",
+            help="reuse a run of the same benchmark",
+        )
+    src_attempts = ((src_req.get("execution") or {}).get("attempts")) or {"k": 1, "strategy": "avg"}
+    want = to_builtins(req.execution.attempts)
+    if {"k": src_attempts.get("k", 1), "strategy": src_attempts.get("strategy", "avg")} != want:
+        raise AcxResultsError(
+            f"cannot reuse {source}: attempts plan {src_attempts} differs from {want}",
+            code="E0608",
+            help="reuse requires the same execution.attempts (k, strategy)",
+        )
+    src_store = RunStore(source, run_id=str(info.get("run_id")))
+    selected = {t.task_id for t in prog.tasks}
+    copied = 0
+    for task_id, (state, d) in src_store.finished_tasks().items():
+        if task_id not in selected:
+            continue
+        results = sorted(d.glob("attempt-*/result.json"))
+        try:
+            task_json = read_json(d / "task.json")
+            parsed = [read_json(p) for p in results]
+        except (ValueError, OSError):
+            continue  # not verifiable → rerun
+        if len(parsed) != len(task_json.get("attempts") or {}):
+            continue
+        if req.execution.max_retries > 0 and state != "normal":
+            from acx.interpreter._attempt import retry_reason
+            from acx.ir import ExecutionIssue
+
+            issues = [msgspec.convert(i, ExecutionIssue) for r in parsed for i in r.get("issues", [])]
+            if retry_reason(issues, req.execution.retry_pattern_list):
+                continue  # retry-eligible: run it again
+        dest = run.store.details / state / d.name
+        shutil.copytree(d, dest)
+        for p in sorted(dest.glob("attempt-*/result.json")):
+            data = read_json(p)
+            data.setdefault("artifacts", {})["reuse_history"] = {
+                "source_run": info.get("run_id"),
+                "retry_count": data.get("retry_count", 0),
+            }
+            data["retry_count"] = 0
+            from acx.interpreter._fs import atomic_write_json
+
+            atomic_write_json(p, data)
+        audit = (info.get("resolved_execution_plans") or {}).get(task_id)
+        if audit:
+            run.plans_audit[task_id] = audit
+        copied += 1
+    run.store.journal("reuse_loaded", source=str(source), tasks=copied)
+    run._write_run_info("running", reused_from={"run_id": info.get("run_id"), "path": str(source)})
+    run.ctx.emit("reuse_loaded", payload={"tasks": copied, "source_run": info.get("run_id")})
+    return copied
+
+
+# ---- the orchestration --------------------------------------------------------------------------
+
+
+async def run_orchestration(
+    orch: Orchestration,
+    programs: Sequence[RequestProgram],
+    *,
+    environ: Mapping[str, str],
+    console: Callable[[ProgressEvent], None] = lambda e: None,
+    resume_dirs: Mapping[str, str] | None = None,
+    reuse: Mapping[str, str | None] | None = None,
+    invocation: dict[str, Any] | None = None,
+    cancel_scope_ready: Callable[[trio.CancelScope], None] | None = None,
+    io_threads: bool = True,
+) -> OrchestrationResult:
+    """Run every request; returns statuses (never raises for task failures)."""
+    started = _iso()
+    first = preflight(programs, environ)
+    runtime = orch.runtime
+    limits = Limits(orch.task_concurrency, runtime.provider_limits, runtime.env_open_qps)
+    runs: list[_RequestRun] = []
+    for prog in programs:
+        req = prog.request
+        resume_dir = (resume_dirs or {}).get(prog.name)
+        if resume_dir:
+            store = RunStore.open_existing(resume_dir)
+        else:
+            store = RunStore.create(
+                runtime.results_dir,
+                prog.namespace or prog.name,
+                run_name=req.output.run_name,
+                run_id=req.output.run_id,
+            )
+        store.io_threads = store.commit.threads = io_threads
+        if invocation is not None:
+            store.write_json(".acx/invocation.json", {**invocation, "request_name": prog.name})
+        run = _RequestRun(prog, orch, store, limits, environ, console, first[prog.name], bool(resume_dir))
+        runs.append(run)
+    for run, prog in zip(runs, programs, strict=True):
+        run.start()
+        want_reuse = (reuse or {}).get(prog.name, "__no__")
+        if want_reuse != "__no__" and not run.resumed:
+            source = find_reuse_source(run.store.run_dir.parent, want_reuse, exclude=run.store.run_dir)
+            if source is not None:
+                _reuse_into(run, prog, source)
+
+    status = "completed"
+    slots = trio.Semaphore(max(1, orch.task_concurrency))
+    deadline = (
+        runtime.timeout_seconds if runtime.timeout_seconds and runtime.timeout_seconds > 0 else math.inf
+    )
+    outer = trio.CancelScope()
+    if cancel_scope_ready is not None:
+        cancel_scope_ready(outer)
+    with outer:
+        with trio.move_on_after(deadline) as timer:
+            async with trio.open_nursery() as nursery:
+                for run in runs:
+                    finished = run.load_finished()
+                    pending = [t for t in run.prog.tasks if t.task_id not in finished]
+                    dispatched = trio.Event()
+
+                    async def task_slot(r: _RequestRun, task: TaskSpec) -> None:
+                        try:
+                            await r.run_task(task)
+                        except Exception as exc:
+                            # A task-level failure (not an attempt failure) fails its request only.
+                            r.task_crashed(task, exc)
+                        finally:
+                            slots.release()
+
+                    async def run_request(r: _RequestRun, tasks: list[TaskSpec], handed: trio.Event) -> None:
+                        async with trio.open_nursery() as rn:
+                            for task in tasks:
+                                await slots.acquire()
+                                rn.start_soon(task_slot, r, task)
+                            handed.set()
+                        r.done.set()
+
+                    nursery.start_soon(run_request, run, pending, dispatched)
+                    # Declaration order: the next request starts dispatching only after this one
+                    # has handed all its tasks to workers.
+                    await dispatched.wait()
+        if timer.cancelled_caught:
+            status = "timed_out"
+    if outer.cancelled_caught:
+        status = "cancelled"
+    outcomes = []
+    with trio.CancelScope(shield=True):
+        for run in runs:
+            st = status if status != "completed" else "completed"
+            if status == "completed" and (not run.done.is_set() or run.crashed):
+                st = "failed"
+            outcomes.append(run.finish(st))
+    return OrchestrationResult(
+        orchestration_id=orch.id,
+        name=orch.name,
+        status=_overall(status, outcomes),
+        requests=outcomes,
+        started_at=started,
+        finished_at=_iso(),
+    )
+
+
+def _overall(status: str, outcomes: list[RequestOutcome]) -> str:
+    if status in ("timed_out", "cancelled"):
+        return status
+    failed = sum(1 for o in outcomes if o.status != "completed")
+    if failed == 0:
+        return "completed"
+    return "failed" if failed == len(outcomes) else "partial_failure"

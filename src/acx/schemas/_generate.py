@@ -1,0 +1,227 @@
+"""Generate the run config and orchestration JSON Schemas from the same types the validator uses.
+
+msgspec produces the component schemas (``$defs``); this module composes the document shapes
+around them: flat component sections (``{id, <params beside id>}``), network-policy and artifact
+string shorthands, ``task_concurrency`` excluded from request ``execution``.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import msgspec
+
+from acx.compiler._shapes import (
+    NETWORK_MODES,
+    NETWORK_POLICY_FIELDS,
+    ConfigRuntimeOptions,
+)
+from acx.ir import (
+    ENVIRONMENT_SPEC_FIELDS,
+    EnvironmentSpec,
+    ExecutionSpec,
+    ModelSpec,
+    OutputSpec,
+    ResolvedRuntimeOptions,
+    RunRuntimeSpec,
+)
+
+__all__ = ["generate"]
+
+DIALECT = "https://json-schema.org/draft/2020-12/schema"
+_BASE_ID = "https://acx.invalid/schemas/"
+_NULL = {"type": "null"}
+
+
+def _ref(name: str) -> dict[str, Any]:
+    return {"$ref": f"#/$defs/{name}"}
+
+
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"anyOf": [schema, _NULL]}
+
+
+def _components() -> tuple[dict[str, Any], dict[str, Any]]:
+    from acx.components._registry import BENCHMARKS, ENVIRONMENTS, HARNESSES
+
+    types: list[Any] = [
+        ConfigRuntimeOptions,
+        ResolvedRuntimeOptions,
+        ExecutionSpec,
+        ModelSpec,
+        RunRuntimeSpec,
+        OutputSpec,
+        EnvironmentSpec,
+    ]
+    infos = [*BENCHMARKS.values(), *HARNESSES.values(), *ENVIRONMENTS.values()]
+    types += [i.config_class for i in infos]
+    _, defs = msgspec.json.schema_components(types, ref_template="#/$defs/{name}")
+    defs = copy.deepcopy(defs)
+    _shorthands(defs)
+    return defs, {"benchmark": BENCHMARKS, "harness": HARNESSES, "environment": ENVIRONMENTS}
+
+
+def _shorthands(defs: dict[str, Any]) -> None:
+    """String shorthands the loader accepts: network modes and artifact source paths."""
+    env_props = defs["EnvironmentSpec"]["properties"]
+    for name in NETWORK_POLICY_FIELDS:
+        desc = env_props[name].get("description")
+        env_props[name] = {
+            "anyOf": [_ref("NetworkPolicy"), {"enum": list(NETWORK_MODES)}, _NULL],
+            **({"description": desc} if desc else {}),
+        }
+    artifacts = defs["ExecutionSpec"]["properties"]["artifacts"]
+    for option in artifacts["anyOf"]:
+        if option.get("type") == "array":
+            option["items"] = {"anyOf": [{"type": "string"}, _ref("ArtifactSpec")]}
+    defs["RequestExecution"] = copy.deepcopy(defs["ExecutionSpec"])
+    defs["RequestExecution"]["title"] = "RequestExecution"
+    defs["RequestExecution"]["properties"].pop("task_concurrency")
+
+
+def _params_schema(defs: dict[str, Any], config_name: str, *, environment: bool) -> dict[str, Any]:
+    """Flat params object: all optional (required params may come from another layer)."""
+    props = dict(copy.deepcopy(defs[config_name]["properties"]))
+    if environment:
+        env_props = defs["EnvironmentSpec"]["properties"]
+        props.update({k: copy.deepcopy(v) for k, v in env_props.items() if k in ENVIRONMENT_SPEC_FIELDS})
+    schema: dict[str, Any] = {"type": "object", "properties": props, "additionalProperties": False}
+    desc = defs[config_name].get("description")
+    if desc:
+        schema["description"] = desc
+    return schema
+
+
+def _component_defs(defs: dict[str, Any], registries: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """Adds ``<kind>.<id>.params`` defs; returns kind → id → def name."""
+    names: dict[str, dict[str, str]] = {}
+    for kind, table in registries.items():
+        names[kind] = {}
+        for cid, info in table.items():
+            name = f"{kind}.{cid}"
+            defs[name] = _params_schema(defs, info.config_class.__name__, environment=kind == "environment")
+            defs[name]["title"] = f"{kind} {cid}: {info.description}"
+            names[kind][cid] = name
+    return names
+
+
+def _section(defs: dict[str, Any], kind: str, ids: dict[str, str]) -> dict[str, Any]:
+    """A request section ``{id: ..., <params beside id>}``: one alternative per component id."""
+    options = []
+    for cid, name in ids.items():
+        option = copy.deepcopy(defs[name])
+        option["properties"] = {"id": {"const": cid}, **option["properties"]}
+        option.pop("title", None)
+        options.append(option)
+    return {
+        "description": f"{kind} id plus its parameters, flat (no `params:` layer)",
+        "anyOf": options,
+    }
+
+
+def _run_config(defs: dict[str, Any], names: dict[str, dict[str, str]]) -> dict[str, Any]:
+    def table(kind: str) -> dict[str, Any]:
+        return _nullable(
+            {
+                "type": "object",
+                "properties": {cid: _nullable(_ref(name)) for cid, name in names[kind].items()},
+                "additionalProperties": False,
+            }
+        )
+
+    return {
+        "$schema": DIALECT,
+        "$id": _BASE_ID + "run_config.schema.json",
+        "title": "acx run config",
+        "description": "User, project and --config files (AgentCompass run config format). "
+        "Whole-field ${VAR} references are substituted before validation.",
+        "type": "object",
+        "properties": {
+            "runtime": _nullable(_ref("ConfigRuntimeOptions")),
+            "execution": _nullable(_ref("ExecutionSpec")),
+            "benchmarks": table("benchmark"),
+            "harnesses": table("harness"),
+            "environments": table("environment"),
+        },
+        "additionalProperties": False,
+    }
+
+
+def _orchestration(defs: dict[str, Any], names: dict[str, dict[str, str]]) -> dict[str, Any]:
+    sections = {
+        "benchmark": _ref("BenchmarkSection"),
+        "harness": _ref("HarnessSection"),
+        "environment": _ref("EnvironmentSection"),
+        "model": _ref("ModelSpec"),
+        "execution": _ref("RequestExecution"),
+        "runtime": _ref("RunRuntimeSpec"),
+        "output": _ref("OutputSpec"),
+    }
+    defs["BenchmarkSection"] = _section(defs, "benchmark", names["benchmark"])
+    defs["HarnessSection"] = _section(defs, "harness", names["harness"])
+    defs["EnvironmentSection"] = _section(defs, "environment", names["environment"])
+    defs["RequestDefaults"] = {"type": "object", "properties": sections, "additionalProperties": False}
+    defs["Request"] = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "minLength": 1, "description": "unique request name"},
+            **sections,
+        },
+        "required": ["name"],
+        "additionalProperties": False,
+    }
+    return {
+        "$schema": DIALECT,
+        "$id": _BASE_ID + "orchestration.schema.json",
+        "title": "acx orchestration (version 1)",
+        "description": "An ordered list of named runs with shared defaults (AgentCompass orchestration v1). "
+        "Whole-field ${VAR} references are substituted before validation.",
+        "type": "object",
+        "properties": {
+            "version": {"const": 1},
+            "name": {"type": "string", "minLength": 1},
+            "task_concurrency": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "global limit of concurrent attempts",
+            },
+            "runtime": _nullable(_ref("ResolvedRuntimeOptions")),
+            "defaults": _ref("RequestDefaults"),
+            "requests": {"type": "array", "items": _ref("Request"), "minItems": 1},
+        },
+        "required": ["version", "requests"],
+        "additionalProperties": False,
+    }
+
+
+def _prune(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    """Attach only the ``$defs`` the schema reaches (sorted, for stable files)."""
+    used: set[str] = set()
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                name = ref[len("#/$defs/") :]
+                if name not in used:
+                    used.add(name)
+                    walk(defs[name])
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(schema)
+    out = dict(schema)
+    out["$defs"] = {k: defs[k] for k in sorted(used)}
+    return out
+
+
+def generate() -> dict[str, dict[str, Any]]:
+    defs, registries = _components()
+    names = _component_defs(defs, registries)
+    run_config = _run_config(defs, names)
+    orchestration = _orchestration(defs, names)
+    return {"run_config": _prune(run_config, defs), "orchestration": _prune(orchestration, defs)}

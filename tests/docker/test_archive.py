@@ -1,0 +1,152 @@
+"""Safe extraction of untrusted tar streams (pure; no engine needed).  # contract A4"""
+
+from __future__ import annotations
+
+import io
+import os
+import tarfile
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from acx.drivers._docker_archive import (
+    ArchiveLimitError,
+    UnsafeArchiveError,
+    is_excluded,
+    read_single_file,
+    safe_extract,
+    single_file_tar,
+)
+
+pytestmark = pytest.mark.no_engine
+
+
+def _tar(*members: tuple[str, str, bytes | str]) -> io.BytesIO:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, kind, payload in members:
+            info = tarfile.TarInfo(name)
+            if kind == "file":
+                assert isinstance(payload, bytes)
+                info.size = len(payload)
+                tar.addfile(info, io.BytesIO(payload))
+                continue
+            if kind == "dir":
+                info.type = tarfile.DIRTYPE
+            elif kind == "sym":
+                info.type, info.linkname = tarfile.SYMTYPE, str(payload)
+            elif kind == "hard":
+                info.type, info.linkname = tarfile.LNKTYPE, str(payload)
+            elif kind == "chr":
+                info.type = tarfile.CHRTYPE
+            elif kind == "fifo":
+                info.type = tarfile.FIFOTYPE
+            tar.addfile(info)
+    buf.seek(0)
+    return buf
+
+
+def test_extracts_tree_and_strips_top(tmp_path: Path) -> None:
+    # contract A4
+    tar = _tar(
+        ("out", "dir", b""), ("out/a.txt", "file", b"A"), ("out/.h", "file", b"H"), ("out/l", "sym", "a.txt")
+    )
+    stats = safe_extract(tar, tmp_path / "d", strip_top=True)
+    assert (tmp_path / "d/a.txt").read_bytes() == b"A" and (tmp_path / "d/.h").read_bytes() == b"H"
+    assert (tmp_path / "d/l").is_symlink() and stats.files == 2 and stats.links == 1
+
+
+@pytest.mark.parametrize(
+    "members",
+    [
+        [("out/../../evil", "file", b"x")],
+        [("/etc/evil", "file", b"x")],
+        [("out/l", "sym", "/etc/passwd")],
+        [("out/l", "sym", "../../outside")],
+        [("out/h", "hard", "../outside")],
+        [("out/dev", "chr", b"")],
+        [("out/fifo", "fifo", b"")],
+    ],
+    ids=["dotdot", "absolute", "abs-symlink", "escaping-symlink", "escaping-hardlink", "device", "fifo"],
+)
+def test_refuses_unsafe_members(tmp_path: Path, members: list[tuple[str, str, bytes | str]]) -> None:
+    # contract A4: path or link escapes and special files are errors
+    with pytest.raises(UnsafeArchiveError):
+        safe_extract(_tar(*members), tmp_path / "d", strip_top=True)
+    assert not (tmp_path / "evil").exists() and not (tmp_path / "outside").exists()
+
+
+def test_refuses_writing_through_symlink(tmp_path: Path) -> None:
+    # contract A4: a member under an inside symlink that points back out is refused
+    (tmp_path / "secret").mkdir()
+    tar = _tar(("out/sub", "sym", "x/../.."), ("out/sub/p", "file", b"x"))
+    with pytest.raises(UnsafeArchiveError):
+        safe_extract(tar, tmp_path / "d", strip_top=True)
+
+
+def test_limits(tmp_path: Path) -> None:
+    # contract A7: artifact_limits bytes and entries
+    with pytest.raises(ArchiveLimitError):
+        safe_extract(_tar(("o/a", "file", b"x" * 100)), tmp_path / "a", strip_top=True, max_bytes=99)
+    many = [(f"o/f{i}", "file", b"") for i in range(5)]
+    with pytest.raises(ArchiveLimitError):
+        safe_extract(_tar(*many), tmp_path / "b", strip_top=True, max_entries=4)
+
+
+def test_excludes_follow_gnu_tar(tmp_path: Path) -> None:
+    # contract A4: exclude uses GNU tar patterns (unanchored, a directory excludes its tree)
+    tar = _tar(("o/keep.py", "file", b"k"), ("o/x.tmp", "file", b"t"), ("o/cache/deep/f", "file", b"c"))
+    stats = safe_extract(tar, tmp_path / "d", strip_top=True, exclude=["*.tmp", "cache"])
+    assert sorted(p.name for p in (tmp_path / "d").rglob("*")) == ["keep.py"]
+    assert "x.tmp" in stats.excluded
+
+
+@given(st.lists(st.sampled_from(["a", "b", "..", ".", "c.tmp"]), min_size=1, max_size=5))
+def test_is_excluded_never_crashes_and_matches_basename(parts: list[str]) -> None:
+    # contract A4
+    rel = "/".join(parts)
+    assert is_excluded(rel, ["*.tmp"]) == any(p.endswith(".tmp") for p in parts)
+
+
+def test_single_file_roundtrip() -> None:
+    data = bytes(range(256))
+    content, mode = read_single_file(io.BytesIO(single_file_tar("x/y.bin", data, 0o755)))
+    assert content == data and mode == 0o755
+
+
+_COMPONENT = st.sampled_from(["a", "b", "..", ".", "", "c.txt"])
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.booleans(),
+            st.lists(_COMPONENT, min_size=1, max_size=4),
+            st.sampled_from(["file", "sym"]),
+            st.lists(_COMPONENT, min_size=1, max_size=3),
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_nothing_ever_lands_outside(tmp_path_factory: pytest.TempPathFactory, members: list) -> None:
+    # contract A4 (property): whatever the member names and link targets, extraction either refuses
+    # the archive or every path it wrote resolves inside the destination
+    base = tmp_path_factory.mktemp("prop")
+    dest = base / "dest"
+    spec = []
+    for absolute, parts, kind, target in members:
+        name = ("/" if absolute else "") + "top/" + "/".join(parts)
+        spec.append((name, kind, b"x" if kind == "file" else ("/" if absolute else "") + "/".join(target)))
+    try:
+        safe_extract(_tar(*spec), dest, strip_top=True)
+    except (UnsafeArchiveError, IsADirectoryError, NotADirectoryError, FileExistsError):
+        pass
+    outside = [p for p in base.rglob("*") if not str(p).startswith(str(dest))]
+    assert outside == []
+    real_dest = os.path.realpath(dest)
+    for p in dest.rglob("*") if dest.exists() else []:
+        if p.is_symlink():  # (a self-referencing loop is harmless: it resolves to itself)
+            assert os.path.realpath(p).startswith(real_dest), p

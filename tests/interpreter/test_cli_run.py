@@ -1,0 +1,226 @@
+"""`acx run` end to end on host_process, as a subprocess: quickstart, bad input, reliability.
+
+Reliability (issue 5): SIGINT mid-run → cancelled, no live session, exit 130; SIGKILL mid-run then
+``--resume`` → every task exactly once; a command that ignores SIGTERM is gone after its deadline.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def acx(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "acx", *args],
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def spawn(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "acx", *args],
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def write_spec(
+    tmp: Path, *, n: int, command: str, run_timeout: float = 60, concurrency: int = 2, extra_env: str = ""
+) -> Path:
+    data = tmp / "data.jsonl"
+    data.write_text(
+        "".join(
+            json.dumps({"id": f"q{i}", "question": f"What is {i} + 0?", "answer": str(i)}) + "\n"
+            for i in range(n)
+        )
+    )
+    spec = tmp / "spec.yaml"
+    spec.write_text(
+        f"""version: 1
+name: t
+task_concurrency: {concurrency}
+runtime: {{results_dir: results, progress: plain, cleanup_grace_seconds: 10}}
+requests:
+  - name: r
+    benchmark: {{id: exact_match, dataset: data.jsonl}}
+    harness: {{id: command, command: {json.dumps(command)}}}
+    environment: {{id: host_process, evaluation_environment_mode: none{extra_env}}}
+    execution: {{run_timeout_seconds: {run_timeout}}}
+"""
+    )
+    return spec
+
+
+def _run_dir(tmp: Path) -> Path:
+    dirs = sorted((tmp / "results" / "r").iterdir())
+    assert len(dirs) == 1, dirs
+    return dirs[0]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is not alive
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(") ", 1)[1][0] != "Z"
+    except OSError:
+        return False
+
+
+def test_quickstart_runs_offline_and_results_show(tmp_path: Path) -> None:
+    for spec in ("quickstart.acx", "quickstart.yaml"):
+        out = tmp_path / spec
+        res = acx(
+            "run",
+            str(REPO / "examples" / spec),
+            "--results-dir",
+            str(out),
+            "--progress",
+            "none",
+            cwd=tmp_path,
+        )
+        assert res.returncode == 0, res.stderr
+        assert "quickstart: completed" in res.stdout and "correct.avg@1 = 0.900" in res.stdout
+        run_dir = next((out / "quickstart").iterdir())
+        shown = acx("results", "show", str(run_dir), cwd=tmp_path)
+        assert shown.returncode == 0 and "| division | 2 | 50.0% |" in shown.stdout
+        js = json.loads(acx("results", "show", str(run_dir), "--format", "json", cwd=tmp_path).stdout)
+        assert js["status"] == "completed" and js["tasks"]["normal"] == 10
+
+
+def test_run_from_compiled_plan(tmp_path: Path) -> None:
+    plan = tmp_path / "plan.json"
+    res = acx("compile", str(REPO / "examples" / "quickstart.acx"), "-o", str(plan), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    res = acx("run", str(plan), "--results-dir", str(tmp_path / "res"), "--progress", "none", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr + res.stdout
+    # a tampered plan is refused before anything runs
+    text = plan.read_text().replace('"run_timeout_seconds":30.0', '"run_timeout_seconds":31.0')
+    plan.write_text(text)
+    res = acx("run", str(plan), "--results-dir", str(tmp_path / "res2"), cwd=tmp_path)
+    assert res.returncode == 2 and "content hash mismatch" in res.stderr and not (tmp_path / "res2").exists()
+
+
+def test_missing_env_var_exits_2_before_anything_runs(tmp_path: Path) -> None:
+    # contract V1: names only, exit 2, no results directory.
+    spec = write_spec(
+        tmp_path, n=1, command="echo 0", extra_env=", run_env_variables: {TOKEN: '${ACX_TEST_SECRET_TOKEN}'}"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "ACX_TEST_SECRET_TOKEN"}
+    res = subprocess.run(
+        [sys.executable, "-m", "acx", "run", str(spec)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 2, res.stderr
+    assert "ACX_TEST_SECRET_TOKEN" in res.stderr and "Traceback" not in res.stderr
+    assert not (tmp_path / "results").exists()
+
+
+def test_bad_input_no_traceback(tmp_path: Path) -> None:
+    res = acx("run", "--resume", str(tmp_path), cwd=tmp_path)
+    assert res.returncode == 2 and "E0603" in res.stderr and "Traceback" not in res.stderr
+    res = acx("run", cwd=tmp_path)
+    assert res.returncode == 2 and "needs SPEC" in res.stderr
+
+
+def test_sigterm_ignoring_command_is_gone_after_its_deadline(tmp_path: Path) -> None:
+    # contract T3: the timed-out agent and its children are killed in the sandbox.
+    pids = tmp_path / "pids"
+    spec = write_spec(
+        tmp_path,
+        n=1,
+        run_timeout=1,
+        command=f"trap '' TERM; sleep 300 & echo $! >> {pids}; echo $$ >> {pids}; wait",
+    )
+    res = acx("run", str(spec), "--progress", "none", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    listed = [int(p) for p in pids.read_text().split()]
+    assert len(listed) == 2 and not any(_alive(p) for p in listed)
+    result = json.loads(next((_run_dir(tmp_path) / "details").glob("*/*/attempt-1/result.json")).read_text())
+    assert "harness_timeout" in [i["code"] for i in result["issues"]]
+
+
+def _wait_for(pred, timeout: float = 30) -> None:  # type: ignore[no-untyped-def]
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return
+        time.sleep(0.05)
+    raise AssertionError("condition not reached")
+
+
+def test_sigint_cancels_cleanly(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    spec = write_spec(tmp_path, n=4, command=f"echo $$ >> {pids}; sleep 120")
+    proc = spawn("run", str(spec), cwd=tmp_path)
+    _wait_for(lambda: pids.exists() and len(pids.read_text().split()) >= 2)
+    started = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert time.monotonic() - started < 10
+    d = _run_dir(tmp_path)
+    assert json.loads((d / "run_info.json").read_text())["status"] == "cancelled"
+    assert list((d / ".env-resources").iterdir()) == []  # no live session
+    assert not any(_alive(int(p)) for p in pids.read_text().split())
+    assert "cancelling" in err
+
+
+@pytest.mark.slow
+def test_sigkill_then_resume_runs_every_task_exactly_once(tmp_path: Path) -> None:
+    log = tmp_path / "agent.log"
+    spec = write_spec(
+        tmp_path,
+        n=8,
+        concurrency=2,
+        command=f"python3 -c 'import sys; print(sys.stdin.read().split()[2])'; "
+        f"echo $ACX_TASK_ID >> {log}; sleep 0.4",
+    )
+    proc = spawn("run", str(spec), cwd=tmp_path)
+    _wait_for(
+        lambda: (
+            (tmp_path / "results" / "r").exists()
+            and len(list((tmp_path / "results" / "r").glob("*/details/normal/*/task.json"))) >= 3
+        )
+    )
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    d = _run_dir(tmp_path)
+    done_before = {json.loads(p.read_text())["task_id"] for p in d.glob("details/normal/*/task.json")}
+    assert 3 <= len(done_before) < 8
+    time.sleep(0.6)  # orphaned agents of the killed run finish their sleep
+    res = acx("run", "--resume", str(d), "--progress", "none", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr + res.stdout
+    finals = [json.loads(p.read_text())["task_id"] for p in d.glob("details/*/*/task.json")]
+    assert sorted(finals) == [f"q{i}" for i in range(8)]  # every task exactly once
+    assert list(d.glob("details/running/*")) == []
+    ran = log.read_text().split()
+    for task_id in done_before:
+        assert ran.count(task_id) == 1, f"{task_id} was run again after resume"
+    metrics = json.loads((d / "metrics.json").read_text())
+    assert metrics["counts"]["tasks"] == 8 and metrics["metrics"]["correct.avg@1"] == 1.0

@@ -1,0 +1,303 @@
+"""Phases, deadlines and statuses on the fake driver and trio's MockClock (T3, S2, E, V2)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import trio
+from interp_helpers import FakeBench, PyHarness, program, read_results, run, run_dir, tasks
+
+from acx.drivers.fake import FakeDriver
+from acx.ir import EnvironmentSpec, ExecutionIssue, ExecutionSpec, NetworkPolicy, RunResult
+
+
+def _phases(events: list[Any], task_id: str = "t0") -> list[str]:
+    return [e.phase for e in events if e.event == "phase_changed" and e.task_id == task_id]
+
+
+def test_phase_order_and_release(tmp_path: Path) -> None:
+    # contract T3, E1: every phase is an event, in lifecycle order; the session is released.
+    events: list[Any] = []
+    driver = FakeDriver()
+    result = run([program(FakeBench(), PyHarness(), tasks(1), driver=driver)], tmp_path, events=events)
+    assert result.status == "completed" and result.exit_code == 0
+    assert _phases(events) == [
+        "open_environment",
+        "prepare_task",
+        "start_harness",
+        "run_harness",
+        "collect_harness_result",
+        "release",
+        "evaluate",
+    ]
+    assert driver.live_sessions() == [] and len(driver.closed) == 1
+    assert not list((run_dir(result) / ".env-resources").iterdir())
+
+
+def test_open_request_labels(tmp_path: Path) -> None:
+    # The labels `acx gc` relies on are on every OpenRequest.
+    import os
+
+    driver = FakeDriver()
+    result = run([program(FakeBench(), PyHarness(), tasks(1), driver=driver)], tmp_path)
+    labels = driver.opened[0].labels
+    assert labels["acx.run_id"] == result.requests[0].run_id
+    assert (
+        labels["acx.pid"] == str(os.getpid()) and labels["acx.task"] == "t0" and labels["acx.attempt"] == "1"
+    )
+    assert {"acx.request", "acx.session", "acx.host"} <= set(labels)
+
+
+def test_harness_watchdog_is_T_plus_compensation(tmp_path: Path) -> None:
+    # contract T3: the harness gets T; the watchdog around it is T + compensation.
+    seen: dict[str, float] = {}
+
+    async def hang(prepared: Any, session: Any, plan: Any) -> RunResult:
+        seen["start"] = trio.current_time()
+        try:
+            await trio.sleep_forever()
+        finally:
+            seen["end"] = trio.current_time()
+        raise AssertionError
+
+    harness = PyHarness(hang)
+    ex = ExecutionSpec(run_timeout_seconds=100, run_timer_compensation_seconds=20)
+    result = run([program(FakeBench(), harness, tasks(1), execution=ex)], tmp_path)
+    assert seen["end"] - seen["start"] == 120
+    res = read_results(run_dir(result))["t0"][0]
+    assert any(i["code"] == "run_timeout" and i["severity"] == "error" for i in res["issues"])
+    assert res["telemetry"]["timed_out"] is True
+    assert harness.collected == 1 and harness.closed == 1  # collection and cleanup still ran
+    assert res["status"] == "run_error"
+
+
+def test_harness_free_run_task_gets_T_exactly(tmp_path: Path) -> None:
+    # contract T3: a harness-free benchmark's run_task gets T exactly (no compensation).
+    seen: dict[str, float] = {}
+
+    async def run_task(task: Any, session: Any, plan: Any) -> RunResult:
+        seen["start"] = trio.current_time()
+        try:
+            await trio.sleep_forever()
+        finally:
+            seen["end"] = trio.current_time()
+        raise AssertionError
+
+    bench = FakeBench(run_task=run_task, harness_free=True)
+    ex = ExecutionSpec(run_timeout_seconds=50, run_timer_compensation_seconds=20)
+    run([program(bench, PyHarness(), tasks(1), execution=ex)], tmp_path)
+    assert seen["end"] - seen["start"] == 50
+
+
+def test_collect_result_has_its_own_unscaled_budget(tmp_path: Path) -> None:
+    # contract T3: collect_result is bounded by runresult_collect_timeout_seconds, the error is kept.
+    seen: dict[str, float] = {}
+
+    async def slow_collect(prepared: Any, session: Any, partial: Any) -> Any:
+        seen["start"] = trio.current_time()
+        try:
+            await trio.sleep_forever()
+        finally:
+            seen["end"] = trio.current_time()
+
+    ex = ExecutionSpec(runresult_collect_timeout_seconds=60, timeout_multiplier=3.0)
+    result = run([program(FakeBench(), PyHarness(collect=slow_collect), tasks(1), execution=ex)], tmp_path)
+    assert seen["end"] - seen["start"] == 60
+    res = read_results(run_dir(result))["t0"][0]
+    assert [i["code"] for i in res["issues"]] == ["collect_timeout"]
+
+
+def test_evaluation_timeout_uses_benchmark_timeout_metrics(tmp_path: Path) -> None:
+    # contract T3: on evaluation timeout, the benchmark's timeout metrics plus an error issue.
+    async def slow_eval(task: Any, result: Any, session: Any) -> Any:
+        await trio.sleep(10_000)
+
+    bench = FakeBench(evaluate=slow_eval, timeout_metrics={"correct": False})
+    ex = ExecutionSpec(evaluation_timeout_seconds=30)
+    result = run([program(bench, PyHarness(), tasks(1), execution=ex)], tmp_path)
+    res = read_results(run_dir(result))["t0"][0]
+    assert res["metrics"] == {"correct": False}
+    assert res["status"] == "eval_error"
+    assert [i["code"] for i in res["issues"]] == ["evaluation_timeout"]
+
+
+def test_evaluation_timeout_without_timeout_metrics_has_no_score(tmp_path: Path) -> None:
+    # contract S2: no declared timeout metrics → no score (never a silent 0).
+    async def slow_eval(task: Any, result: Any, session: Any) -> Any:
+        await trio.sleep(10_000)
+
+    ex = ExecutionSpec(evaluation_timeout_seconds=30)
+    result = run([program(FakeBench(evaluate=slow_eval), PyHarness(), tasks(1), execution=ex)], tmp_path)
+    assert read_results(run_dir(result))["t0"][0]["metrics"] == {}
+
+
+def test_timed_out_command_is_killed_in_the_sandbox(tmp_path: Path) -> None:
+    # contract T3: a deadline kills the command in the sandbox, not just the coroutine.
+    driver = FakeDriver()
+
+    async def run_cmd(prepared: Any, session: Any, plan: Any) -> RunResult:
+        await session.exec("sleep 1000 & wait", shell=True)
+        raise AssertionError("exec should have been cancelled by the watchdog")
+
+    ex = ExecutionSpec(run_timeout_seconds=5, run_timer_compensation_seconds=1)
+    run([program(FakeBench(), PyHarness(run_cmd), tasks(1), driver=driver, execution=ex)], tmp_path)
+    session = next(iter(driver.sessions.values()))
+    assert session.alive == {}
+
+
+def test_statuses_per_phase(tmp_path: Path) -> None:
+    # contract S2: run-side errors → run_error, evaluation errors → eval_error, both → combined;
+    # a valid 0 is completed, not an error.
+    async def execute(prepared: Any, session: Any, plan: Any) -> RunResult:
+        issues = []
+        if prepared.task_id in ("t1", "t2"):
+            issues.append(ExecutionIssue(severity="error", phase="run", code="agent_exit_nonzero"))
+        return RunResult(task_id=prepared.task_id, final_answer="wrong", issues=issues)
+
+    async def evaluate(task: Any, result: Any, session: Any) -> Any:
+        issues = list(result.issues)
+        if task.task_id in ("t2", "t3"):
+            issues.append(ExecutionIssue(severity="error", phase="evaluate", code="judge_failed"))
+            return msgspec.structs.replace(result, issues=issues)
+        return msgspec.structs.replace(result, metrics={"correct": False}, issues=issues)
+
+    result = run([program(FakeBench(evaluate=evaluate), PyHarness(execute), tasks(4))], tmp_path)
+    res = read_results(run_dir(result))
+    assert res["t0"][0]["status"] == "completed" and res["t0"][0]["metrics"] == {"correct": False}
+    assert res["t1"][0]["status"] == "run_error"
+    assert res["t2"][0]["status"] == "run_error_or_eval_error"
+    assert res["t3"][0]["status"] == "eval_error"
+    assert (run_dir(result) / "details" / "normal").joinpath  # state dirs exist
+    assert result.requests[0].status == "completed"  # errors are not fatal: the score stands
+
+
+def test_fatal_issue_fails_the_request_and_skips_evaluation(tmp_path: Path) -> None:
+    # S1/S2: a final FATAL issue invalidates the official score (request failed, exit 1).
+    async def boom(prepared: Any, session: Any, plan: Any) -> RunResult:
+        raise RuntimeError("agent crashed")
+
+    bench = FakeBench()
+    result = run([program(bench, PyHarness(boom), tasks(2))], tmp_path)
+    assert result.status == "failed" and result.exit_code == 1
+    assert ("evaluate", "t0") not in bench.calls
+    res = read_results(run_dir(result))["t0"][0]
+    assert res["issues"][0]["code"] == "harness_failed" and res["issues"][0]["severity"] == "fatal"
+    metrics = (run_dir(result) / "metrics.json").read_text()
+    assert '"evaluation_failed": true' in metrics
+    assert (run_dir(result) / "details" / "fatal").is_dir() and len(
+        list((run_dir(result) / "details" / "fatal").iterdir())
+    ) == 2
+
+
+def test_open_failure_is_fatal_setup_issue(tmp_path: Path) -> None:
+    driver = FakeDriver(fail_open=5)
+    result = run([program(FakeBench(), PyHarness(), tasks(1), driver=driver)], tmp_path)
+    res = read_results(run_dir(result))["t0"][0]
+    assert res["issues"][0]["code"] == "environment_failed" and res["issues"][0]["phase"] == "setup"
+    assert not list((run_dir(result) / ".env-resources").iterdir())
+
+
+def test_keep_environment_keeps_session_and_record(tmp_path: Path) -> None:
+    driver = FakeDriver()
+    ex = ExecutionSpec(keep_environment=True)
+    result = run([program(FakeBench(), PyHarness(), tasks(1), driver=driver, execution=ex)], tmp_path)
+    assert driver.closed == [] and len(driver.live_sessions()) == 1
+    records = list((run_dir(result) / ".env-resources").glob("*.json"))
+    assert len(records) == 1 and '"kept"' in records[0].read_text()
+
+
+def test_reuse_mode_switches_network_policy_for_evaluation(tmp_path: Path) -> None:
+    # P6/H4: evaluation in the run session switches to the evaluation policy, then restores.
+    driver = FakeDriver()
+    env = EnvironmentSpec(id="fake")
+    overrides = {
+        "evaluation_environment_mode": "reuse",
+        "run_network_policy": NetworkPolicy(network_mode="no-network"),
+        "evaluation_network_policy": NetworkPolicy(network_mode="public"),
+    }
+    run(
+        [
+            program(
+                FakeBench(), PyHarness(), tasks(1), driver=driver, environment=env, plan_overrides=overrides
+            )
+        ],
+        tmp_path,
+    )
+    modes = [m for _, m in driver.policy_log]
+    assert modes == ["no-network", "public"]
+
+
+def test_fresh_mode_opens_a_second_session(tmp_path: Path) -> None:
+    driver = FakeDriver()
+    env = EnvironmentSpec(id="fake")
+    seen: list[Any] = []
+
+    async def evaluate(task: Any, result: Any, session: Any) -> Any:
+        seen.append(session.id if session else None)
+        return msgspec.structs.replace(result, metrics={"correct": True})
+
+    overrides = {"evaluation_environment_mode": "fresh", "evaluation_environment": env}
+    run(
+        [
+            program(
+                FakeBench(evaluate=evaluate),
+                PyHarness(),
+                tasks(1),
+                driver=driver,
+                environment=env,
+                plan_overrides=overrides,
+            )
+        ],
+        tmp_path,
+    )
+    assert len(driver.opened) == 2 and driver.opened[1].labels["acx.role"] == "evaluate"
+    assert seen == [driver.opened[1].session_id]
+    assert driver.live_sessions() == []
+
+
+def test_env_scopes_per_phase(tmp_path: Path) -> None:
+    # contract V2: run vars only for agent commands, evaluation vars only for evaluation,
+    # public vars everywhere; preparation sees public vars only.
+    env = EnvironmentSpec(
+        id="fake",
+        env_variables={"PUB": "p"},
+        run_env_variables={"RUNV": "${RUN_SECRET}"},
+        evaluation_env_variables={"EVALV": "e"},
+    )
+    seen: dict[str, str] = {}
+
+    async def prepare(task: Any, session: Any) -> None:
+        res = await session.exec(["printenv"])
+        seen["prepare"] = res.stdout
+
+    async def execute(prepared: Any, session: Any, plan: Any) -> RunResult:
+        seen["run"] = (await session.exec(["printenv"])).stdout
+        return RunResult(task_id=prepared.task_id, final_answer="x")
+
+    async def evaluate(task: Any, result: Any, session: Any) -> Any:
+        seen["evaluate"] = (await session.exec(["printenv"])).stdout
+        return msgspec.structs.replace(result, metrics={"correct": True})
+
+    bench = FakeBench(prepare=prepare, evaluate=evaluate)
+    result = run(
+        [
+            program(
+                bench,
+                PyHarness(execute),
+                tasks(1),
+                environment=env,
+                plan_overrides={"evaluation_environment_mode": "reuse"},
+            )
+        ],
+        tmp_path,
+        environ={"RUN_SECRET": "s3cr3t-value"},
+    )
+    assert "PUB=p" in seen["prepare"] and "RUNV" not in seen["prepare"] and "EVALV" not in seen["prepare"]
+    assert "RUNV=s3cr3t-value" in seen["run"] and "EVALV" not in seen["run"]
+    assert "EVALV=e" in seen["evaluate"] and "RUNV" not in seen["evaluate"]
+    # resolved values never reach the results
+    for p in run_dir(result).rglob("*"):
+        if p.is_file():
+            assert "s3cr3t-value" not in p.read_text(errors="replace"), p

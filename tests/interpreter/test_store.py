@@ -1,0 +1,185 @@
+"""Results store: layout, atomic writes, resume in place, reuse into a new run (reference §4)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from interp_helpers import FakeBench, PyHarness, program, read_results, run, run_dir, tasks
+
+from acx.errors import AcxResultsError
+from acx.interpreter._fs import atomic_write_json, task_dir_name
+from acx.interpreter._store import RunStore
+from acx.ir import AttemptsSpec, ExecutionSpec, OutputSpec, RunResult
+
+
+def test_layout(tmp_path: Path) -> None:
+    result = run([program(FakeBench(), PyHarness(), tasks(2))], tmp_path)
+    d = run_dir(result)
+    assert d.parent.name == "req" and d.parent.parent == tmp_path / "results"
+    for name in (
+        "run_info.json",
+        "metrics.json",
+        "summary.md",
+        "progress.jsonl",
+        "progress.json",
+        "run.log",
+        "journal.jsonl",
+    ):
+        assert (d / name).is_file(), name
+    td = d / "details" / "normal" / task_dir_name("t0")
+    task = json.loads((td / "task.json").read_text())
+    assert task["schema_version"] == "acx.task.v1" and task["attempts"] == {"1": "attempt-1"}
+    assert task["attempt_plan"] == {"k": 1, "strategy": "avg"}
+    assert json.loads((td / "attempt-1" / "result.json").read_text())["metrics"] == {"correct": True}
+    assert list((d / "details" / "running").iterdir()) == []
+
+
+def test_task_dir_names_are_safe_and_unique() -> None:
+    a, b = task_dir_name("a/b"), task_dir_name("a_b")
+    assert "/" not in a and a != b and a.startswith("a_b--")
+    assert len(task_dir_name("x" * 500)) <= 80 + 2 + 16
+
+
+def test_atomic_write_leaves_no_temp_files(tmp_path: Path) -> None:
+    target = tmp_path / "x.json"
+    atomic_write_json(target, {"a": 1})
+    atomic_write_json(target, {"a": 2})
+    assert json.loads(target.read_text()) == {"a": 2}
+    assert [p.name for p in tmp_path.iterdir()] == ["x.json"]
+    assert oct(target.stat().st_mode & 0o777) == oct(0o644)
+
+
+def test_explicit_run_id_must_not_exist(tmp_path: Path) -> None:
+    RunStore.create(tmp_path, "ns", run_id="r1")
+    with pytest.raises(AcxResultsError) as info:
+        RunStore.create(tmp_path, "ns", run_id="r1")
+    assert "--reuse" in (info.value.help or "")
+
+
+def _counting(sleep_for: dict[str, float]) -> tuple[PyHarness, list[str]]:
+    calls: list[str] = []
+
+    async def execute(prepared: Any, session: Any, plan: Any) -> RunResult:
+        calls.append(f"{prepared.task_id}#{plan.attempt}")
+        await trio.sleep(sleep_for.get(prepared.task_id, 1))
+        return RunResult(task_id=prepared.task_id, final_answer=prepared.input.prompt.upper())
+
+    return PyHarness(execute), calls
+
+
+def test_resume_runs_only_unfinished_attempts(tmp_path: Path) -> None:
+    # A run cut short (deadline) then resumed in place: every task exactly once, nothing redone.
+    slow = {"t3": 100, "t4": 100}
+    harness, _ = _counting(slow)
+    ex = ExecutionSpec(attempts=AttemptsSpec(k=2))
+    first = run(
+        [program(FakeBench(), harness, tasks(5), execution=ex)],
+        tmp_path,
+        timeout_seconds=10,
+        task_concurrency=5,
+    )
+    assert first.status == "timed_out"
+    d = run_dir(first)
+    done_first = set(read_results(d))
+    assert done_first == {"t0", "t1", "t2"}
+    harness2, calls2 = _counting({})
+    second = run(
+        [program(FakeBench(), harness2, tasks(5), execution=ex)],
+        tmp_path,
+        resume_dirs={"req": str(d)},
+        task_concurrency=5,
+    )
+    assert second.status == "completed" and run_dir(second) == d
+    assert sorted(calls2) == ["t3#1", "t3#2", "t4#1", "t4#2"]
+    results = read_results(d)
+    assert sorted(results) == [f"t{i}" for i in range(5)] and all(len(v) == 2 for v in results.values())
+    assert json.loads((d / "metrics.json").read_text())["counts"]["tasks"] == 5
+    kinds = [json.loads(line)["kind"] for line in (d / "journal.jsonl").read_text().splitlines()]
+    assert "run_resumed" in kinds
+
+
+def test_resume_keeps_finished_attempt_of_unfinished_task(tmp_path: Path) -> None:
+    # Attempt 1 finished, attempt 2 was interrupted: only attempt 2 runs again.
+    calls: list[int] = []
+
+    async def execute(prepared: Any, session: Any, plan: Any) -> RunResult:
+        calls.append(plan.attempt)
+        await trio.sleep(1 if plan.attempt == 1 else 1000)
+        return RunResult(task_id=prepared.task_id, final_answer="Q0")
+
+    ex = ExecutionSpec(attempts=AttemptsSpec(k=2))
+    first = run(
+        [program(FakeBench(), PyHarness(execute), tasks(1), execution=ex)], tmp_path, timeout_seconds=10
+    )
+    d = run_dir(first)
+    assert (d / "details" / "running" / task_dir_name("t0") / "attempt-1" / "result.json").is_file()
+    calls.clear()
+
+    async def quick(prepared: Any, session: Any, plan: Any) -> RunResult:
+        calls.append(plan.attempt)
+        return RunResult(task_id=prepared.task_id, final_answer="Q0")
+
+    run(
+        [program(FakeBench(), PyHarness(quick), tasks(1), execution=ex)],
+        tmp_path,
+        resume_dirs={"req": str(d)},
+    )
+    assert calls == [2]
+    assert len(read_results(d)["t0"]) == 2
+
+
+def test_reuse_copies_finished_tasks_into_a_new_run(tmp_path: Path) -> None:
+    harness, _ = _counting({})
+    first = run([program(FakeBench(), harness, tasks(3))], tmp_path)
+    src = run_dir(first)
+    harness2, calls2 = _counting({})
+    second = run([program(FakeBench(), harness2, tasks(4))], tmp_path, reuse={"req": src.name})
+    dst = run_dir(second)
+    assert dst != src and calls2 == ["t3#1"]
+    results = read_results(dst)
+    assert sorted(results) == ["t0", "t1", "t2", "t3"]
+    assert results["t0"][0]["artifacts"]["reuse_history"]["source_run"] == src.name
+    info = json.loads((dst / "run_info.json").read_text())
+    assert info["reused_from"]["run_id"] == src.name and "t0" in info["resolved_execution_plans"]
+    assert not os.path.samefile(dst / "details", src / "details")
+
+
+def test_reuse_refuses_a_different_attempt_plan(tmp_path: Path) -> None:
+    first = run([program(FakeBench(), PyHarness(), tasks(1))], tmp_path)
+    ex = ExecutionSpec(attempts=AttemptsSpec(k=2))
+    with pytest.raises(AcxResultsError) as info:
+        run(
+            [program(FakeBench(), PyHarness(), tasks(1), execution=ex)],
+            tmp_path,
+            reuse={"req": run_dir(first).name},
+        )
+    assert info.value.code == "E0608"
+
+
+def test_reuse_reruns_retry_eligible_failures(tmp_path: Path) -> None:
+    async def boom(prepared: Any, session: Any, plan: Any) -> RunResult:
+        raise RuntimeError("flaky")
+
+    first = run([program(FakeBench(), PyHarness(boom), tasks(1))], tmp_path)
+    harness, calls = _counting({})
+    ex = ExecutionSpec(max_retries=1)
+    run([program(FakeBench(), harness, tasks(1), execution=ex)], tmp_path, reuse={"req": None})
+    assert calls == ["t0#1"]
+    assert run_dir(first).exists()
+
+
+def test_explicit_output_run_id(tmp_path: Path) -> None:
+    p = program(FakeBench(), PyHarness(), tasks(1))
+    p.request = p.request.__class__(
+        **{
+            **{f: getattr(p.request, f) for f in p.request.__struct_fields__},
+            "output": OutputSpec(run_id="mine"),
+        }
+    )
+    result = run([p], tmp_path)
+    assert run_dir(result).name == "mine"
