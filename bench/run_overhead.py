@@ -52,10 +52,22 @@ def run_acx(spec: Path) -> tuple[float, str]:
     from acx.cli._run import build_programs
     from acx.interpreter import run_orchestration
 
-    args = argparse.Namespace(config=[], task_concurrency=None, execution_params=None, runtime_params=None,
-                              results_dir=None, timeout_seconds=None, cleanup_grace_seconds=None, progress=None,
-                              max_retries=None, k=None, attempt_strategy=None, keep_environment=None, tasks=None,
-                              run_id=None)
+    args = argparse.Namespace(
+        config=[],
+        task_concurrency=None,
+        execution_params=None,
+        runtime_params=None,
+        results_dir=None,
+        timeout_seconds=None,
+        cleanup_grace_seconds=None,
+        progress=None,
+        max_retries=None,
+        k=None,
+        attempt_strategy=None,
+        keep_environment=None,
+        tasks=None,
+        run_id=None,
+    )
     start = time.perf_counter()
     orch, programs = build_programs(args, str(spec))
     result = trio.run(lambda: run_orchestration(orch, programs, environ=os.environ))
@@ -70,8 +82,14 @@ async def bare_loop(n: int, concurrency: int) -> None:
     async def one() -> None:
         async with limiter:
             with tempfile.TemporaryDirectory() as d:
-                await trio.run_process(COMMAND, cwd=d, capture_stdout=True, capture_stderr=True,
-                                       stdin=subprocess.DEVNULL, start_new_session=True)
+                await trio.run_process(
+                    COMMAND,
+                    cwd=d,
+                    capture_stdout=True,
+                    capture_stderr=True,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
 
     async with trio.open_nursery() as nursery:
         for _ in range(n):

@@ -15,6 +15,7 @@ This module imports nothing but the standard library: it is the one piece every 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -109,11 +110,34 @@ def _source_lines(file: str, sources: dict[str, str] | None) -> list[str] | None
         return None
 
 
+#: ``key: value`` / ``key = value`` where the key is a secret by the redaction rules (reference
+#: §2.2: ``api_key``, ``token``, ``password``, ``*_key``, ``*_secret``, ``*_token``, ...).
+_SECRET_ASSIGNMENT = re.compile(
+    r"""(?P<key>(?<![A-Za-z0-9_-])["']?[A-Za-z0-9_-]*?"""
+    r"""(?:_key|_secret|_token|_jwt|_password|password|token|authorization|cookie|jwt|aksk|token_id)"""
+    r"""["']?\s*[:=]\s*)(?P<value>"[^"]*"|'[^']*'|[^\s,}\]#]+)""",
+    re.IGNORECASE,
+)
+
+
+def _mask_secrets(line: str) -> str:
+    """Hide literal secret values in a code-frame line (same length, so carets stay aligned)."""
+
+    def mask(m: re.Match[str]) -> str:
+        key, value = m.group("key"), m.group("value")
+        # References are not secrets: ${VAR}, and .acx calls such as secret("X") / env("X").
+        if "${" in value or "(" in value or key.strip("\"' :=").lower() == "wrap_api_key":
+            return m.group(0)
+        return key + "*" * len(value)
+
+    return _SECRET_ASSIGNMENT.sub(mask, line)
+
+
 def _frame(span: Span, sources: dict[str, str] | None, label: str = "") -> list[str]:
     lines = _source_lines(span.file, sources)
     if lines is None or not (1 <= span.line <= len(lines)):
         return []
-    text = lines[span.line - 1].expandtabs(1)
+    text = _mask_secrets(lines[span.line - 1]).expandtabs(1)
     gutter = str(span.line)
     pad = " " * len(gutter)
     width = 1

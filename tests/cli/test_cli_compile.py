@@ -139,7 +139,7 @@ def test_text_view_shows_sources_and_hides_defaults(setup, capsys) -> None:
     assert main(["compile", "orch.yaml"]) == 0
     out = capsys.readouterr().out
     assert "execution.run_timeout_seconds = 1800.0" in out and "request `swe-verified`  orch.yaml:" in out
-    assert "values at their defaults hidden" in out
+    assert "at defaults (hidden; --full shows them)" in out
     assert main(["compile", "orch.yaml", "--full"]) == 0
     assert "hidden" not in capsys.readouterr().out
 
@@ -197,3 +197,28 @@ def test_json_errors_with_format_json(setup, capsys, write) -> None:
     payload = json.loads(capsys.readouterr().out)
     assert payload["valid"] is False and payload["diagnostics"][0]["code"] == "E0204"
     assert payload["diagnostics"][0]["span"]["line"] == 17
+
+
+def test_acx_files_work_as_config_layers(setup, capsys, write) -> None:  # contract R4 (any front end)
+    pytest.importorskip("acx.compiler._acx_lower")
+    write("layer.acx", "execution {\n  max_retries = 7\n}\n")
+    payload = _json(capsys, ["compile", "orch.yaml", "--config", "layer.acx", "--format", "json", "--full"])
+    swe = payload["requests"][0]
+    assert swe["execution"]["max_retries"] == 2  # defaults.execution still beats any config layer
+    chain = swe["provenance"]["execution.max_retries"]
+    assert [c["source"].split(":")[0] for c in chain] == ["ExecutionSpec default", "layer.acx", "orch.yaml"]
+    assert chain[1]["value"] == 7 and chain[1]["layer"] == "--config"
+
+
+def test_code_frames_never_print_literal_secrets(setup, capsys, write) -> None:  # reference §2.2
+    write(
+        "orch.yaml",
+        "version: 1\nrequests:\n  - name: a\n    model: {id: m, api_key: sk-literal-9, bogus: 1}\n"
+        "    benchmark: {id: exact_match, dataset: q}\n    harness: {id: none}\n",
+    )
+    assert main(["compile", "orch.yaml"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown key `bogus`" in err and "sk-literal-9" not in err
+    frame = next(ln for ln in err.splitlines() if "api_key" in ln)
+    caret = next(ln for ln in err.splitlines() if ln.strip().endswith("^^^^^"))
+    assert frame.index("bogus") == caret.index("^")  # masking keeps the columns

@@ -13,9 +13,7 @@ def _span(rel):
 
 
 def test_whole_field_reference_is_substituted() -> None:  # contract R6
-    out, info = interpolate(
-        {"base_url": "${URL}", "n": 3}, {"URL": "http://m"}, span_of=_span, abs_prefix=("model",)
-    )
+    out, info = interpolate({"base_url": "${URL}", "n": 3}, {"URL": "http://m"}, span_of=_span, abs_prefix=("model",))
     assert out == {"base_url": "http://m", "n": 3}
     assert info.env_inputs == {"URL"} and info.substituted == {("base_url",): "URL"}
     assert not info.diagnostics
@@ -24,9 +22,7 @@ def test_whole_field_reference_is_substituted() -> None:  # contract R6
 def test_missing_variable_is_an_error_naming_it_not_a_value() -> None:  # contract R6
     _, info = interpolate({"base_url": "${NOPE}"}, {"OTHER": "s3cret"}, span_of=_span)
     (diag,) = info.diagnostics
-    assert (
-        diag.code == "E0302" and "NOPE" in diag.message and "s3cret" not in diag.message + (diag.help or "")
-    )
+    assert diag.code == "E0302" and "NOPE" in diag.message and "s3cret" not in diag.message + (diag.help or "")
 
 
 def test_embedded_reference_is_rejected_with_the_fix() -> None:  # contract R6
@@ -45,18 +41,14 @@ def test_env_maps_keep_references_verbatim() -> None:  # contract V1
 
 
 def test_sensitive_positions_keep_the_reference_but_require_the_variable() -> None:
-    out, info = interpolate(
-        {"api_key": "${KEY}", "id": "m"}, {"KEY": "sk-1"}, span_of=_span, abs_prefix=("model",)
-    )
+    out, info = interpolate({"api_key": "${KEY}", "id": "m"}, {"KEY": "sk-1"}, span_of=_span, abs_prefix=("model",))
     assert out["api_key"] == "${KEY}" and info.secret_refs == {"KEY"} and not info.env_inputs
     _, missing = interpolate({"api_key": "${KEY}"}, {}, span_of=_span)
     assert missing.diagnostics[0].code == "E0302"
 
 
 def test_front_end_secret_paths_are_sensitive_too() -> None:
-    out, info = interpolate(
-        {"base_url": "${U}"}, {"U": "x"}, span_of=_span, secret_paths=frozenset({("base_url",)})
-    )
+    out, info = interpolate({"base_url": "${U}"}, {"U": "x"}, span_of=_span, secret_paths=frozenset({("base_url",)}))
     assert out["base_url"] == "${U}" and info.secret_refs == {"U"}
 
 

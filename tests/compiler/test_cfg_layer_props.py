@@ -10,8 +10,7 @@ from acx.compiler._resolve import ConfigDoc, resolve_orchestration
 from acx.compiler._yaml import parse_yaml_text
 
 ORCH = (
-    "version: 1\nrequests:\n  - name: a\n    benchmark: {id: exact_match, dataset: q.jsonl}\n"
-    "    harness: {id: none}\n"
+    "version: 1\nrequests:\n  - name: a\n    benchmark: {id: exact_match, dataset: q.jsonl}\n    harness: {id: none}\n"
 )
 FIELDS = st.sampled_from(["max_retries", "run_timer_compensation_seconds"])
 LAYER = st.dictionaries(FIELDS, st.integers(0, 50), max_size=2)

@@ -18,9 +18,7 @@ def test_order_user_project_explicit(project, write, tmp_path_factory) -> None: 
     write("config.yaml", "execution: {max_retries: 2}\n")
     write("a.yaml", "{}\n")
     write("b.yaml", "{}\n")
-    layers = discover_config_layers(
-        ["b.yaml", "a.yaml"], cwd=str(project), environ={"XDG_CONFIG_HOME": str(xdg)}
-    )
+    layers = discover_config_layers(["b.yaml", "a.yaml"], cwd=str(project), environ={"XDG_CONFIG_HOME": str(xdg)})
     assert [layer.layer for layer in layers] == ["user config", "project config", "--config", "--config"]
     assert [os.path.basename(layer.path) for layer in layers] == [
         "config.yaml",

@@ -224,9 +224,7 @@ def test_missing_env_var_is_a_resolution_error(project, write) -> None:  # contr
     with pytest.raises(AcxResolutionError) as info:
         compile_orchestration("orch.yaml", environ={"MODEL_BASE_URL": "x"}, cwd=str(project))
     (diag,) = info.value.diagnostics
-    assert (
-        diag.code == "E0302" and "MODEL_API_KEY" in diag.message and str(diag.span).startswith("orch.yaml:8:")
-    )
+    assert diag.code == "E0302" and "MODEL_API_KEY" in diag.message and str(diag.span).startswith("orch.yaml:8:")
 
 
 def test_missing_required_param_after_layering(project, write) -> None:
@@ -240,9 +238,7 @@ def test_missing_required_param_after_layering(project, write) -> None:
     assert "dataset" in diag.message and str(diag.span) == "orch.yaml:3:5"
 
 
-def test_param_from_config_satisfies_required_and_environment_defaults_to_host_process(
-    project, write
-) -> None:
+def test_param_from_config_satisfies_required_and_environment_defaults_to_host_process(project, write) -> None:
     write(
         "orch.yaml",
         "version: 1\nrequests:\n  - name: a\n    benchmark: {id: exact_match}\n    harness: {id: none}\n",
@@ -309,3 +305,18 @@ def test_cli_params_are_validated(project, write) -> None:
 def test_output_namespace() -> None:  # reference §4
     assert output_namespace("swe verified/1") == "swe_verified_1"
     assert output_namespace("a.b=c-d_e") == "a.b=c-d_e"
+
+
+def test_recipe_dirs_are_recorded_in_metadata(project, write) -> None:  # contract R9, RC1
+    (project / "sub").mkdir()
+    write("sub/config.yaml", "runtime: {recipe_dirs: [./from-config]}\n")
+    write(
+        "orch.yaml",
+        "version: 1\nruntime: {recipe_dirs: [./my_recipes]}\nrequests:\n"
+        "  - {name: a, benchmark: {id: exact_match, dataset: q}, harness: {id: none}}\n",
+    )
+    compiled = compile_orchestration("orch.yaml", configs=["sub/config.yaml"], environ={}, cwd=str(project))
+    meta = compiled.orchestration.requests[0].request.metadata
+    assert meta.recipe_dirs == [str(project / "my_recipes")]  # the orchestration beats the config
+    assert meta.config_path == [str(project / "sub" / "config.yaml")]
+    assert compiled.orchestration.runtime.recipe_dirs == ["./my_recipes"]

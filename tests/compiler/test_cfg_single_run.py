@@ -62,9 +62,7 @@ def test_single_run_explicit_reuse_and_model_secret(project) -> None:  # contrac
 
 def test_single_run_errors_name_the_flag(project) -> None:
     with pytest.raises(AcxUserError) as info:
-        compile_run(
-            "exact_match", "none", "m", benchmark_params={"datset": "q"}, environ={}, cwd=str(project)
-        )
+        compile_run("exact_match", "none", "m", benchmark_params={"datset": "q"}, environ={}, cwd=str(project))
     diag = info.value.diagnostics[0]
     assert diag.path == "--benchmark-params datset" and diag.help == "did you mean `dataset`?"
     with pytest.raises(AcxUserError) as info:

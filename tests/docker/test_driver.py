@@ -36,6 +36,14 @@ def _run(fn: Any) -> Any:
     return trio.run(fn)
 
 
+async def _wait_listening(session: Any, port: int) -> None:
+    """Poll from inside ``session`` until a server listens on ``port`` (no fixed sleeps)."""
+    check = f"import socket; socket.create_connection(('127.0.0.1', {port}), 1)"
+    with trio.fail_after(20):
+        while not (await session.exec(["python3", "-c", check])).ok:
+            await trio.sleep(0.1)
+
+
 def test_labels_on_container_and_network(run_label: str, docker_driver: Any) -> None:
     # contract E1: everything the driver creates is labelled (session, pid, host, caller labels)
     async def main() -> None:
@@ -90,7 +98,7 @@ def test_public_sessions_are_isolated_from_each_other(run_label: str, docker_dri
             )
             # b listens; a (another network) must not reach it, b itself can.
             await b.exec("nohup python3 -m http.server 8000 >/dev/null 2>&1 &", shell=True)
-            await trio.sleep(0.5)
+            await _wait_listening(b, 8000)
             assert (await b.exec(["python3", "-c", probe])).stdout.strip() == "open"
             assert (await a.exec(["python3", "-c", probe], timeout=10)).stdout.strip() == "unreachable"
         finally:
@@ -164,7 +172,7 @@ def test_allowlist_enforced_through_egress_proxy(run_label: str, docker_driver: 
             api.connect_container_to_network(server.container_id, agent.network)
             info = api.inspect_container(server.container_id)
             ip = info["NetworkSettings"]["Networks"][agent.network]["IPAddress"]
-            await trio.sleep(0.5)
+            await _wait_listening(server, 8000)
 
             async def probe(target: str, mode: str) -> str:
                 res = await agent.exec(["python3", "-c", _PROXY_PROBE, target, mode], timeout=30)

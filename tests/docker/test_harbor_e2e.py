@@ -38,9 +38,7 @@ def _scores(results: Path, request: str) -> dict[str, float]:
 
 def test_oracle_idle_cheater(tmp_path: Path) -> None:
     # contract H1, H4, H5, A6, A7, V2: oracle 1, idle 0, a self-written reward still 0
-    proc = _acx(
-        "run", str(SPEC), "--results-dir", str(tmp_path / "results"), "--progress", "plain", cwd=tmp_path
-    )
+    proc = _acx("run", str(SPEC), "--results-dir", str(tmp_path / "results"), "--progress", "plain", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     tasks = {"hello-workdir", "fizzbuzz-fresh-verifier", "csv-partial-credit"}
     assert _scores(tmp_path / "results", "oracle") == dict.fromkeys(tasks, 1.0)
@@ -54,28 +52,17 @@ def test_oracle_idle_cheater(tmp_path: Path) -> None:
     assert [r for r in list_objects() if r.labels.get("acx.request") in ("oracle", "idle", "cheater")] == []
 
 
-def test_sigkill_mid_run_then_gc(tmp_path: Path) -> None:
-    # no debris: SIGKILL `acx run` while sandboxes are open, then `acx gc` removes every object
+def _killed_run(tmp_path: Path) -> int:
+    """Start `acx run` on sleeping agents, SIGKILL it once its sandboxes are up; its pid."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     spec = tmp_path / "slow.acx"
     spec.write_text(
         f'run slow {{\n  benchmark harbor {{ path = "{ROOT / "examples/harbor"}" }}\n'
         '  harness command { command = ["sleep", "120"] }\n  environment docker\n}\n'
     )
+    argv = [sys.executable, "-m", "acx", "run", str(spec), "--results-dir", str(tmp_path / "r")]
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "acx",
-            "run",
-            str(spec),
-            "--results-dir",
-            str(tmp_path / "r"),
-            "--progress",
-            "none",
-        ],
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        [*argv, "--progress", "none"], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
         deadline = time.monotonic() + 120
@@ -89,15 +76,33 @@ def test_sigkill_mid_run_then_gc(tmp_path: Path) -> None:
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-    assert [r for r in list_objects() if r.labels.get("acx.pid") == str(proc.pid)], "nothing to collect?"
+    return proc.pid
+
+
+def test_next_run_sweeps_orphans_of_a_crashed_run(tmp_path: Path) -> None:
+    # no debris: a new `acx run` on docker removes what a SIGKILLed run left, before it starts
+    pid = _killed_run(tmp_path / "a")
+    spec = tmp_path / "one.acx"
+    spec.write_text(
+        f'run one {{\n  benchmark harbor {{ path = "{ROOT / "examples/harbor"}"; task_names = ["hello-workdir"] }}\n'
+        "  harness oracle\n  environment docker\n}\n"
+    )
+    proc = _acx("run", str(spec), "--results-dir", str(tmp_path / "r2"), "--progress", "none", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert [r for r in list_objects() if r.labels.get("acx.pid") == str(pid)] == []
+
+
+def test_sigkill_mid_run_then_gc(tmp_path: Path) -> None:
+    # no debris: SIGKILL `acx run` while sandboxes are open, then `acx gc` removes every object
+    pid = _killed_run(tmp_path)
     gc = _acx("gc", cwd=tmp_path, timeout=120)
     assert gc.returncode == 0, gc.stderr
-    assert [r for r in list_objects() if r.labels.get("acx.pid") == str(proc.pid)] == []
+    assert [r for r in list_objects() if r.labels.get("acx.pid") == str(pid)] == []
     ps = subprocess.run(
-        ["docker", "ps", "-a", "-q", "--filter", f"label=acx.pid={proc.pid}"], capture_output=True, text=True
+        ["docker", "ps", "-a", "-q", "--filter", f"label=acx.pid={pid}"], capture_output=True, text=True
     )
     nets = subprocess.run(
-        ["docker", "network", "ls", "-q", "--filter", f"label=acx.pid={proc.pid}"],
+        ["docker", "network", "ls", "-q", "--filter", f"label=acx.pid={pid}"],
         capture_output=True,
         text=True,
     )

@@ -66,9 +66,7 @@ def test_setup_workdir_is_a_host_path_that_must_exist(tmp_path: Path) -> None:
     existing.mkdir()
 
     async def go() -> str:
-        s = await _driver(tmp_path).open(
-            OpenRequest(session_id="w", setup=EnvironmentSetup(workdir=str(existing)))
-        )
+        s = await _driver(tmp_path).open(OpenRequest(session_id="w", setup=EnvironmentSetup(workdir=str(existing))))
         try:
             return (await s.exec(["pwd"])).stdout.strip()
         finally:

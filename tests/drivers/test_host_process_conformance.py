@@ -15,8 +15,6 @@ from acx.testing import driver_conformance as dc
 def test_host_process_conformance(check: dc.Check, tmp_path: Path) -> None:
     # contract E1, E2, H5, T3, V2
     root = tmp_path / "sessions"
-    dc.run_check(
-        check, lambda: HostProcessDriver(HostProcessConfig(workdir_root=str(root))), scratch=tmp_path
-    )
+    dc.run_check(check, lambda: HostProcessDriver(HostProcessConfig(workdir_root=str(root))), scratch=tmp_path)
     # every session directory is removed on close
     assert not any(root.iterdir())

@@ -47,8 +47,10 @@ def test_check_runs_schema_validation(tmp_path: Path, capsys: pytest.CaptureFixt
     text = 'run r { benchmark exact_match { dataset = "d"; case_sensitve = true } }\n'
     (tmp_path / "a.acx").write_text(text)
     assert main(["check", str(tmp_path / "a.acx"), "--format", "json"]) == 2
-    (diag,) = json.loads(capsys.readouterr().out)["diagnostics"]
-    assert "case_sensitive" in diag.get("help", "") and diag["span"]["line"] == 1
+    diagnostics = json.loads(capsys.readouterr().out)["diagnostics"]
+    (diag,) = [d for d in diagnostics if "case_sensitve" in d["message"]]
+    assert "case_sensitive" in diag.get("help", "")
+    assert (diag["span"]["line"], diag["span"]["col"]) == (1, 48)  # the key as written in the .acx
 
 
 def test_check_accepts_yaml_and_recipe_libraries(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -62,13 +62,9 @@ class FakeBench(BaseBenchmark):
         self.calls.append(("prepare", task.task_id))
         if self._prepare is not None:
             await self._prepare(task, session)
-        return PreparedTask(
-            task_id=task.task_id, category=task.category, input=TaskInput(prompt=task.question)
-        )
+        return PreparedTask(task_id=task.task_id, category=task.category, input=TaskInput(prompt=task.question))
 
-    async def run_task(
-        self, task: TaskSpec, prepared: PreparedTask, req: Any, plan: Any, session: Any
-    ) -> RunResult:
+    async def run_task(self, task: TaskSpec, prepared: PreparedTask, req: Any, plan: Any, session: Any) -> RunResult:
         assert self._run_task is not None
         return await self._run_task(task, session, plan)
 
@@ -100,9 +96,7 @@ class PyHarness(BaseHarness):
         self.collected = 0
         self.closed = 0
 
-    async def execute_task(
-        self, state: Any, session: Any, prepared: PreparedTask, req: Any, plan: Any
-    ) -> RunResult:
+    async def execute_task(self, state: Any, session: Any, prepared: PreparedTask, req: Any, plan: Any) -> RunResult:
         if self._execute is not None:
             return await self._execute(prepared, session, plan)
         return RunResult(task_id=prepared.task_id, final_answer=prepared.input.prompt.upper())
@@ -120,9 +114,7 @@ class PyHarness(BaseHarness):
 
 
 def tasks(n: int, *, category: str = "all") -> list[TaskSpec]:
-    return [
-        TaskSpec(task_id=f"t{i}", question=f"q{i}", ground_truth=f"Q{i}", category=category) for i in range(n)
-    ]
+    return [TaskSpec(task_id=f"t{i}", question=f"q{i}", ground_truth=f"Q{i}", category=category) for i in range(n)]
 
 
 def request(
@@ -193,9 +185,7 @@ def orchestration(
         name="test",
         task_concurrency=task_concurrency,
         runtime=rt,
-        requests=[
-            OrchestratedRun(key=p.key, index=p.index, name=p.name, request=p.request) for p in programs
-        ],
+        requests=[OrchestratedRun(key=p.key, index=p.index, name=p.name, request=p.request) for p in programs],
     )
 
 

@@ -59,9 +59,7 @@ def test_fatal_issue_is_retried_within_budget_and_plan_is_reused(tmp_path: Path)
     plans: list[tuple[str, int]] = []
     ex = ExecutionSpec(max_retries=2, retry_min_delay_seconds=5, retry_max_delay_seconds=60)
     events: list[Any] = []
-    result = run(
-        [program(FakeBench(), harness, tasks(1), execution=ex, plan_log=plans)], tmp_path, events=events
-    )
+    result = run([program(FakeBench(), harness, tasks(1), execution=ex, plan_log=plans)], tmp_path, events=events)
     assert calls[0] == 3
     assert plans == [("t0", 1)]
     res = read_results(run_dir(result))["t0"][0]
@@ -72,10 +70,7 @@ def test_fatal_issue_is_retried_within_budget_and_plan_is_reused(tmp_path: Path)
     assert record["schema_version"] == "acx.retry.v1" and record["issues"][0]["code"] == "harness_failed"
     retry_events = [e for e in events if e.event == "attempt_retry"]
     assert [e.payload["retry"] for e in retry_events] == [1, 2]
-    assert (
-        2.5 <= retry_events[0].payload["delay_seconds"] <= 5
-        and 5 <= retry_events[1].payload["delay_seconds"] <= 10
-    )
+    assert 2.5 <= retry_events[0].payload["delay_seconds"] <= 5 and 5 <= retry_events[1].payload["delay_seconds"] <= 10
 
 
 def test_retry_budget_exhausted_keeps_last_failure(tmp_path: Path) -> None:

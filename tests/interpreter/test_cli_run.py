@@ -48,10 +48,7 @@ def write_spec(
 ) -> Path:
     data = tmp / "data.jsonl"
     data.write_text(
-        "".join(
-            json.dumps({"id": f"q{i}", "question": f"What is {i} + 0?", "answer": str(i)}) + "\n"
-            for i in range(n)
-        )
+        "".join(json.dumps({"id": f"q{i}", "question": f"What is {i} + 0?", "answer": str(i)}) + "\n" for i in range(n))
     )
     spec = tmp / "spec.yaml"
     spec.write_text(
@@ -198,8 +195,7 @@ def test_sigkill_then_resume_runs_every_task_exactly_once(tmp_path: Path) -> Non
         tmp_path,
         n=8,
         concurrency=2,
-        command=f"python3 -c 'import sys; print(sys.stdin.read().split()[2])'; "
-        f"echo $ACX_TASK_ID >> {log}; sleep 0.4",
+        command=f"python3 -c 'import sys; print(sys.stdin.read().split()[2])'; echo $ACX_TASK_ID >> {log}; sleep 0.4",
     )
     proc = spawn("run", str(spec), cwd=tmp_path)
     _wait_for(
@@ -224,3 +220,22 @@ def test_sigkill_then_resume_runs_every_task_exactly_once(tmp_path: Path) -> Non
         assert ran.count(task_id) == 1, f"{task_id} was run again after resume"
     metrics = json.loads((d / "metrics.json").read_text())
     assert metrics["counts"]["tasks"] == 8 and metrics["metrics"]["correct.avg@1"] == 1.0
+
+
+def test_reuse_and_json_report(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path, n=3, command="python3 -c 'import sys; print(sys.stdin.read().split()[2])'")
+    first = acx("run", str(spec), "--progress", "none", "--run-id", "first", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    second = acx("run", str(spec), "--progress", "none", "--reuse", "first", "--format", "json", cwd=tmp_path)
+    assert second.returncode == 0, second.stderr
+    report = json.loads(second.stdout)
+    assert report["status"] == "completed" and report["requests"][0]["counts"]["tasks"] == 3
+    new_dir = Path(report["requests"][0]["run_dir"])
+    assert new_dir.name != "first"
+    info = json.loads((new_dir / "run_info.json").read_text())
+    assert info["reused_from"]["run_id"] == "first"
+    events = [json.loads(line) for line in (new_dir / "progress.jsonl").read_text().splitlines()]
+    assert [e["payload"]["tasks"] for e in events if e["event"] == "reuse_loaded"] == [3]
+    assert not [e for e in events if e["event"] == "attempt_started"]  # nothing ran again
+    again = acx("run", str(spec), "--run-id", "first", cwd=tmp_path)
+    assert again.returncode == 2 and "E0601" in again.stderr

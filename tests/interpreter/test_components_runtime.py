@@ -79,9 +79,7 @@ def test_exact_match_options(tmp_path: Path) -> None:
     assert not bench(case_sensitive=True).is_correct("paris", "Paris")
     assert not bench().is_correct("Paris.", "Paris")
     assert bench(strip_punctuation=True).is_correct("Paris.", "Paris")
-    assert bench().is_correct("a  b", "a b") and not bench(normalize_whitespace=False).is_correct(
-        "a  b", "a b"
-    )
+    assert bench().is_correct("a  b", "a b") and not bench(normalize_whitespace=False).is_correct("a  b", "a b")
     assert bench().is_correct("42", 42) and bench().is_correct("b", ["a", "b"])
 
 
@@ -151,15 +149,15 @@ def test_command_harness_answer_file_timeout_and_exit_code() -> None:
 
     async def go() -> tuple[RunResult, RunResult, RunResult]:
         s = await _session(driver)
-        a = await CommandHarness(
-            CommandHarnessConfig(command=["writer"], answer_file="out/answer.txt")
-        ).execute_task(None, s, prepared, REQ, _plan())
+        a = await CommandHarness(CommandHarnessConfig(command=["writer"], answer_file="out/answer.txt")).execute_task(
+            None, s, prepared, REQ, _plan()
+        )
         b = await CommandHarness(CommandHarnessConfig(command=["hang"])).execute_task(
             None, s, prepared, REQ, _plan(run_timeout_seconds=5)
         )
-        c = await CommandHarness(
-            CommandHarnessConfig(command=["writer"], answer_file="missing.txt")
-        ).execute_task(None, s, prepared, REQ, _plan())
+        c = await CommandHarness(CommandHarnessConfig(command=["writer"], answer_file="missing.txt")).execute_task(
+            None, s, prepared, REQ, _plan()
+        )
         return a, b, c
 
     a, b, c = trio.run(go, clock=trio.testing.MockClock(autojump_threshold=0))
@@ -339,9 +337,7 @@ def test_openai_chat_against_loopback(monkeypatch: pytest.MonkeyPatch) -> None:
         async def go(model_id: str) -> RunResult:
             req = msgspec.structs.replace(
                 REQ,
-                model=ModelSpec(
-                    id=model_id, base_url=base, api_key="${LOOP_KEY}", params={"temperature": 0.0}
-                ),
+                model=ModelSpec(id=model_id, base_url=base, api_key="${LOOP_KEY}", params={"temperature": 0.0}),
             )
             return await h.execute_task(None, None, prepared, req, _plan(harness_plan=HarnessPlan()))
 
@@ -352,11 +348,6 @@ def test_openai_chat_against_loopback(monkeypatch: pytest.MonkeyPatch) -> None:
     assert ok.final_answer == "Paris" and ok.telemetry["usage"]["completion_tokens"] == 1
     first = _Handler.seen[0]
     assert first["path"] == "/v1/chat/completions" and first["auth"] == "Bearer sk-loop-abcdef"
-    assert (
-        first["body"]["messages"][0] == {"role": "system", "content": "sys"}
-        and first["body"]["max_tokens"] == 8
-    )
-    assert (
-        bad.final_answer is None and bad.issues[0].code == "model_failed" and "503" in bad.issues[0].message
-    )
+    assert first["body"]["messages"][0] == {"role": "system", "content": "sys"} and first["body"]["max_tokens"] == 8
+    assert bad.final_answer is None and bad.issues[0].code == "model_failed" and "503" in bad.issues[0].message
     assert "sk-loop" not in bad.issues[0].message

@@ -11,8 +11,7 @@ from acx.ir import ExecutionIssue, MetricContract, RunResult
 
 def _task(tid: str, values: list[bool | None], cat: str = "all", state: str = "normal") -> TaskOutcome:
     attempts = [
-        RunResult(task_id=tid, attempt=i + 1, metrics={} if v is None else {"correct": v})
-        for i, v in enumerate(values)
+        RunResult(task_id=tid, attempt=i + 1, metrics={} if v is None else {"correct": v}) for i, v in enumerate(values)
     ]
     return TaskOutcome(tid, cat, attempts, state)
 
@@ -49,12 +48,7 @@ def test_unavailable_is_not_zero() -> None:
     tasks = [_task("a", [True]), _task("b", [None], state="error")]
     r = build_report(tasks, MetricContract.binary(), k=1, strategy="avg")
     head = r.headline()
-    assert (
-        head is not None
-        and head.value == 1.0
-        and head.counts["unavailable"] == 1
-        and head.counts["error"] == 1
-    )
+    assert head is not None and head.value == 1.0 and head.counts["unavailable"] == 1 and head.counts["error"] == 1
 
 
 def test_fatal_invalidates_the_official_score() -> None:

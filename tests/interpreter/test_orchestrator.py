@@ -54,9 +54,7 @@ def test_requests_dispatch_in_declaration_order(tmp_path: Path) -> None:
 
 def test_provider_limit(tmp_path: Path) -> None:
     harness, state = _probe()
-    result = run(
-        [program(FakeBench(), harness, tasks(6))], tmp_path, task_concurrency=6, provider_limits={"fake": 2}
-    )
+    result = run([program(FakeBench(), harness, tasks(6))], tmp_path, task_concurrency=6, provider_limits={"fake": 2})
     assert state["max"] == 2 and result.status == "completed"
 
 
@@ -182,3 +180,37 @@ def test_progress_files(tmp_path: Path) -> None:
     audit = info["resolved_execution_plans"]["t0"]["attempts"]["1"]  # contract P9
     assert audit["environment"]["id"] == "fake" and "applied_recipes" in audit
     assert audit["evaluation_environment_mode"] == "none"
+
+
+def test_console_views(tmp_path: Path) -> None:
+    # Progress goes through one reporter interface: plain lines, and a rich live view.
+    import io
+
+    from acx.interpreter._events import ConsoleReporter, make_console
+
+    plain = io.StringIO()
+    result = run([program(FakeBench(), PyHarness(), tasks(2))], tmp_path / "p", events=None)  # baseline: no console
+    assert result.status == "completed"
+    reporter = make_console("plain", stream=plain)
+    with reporter:
+        run([program(FakeBench(), PyHarness(), tasks(2))], tmp_path / "a", events=_Sink(reporter))
+    text = plain.getvalue()
+    assert "[req] 2 task(s)" in text and "✓ t0" in text and "finished: completed" in text
+    rich_out = io.StringIO()
+    live = ConsoleReporter("rich", stream=rich_out)
+    with live:
+        run([program(FakeBench(), PyHarness(), tasks(2))], tmp_path / "b", events=_Sink(live))
+    assert "acx run" in rich_out.getvalue() and "completed" in rich_out.getvalue()
+    assert make_console("auto", stream=io.StringIO()).mode == "plain"  # not a TTY
+
+
+class _Sink(list):  # type: ignore[type-arg]
+    """An events list that also forwards to a console reporter."""
+
+    def __init__(self, reporter: Any) -> None:
+        super().__init__()
+        self.reporter = reporter
+
+    def append(self, e: Any) -> None:
+        super().append(e)
+        self.reporter.emit(e)

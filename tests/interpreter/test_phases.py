@@ -44,9 +44,7 @@ def test_open_request_labels(tmp_path: Path) -> None:
     result = run([program(FakeBench(), PyHarness(), tasks(1), driver=driver)], tmp_path)
     labels = driver.opened[0].labels
     assert labels["acx.run_id"] == result.requests[0].run_id
-    assert (
-        labels["acx.pid"] == str(os.getpid()) and labels["acx.task"] == "t0" and labels["acx.attempt"] == "1"
-    )
+    assert labels["acx.pid"] == str(os.getpid()) and labels["acx.task"] == "t0" and labels["acx.attempt"] == "1"
     assert {"acx.request", "acx.session", "acx.host"} <= set(labels)
 
 
@@ -218,11 +216,7 @@ def test_reuse_mode_switches_network_policy_for_evaluation(tmp_path: Path) -> No
         "evaluation_network_policy": NetworkPolicy(network_mode="public"),
     }
     run(
-        [
-            program(
-                FakeBench(), PyHarness(), tasks(1), driver=driver, environment=env, plan_overrides=overrides
-            )
-        ],
+        [program(FakeBench(), PyHarness(), tasks(1), driver=driver, environment=env, plan_overrides=overrides)],
         tmp_path,
     )
     modes = [m for _, m in driver.policy_log]
@@ -301,3 +295,22 @@ def test_env_scopes_per_phase(tmp_path: Path) -> None:
     for p in run_dir(result).rglob("*"):
         if p.is_file():
             assert "s3cr3t-value" not in p.read_text(errors="replace"), p
+
+
+def test_fresh_verifier_startup_env(tmp_path: Path) -> None:
+    # contract V1/V3: the fresh verifier starts with evaluation_environment_env_variables when set
+    # (replacing the public vars), else with the public vars; run-only vars never reach it.
+    env = EnvironmentSpec(id="fake", env_variables={"PUB": "p"}, run_env_variables={"RUN": "r"})
+    replaced = EnvironmentSpec(
+        id="fake", env_variables={"PUB": "p"}, evaluation_environment_env_variables={"VER": "${VER_SRC}"}
+    )
+    for eval_env, expected in ((env, {"PUB": "p"}), (replaced, {"VER": "from-host"})):
+        driver = FakeDriver()
+        overrides = {"evaluation_environment_mode": "fresh", "evaluation_environment": eval_env}
+        run(
+            [program(FakeBench(), PyHarness(), tasks(1), driver=driver, environment=env, plan_overrides=overrides)],
+            tmp_path / str(len(expected)) / eval_env.env_variables.get("PUB", "x"),
+            environ={"VER_SRC": "from-host"},
+        )
+        assert driver.opened[0].startup_env == {"PUB": "p"}
+        assert driver.opened[1].startup_env == expected

@@ -113,9 +113,7 @@ def test_resume_keeps_finished_attempt_of_unfinished_task(tmp_path: Path) -> Non
         return RunResult(task_id=prepared.task_id, final_answer="Q0")
 
     ex = ExecutionSpec(attempts=AttemptsSpec(k=2))
-    first = run(
-        [program(FakeBench(), PyHarness(execute), tasks(1), execution=ex)], tmp_path, timeout_seconds=10
-    )
+    first = run([program(FakeBench(), PyHarness(execute), tasks(1), execution=ex)], tmp_path, timeout_seconds=10)
     d = run_dir(first)
     assert (d / "details" / "running" / task_dir_name("t0") / "attempt-1" / "result.json").is_file()
     calls.clear()

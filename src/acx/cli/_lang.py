@@ -92,8 +92,14 @@ def _check(args: argparse.Namespace) -> int:
     from acx.diagnostics import render_json, render_text
 
     diagnostics: list[Any] = []
+    seen: set[tuple[Any, ...]] = set()
     for path in args.files:
-        diagnostics.extend(check_file(path))
+        for diag in check_file(path):
+            # A file imported by several of the checked files reports its problems once.
+            key = (diag.code, diag.message, diag.span, diag.path)
+            if key not in seen:
+                seen.add(key)
+                diagnostics.append(diag)
     errors = sum(1 for d in diagnostics if d.severity == "error")
     if args.format == "json":
         sys.stdout.write(render_json(diagnostics) + "\n")

@@ -40,10 +40,7 @@ def _show(args: argparse.Namespace) -> int:
     info = store.read_run_info()
     metrics = _load(store.run_dir / "metrics.json")
     progress = _load(store.run_dir / "progress.json") or {}
-    tasks = {
-        state: len(list((store.details / state).glob("*/task.json")))
-        for state in ("normal", "error", "fatal")
-    }
+    tasks = {state: len(list((store.details / state).glob("*/task.json"))) for state in ("normal", "error", "fatal")}
     tasks["running"] = len([d for d in (store.details / "running").glob("*") if d.is_dir()])
     live = store.live_session_records()
     if args.format == "json":
@@ -64,14 +61,11 @@ def _show(args: argparse.Namespace) -> int:
     out = sys.stdout
     out.write(f"run {info.get('run_id')} ({info.get('request_name')}): {info.get('status')}\n")
     out.write(
-        f"  dir: {store.run_dir}\n"
-        f"  started {info.get('started_at')}, finished {info.get('finished_at') or '—'}\n"
+        f"  dir: {store.run_dir}\n  started {info.get('started_at')}, finished {info.get('finished_at') or '—'}\n"
     )
     out.write("  tasks: " + ", ".join(f"{k} {v}" for k, v in tasks.items()) + "\n")
     if live:
-        out.write(
-            f"  {len(live)} environment record(s) still present in .env-resources/ (kept or not released)\n"
-        )
+        out.write(f"  {len(live)} environment record(s) still present in .env-resources/ (kept or not released)\n")
     if info.get("status") == "running":
         out.write("  the run did not finish; continue it with: acx run --resume " + str(store.run_dir) + "\n")
     summary = store.run_dir / "summary.md"

@@ -25,21 +25,15 @@ def register(sub: Any) -> None:
         "results go to <results_dir>/<request>/<run_id>/ (run_info.json, details/, metrics.json, "
         "summary.md, progress.jsonl).",
     )
-    p.add_argument(
-        "spec", metavar="SPEC|PLAN.json", nargs="?", help="orchestration/.acx spec or compiled program"
-    )
-    p.add_argument(
-        "--config", action="append", default=[], metavar="FILE", help="run config layer (repeatable)"
-    )
+    p.add_argument("spec", metavar="SPEC|PLAN.json", nargs="?", help="orchestration/.acx spec or compiled program")
+    p.add_argument("--config", action="append", default=[], metavar="FILE", help="run config layer (repeatable)")
     p.add_argument("--task-concurrency", type=int, metavar="N", help="global limit of concurrent attempts")
     p.add_argument("--execution-params", metavar="JSON", help="execution overrides for every request")
     p.add_argument("--runtime-params", metavar="JSON", help="process runtime overrides")
     p.add_argument("--results-dir", metavar="DIR", help="results root (runtime.results_dir)")
     p.add_argument("--run-id", metavar="ID", help="explicit run id for every request (must not exist)")
     p.add_argument("--timeout-seconds", type=float, metavar="S", help="overall deadline; 0 disables")
-    p.add_argument(
-        "--cleanup-grace-seconds", type=float, metavar="S", help="time to release sandboxes on cancel"
-    )
+    p.add_argument("--cleanup-grace-seconds", type=float, metavar="S", help="time to release sandboxes on cancel")
     p.add_argument("--max-retries", type=int, metavar="N", help="runtime retries per attempt (execution)")
     p.add_argument("--k", type=int, metavar="K", help="attempts per task (execution.attempts.k)")
     p.add_argument("--attempt-strategy", choices=("avg", "pass"), help="execution.attempts.strategy")
@@ -185,9 +179,7 @@ def build_programs(args: argparse.Namespace, spec: str) -> tuple[Any, list[Any]]
         if runtime_over:
             orch = msgspec.structs.replace(
                 orch,
-                runtime=msgspec.convert(
-                    {**msgspec.to_builtins(orch.runtime), **runtime_over}, type(orch.runtime)
-                ),
+                runtime=msgspec.convert({**msgspec.to_builtins(orch.runtime), **runtime_over}, type(orch.runtime)),
             )
         progs = []
         for run in orch.requests:
@@ -343,6 +335,7 @@ def _handle(args: argparse.Namespace) -> int:
         if reuse is None and (p.request.runtime.reuse or p.request.runtime.reuse_run_id) and not resume_dirs:
             reuse = reuse or {}
             reuse[p.name] = p.request.runtime.reuse_run_id
+    _sweep_docker_orphans(programs)
     console = make_console(orch.runtime.progress if args.progress is None else args.progress)
 
     async def main() -> Any:
@@ -359,9 +352,7 @@ def _handle(args: argparse.Namespace) -> int:
                         if count >= 2:
                             sys.stderr.write("acx: forced exit\n")
                             os._exit(130)
-                        sys.stderr.write(
-                            "\nacx: cancelling — releasing sandboxes (Ctrl-C again to force exit)\n"
-                        )
+                        sys.stderr.write("\nacx: cancelling — releasing sandboxes (Ctrl-C again to force exit)\n")
                         if "scope" in holder:
                             holder["scope"].cancel()
 
@@ -386,6 +377,25 @@ def _handle(args: argparse.Namespace) -> int:
             raise _unwrap(group) from None
     _report(result, args.format)
     return int(result.exit_code)
+
+
+def _sweep_docker_orphans(programs: list[Any]) -> None:
+    """Before a docker run, remove acx containers/networks whose creating run is dead (best effort)."""
+    hosts = {p.request.environment.params.get("docker_host") for p in programs if p.request.environment.id == "docker"}
+    if not hosts:
+        return
+    try:
+        from acx.drivers.docker import sweep_orphans
+    except ImportError:
+        return
+    for host in hosts:
+        try:
+            removed = sweep_orphans(host)
+        except Exception as exc:  # an unreachable engine fails later with a clear error
+            sys.stderr.write(f"acx: skipped the orphan sweep: {type(exc).__name__}\n")
+            continue
+        if removed:
+            sys.stderr.write(f"acx: removed {len(removed)} object(s) left by crashed runs\n")
 
 
 def _unwrap(group: BaseExceptionGroup) -> BaseException:
@@ -432,14 +442,8 @@ def _report(result: Any, fmt: str) -> None:
     for o in result.requests:
         head = o.headline or {}
         value = head.get("value")
-        score = (
-            f"{head.get('series_id')} = {value:.3f}"
-            if isinstance(value, int | float)
-            else "no official score"
-        )
-        sys.stdout.write(
-            f"{o.name}: {o.status} — {score} — {o.counts.get('tasks', 0)} task(s) — {o.run_dir}\n"
-        )
+        score = f"{head.get('series_id')} = {value:.3f}" if isinstance(value, int | float) else "no official score"
+        sys.stdout.write(f"{o.name}: {o.status} — {score} — {o.counts.get('tasks', 0)} task(s) — {o.run_dir}\n")
         if o.error:
             sys.stdout.write(f"  {o.error}\n")
         if o.run_dir:

@@ -37,6 +37,7 @@ from acx.grammar import _ast as A
 __all__ = [
     "LOWERING_CODES",
     "DeclarativeRecipe",
+    "enum_values",
     "load_acx_document",
     "load_acx_recipes",
     "lower_module",
@@ -135,6 +136,7 @@ def _enum_table() -> dict[str, frozenset[str]]:
 
 
 def enum_values(key: str) -> frozenset[str]:
+    """The enum values a field named ``key`` takes anywhere in the schema (empty: not an enum)."""
     return _enum_table().get(key, frozenset())
 
 

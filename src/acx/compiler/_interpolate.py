@@ -74,6 +74,7 @@ def interpolate(
     span_of: Callable[[Path_], Span | None],
     abs_prefix: Path_ = (),
     secret_paths: frozenset[Path_] = frozenset(),
+    display_prefix: Path_ | None = None,
     result: Interpolation | None = None,
 ) -> tuple[Any, Interpolation]:
     """Substitute whole-field references in ``data`` (a fragment found at ``abs_prefix``).
@@ -81,10 +82,12 @@ def interpolate(
     ``span_of`` maps a relative path to its span for diagnostics; ``abs_prefix`` is the
     fragment's semantic position (it decides env-map membership and sensitivity);
     ``secret_paths`` are relative paths a front end marked secret. Returns the new data
-    (inputs untouched) and what was read.
+    (inputs untouched) and what was read. ``display_prefix`` (default ``abs_prefix``) is the
+    fragment's position in its document, used for the field paths of diagnostics.
     """
     res = result if result is not None else Interpolation()
-    out = _walk(data, (), abs_prefix, environ, span_of, secret_paths, res)
+    shown = abs_prefix if display_prefix is None else display_prefix
+    out = _walk(data, (), abs_prefix, environ, span_of, secret_paths, res, shown)
     return out, res
 
 
@@ -96,11 +99,12 @@ def _walk(
     span_of: Callable[[Path_], Span | None],
     secret_paths: frozenset[Path_],
     res: Interpolation,
+    shown: Path_,
 ) -> Any:
     if isinstance(value, Mapping):
-        return {k: _walk(v, (*rel, k), prefix, environ, span_of, secret_paths, res) for k, v in value.items()}
+        return {k: _walk(v, (*rel, k), prefix, environ, span_of, secret_paths, res, shown) for k, v in value.items()}
     if isinstance(value, list):
-        return [_walk(v, (*rel, i), prefix, environ, span_of, secret_paths, res) for i, v in enumerate(value)]
+        return [_walk(v, (*rel, i), prefix, environ, span_of, secret_paths, res, shown) for i, v in enumerate(value)]
     if not isinstance(value, str) or "${" not in value:
         return value
     full = (*prefix, *rel)
@@ -108,7 +112,7 @@ def _walk(
         return value  # V1: resolved by the driver at use time
     name = env_ref_name(value)
     if name is None:
-        res.diagnostics.append(embedded_ref_diagnostic(value, span_of(rel), format_path(full)))
+        res.diagnostics.append(embedded_ref_diagnostic(value, span_of(rel), format_path((*shown, *rel))))
         return value
     if name not in environ:
         res.diagnostics.append(
@@ -116,7 +120,7 @@ def _walk(
                 code="E0302",
                 message=f"environment variable `{name}` is not set (referenced as `${{{name}}}`)",
                 span=span_of(rel),
-                path=format_path(full),
+                path=format_path((*shown, *rel)),
                 help=f"export {name}=... before running acx, or replace the reference with a value",
             )
         )

@@ -185,16 +185,12 @@ class _Merger:
         full = self.prefix(rel)
         shown = redact_value(value) if is_sensitive_path(full) else deep_copy(value)
         self._seq += 1
-        rec = _Rec(
-            self._seq, frag.layer, frag.kind, frag.source(rel), shown, frag.span(rel), frag.key_span(rel)
-        )
+        rec = _Rec(self._seq, frag.layer, frag.kind, frag.source(rel), shown, frag.span(rel), frag.key_span(rel))
         self.recs.setdefault(full, []).append(rec)
 
     def winner(self, full: Path_) -> _Rec | None:
         """The latest contribution at ``full``, an ancestor (set wholesale) or a descendant."""
-        related = [
-            r for p, rs in self.recs.items() if p[: len(full)] == full or full[: len(p)] == p for r in rs
-        ]
+        related = [r for p, rs in self.recs.items() if p[: len(full)] == full or full[: len(p)] == p for r in rs]
         return max(related, key=lambda r: r.seq) if related else None
 
 
@@ -273,6 +269,7 @@ class _Resolver:
                 span_of=(lambda rel: None) if synthetic else (lambda rel: doc.span_of((*base, *rel))),
                 abs_prefix=_semantic_prefix(doc, base),
                 secret_paths=frozenset(p[len(base) :] for p in doc.secret_paths if p[: len(base)] == base),
+                display_prefix=None if synthetic else base,
             )
             self.diagnostics.extend(info.diagnostics)
             if synthetic:
@@ -374,16 +371,12 @@ class _Resolver:
             self.diagnostics.extend(info.diagnostics)
             value = data["task_concurrency"]
             span = self.spec.span_of(("task_concurrency",))
-            source = str(span) + (
-                f" via ${{{info.substituted[('task_concurrency',)]}}}" if info.substituted else ""
-            )
+            source = str(span) + (f" via ${{{info.substituted[('task_concurrency',)]}}}" if info.substituted else "")
             chain.append(Contribution(layer="orchestration", kind="file", source=source, value=value))
         if self.cli_task_concurrency is not None:
             value = self.cli_task_concurrency
             span = None
-            chain.append(
-                Contribution(layer="command line", kind="cli", source="--task-concurrency", value=value)
-            )
+            chain.append(Contribution(layer="command line", kind="cli", source="--task-concurrency", value=value))
         try:
             tc = msgspec.convert(value, int, strict=False)
         except msgspec.ValidationError:
@@ -441,7 +434,7 @@ class _Resolver:
             used.extend(frags)
             return frags
 
-        model, p = self.simple(ModelSpec, "model", section("model"), [], label, req_span)
+        model, p = self.simple(ModelSpec, "model", section("model"), label, req_span)
         prov.update(p)
         benchmark, p = self.component("benchmark", section("benchmark"), label, req_span, used)
         prov.update(p)
@@ -454,7 +447,7 @@ class _Resolver:
         prov["execution.task_concurrency"] = list(tc_chain)
         runtime, p = self.run_runtime(section("runtime"), label, req_span, used)
         prov.update(p)
-        output, p = self.simple(OutputSpec, "output", section("output"), [], label, req_span)
+        output, p = self.simple(OutputSpec, "output", section("output"), label, req_span)
         prov.update(p)
         if None in (model, benchmark, harness, environment, execution, runtime, output):
             return None
@@ -490,9 +483,10 @@ class _Resolver:
         for f in frags:
             value = f.data.get("recipe_dirs")
             if isinstance(value, list):
-                base = os.path.dirname(os.path.abspath(f.doc.path)) if f.doc is not None else os.getcwd()
+                # Relative dirs resolve against the file that declares them (CLI values stay as given).
+                base = os.path.dirname(os.path.abspath(f.doc.path)) if f.doc is not None else ""
                 dirs = [
-                    d if os.path.isabs(d) else os.path.normpath(os.path.join(base, d))
+                    d if os.path.isabs(d) or not base else os.path.normpath(os.path.join(base, d))
                     for d in value
                     if isinstance(d, str)
                 ]
@@ -503,13 +497,12 @@ class _Resolver:
         cls: type[Any],
         key: str,
         frags: list[_Frag],
-        cli: list[_Frag],
         label: str,
         fallback: Span | None,
     ) -> tuple[Any, dict[str, list[Contribution]]]:
         merger = _Merger(lambda rel: (key, *rel), lambda p: False)
         merger.add(_Frag("default", "default", field_defaults(cls), flag=f"{cls.__name__} default"))
-        for f in (*frags, *cli):
+        for f in frags:
             merger.add(f)
         value = self.convert(merger, cls, (key,), label, fallback)
         if value is None:
@@ -537,9 +530,7 @@ class _Resolver:
                     message=f"{label} selects no {kind}",
                     span=fallback,
                     help=f"add `{key}: {{id: ...}}` to the request or to `defaults`"
-                    + (
-                        "; use `harness: {id: none}` for a harness-free benchmark" if key == "harness" else ""
-                    ),
+                    + ("; use `harness: {id: none}` for a harness-free benchmark" if key == "harness" else ""),
                 )
             )
             return None, chain, []
@@ -606,9 +597,7 @@ class _Resolver:
         spec_part = {k: v for k, v in flat.items() if k in ENVIRONMENT_SPEC_FIELDS}
         param_part = {k: v for k, v in flat.items() if k not in ENVIRONMENT_SPEC_FIELDS}
         where = f"{label} environment `{cid}`"
-        params = self.convert_data(
-            param_part, info.config_class, merger, ("environment", "params"), where, fallback
-        )
+        params = self.convert_data(param_part, info.config_class, merger, ("environment", "params"), where, fallback)
         spec_data = {
             "id": cid,
             "params": msgspec.to_builtins(params) if params is not None else {},
@@ -671,9 +660,7 @@ class _Resolver:
         for f in frags:
             merger.add(_artifacts(f))
         if self.execution_params:
-            merger.add(
-                _artifacts(_Frag("command line", "cli", self.execution_params, flag="--execution-params"))
-            )
+            merger.add(_artifacts(_Frag("command line", "cli", self.execution_params, flag="--execution-params")))
         data = {**merger.data, "task_concurrency": tc}
         value = self.convert_data(data, ExecutionSpec, merger, ("execution",), label, fallback)
         if value is None:
@@ -694,9 +681,7 @@ class _Resolver:
         if merger.data.get("reuse_run_id"):
             # A named run to reuse implies reuse (reference §2.3).
             merger.add(
-                _Frag(
-                    "implied by runtime.reuse_run_id", "planner", {"reuse": True}, flag="runtime.reuse_run_id"
-                )
+                _Frag("implied by runtime.reuse_run_id", "planner", {"reuse": True}, flag="runtime.reuse_run_id")
             )
         value = self.convert(merger, RunRuntimeSpec, ("runtime",), label, fallback)
         if value is None:
@@ -705,9 +690,7 @@ class _Resolver:
 
     # -- typed conversion with spans --
 
-    def convert(
-        self, merger: _Merger, cls: type[Any], prefix: Path_, label: str, fallback: Span | None
-    ) -> Any:
+    def convert(self, merger: _Merger, cls: type[Any], prefix: Path_, label: str, fallback: Span | None) -> Any:
         return self.convert_data(merger.data, cls, merger, prefix, label, fallback)
 
     def convert_data(
@@ -737,9 +720,7 @@ class _Resolver:
             else:
                 message = f"{label}: `{where}`: {msg}"
                 help = "fix the value (see `acx config docs` for the field's type)"
-            self.diagnostics.append(
-                Diagnostic(code="E0204", message=message, span=span, path=where, help=help)
-            )
+            self.diagnostics.append(Diagnostic(code="E0204", message=message, span=span, path=where, help=help))
             return None
 
 

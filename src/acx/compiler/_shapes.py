@@ -48,8 +48,7 @@ __all__ = [
 ]
 
 
-# mypy reads IRStruct's class keywords as a non-frozen dataclass; msgspec inherits frozen=True.
-class ConfigRuntimeOptions(ResolvedRuntimeOptions, frozen=True, kw_only=True):  # type: ignore[misc]
+class ConfigRuntimeOptions(ResolvedRuntimeOptions, frozen=True, kw_only=True):
     """A run config's ``runtime:`` section: process options plus the per-request reuse defaults."""
 
     reuse: Annotated[bool | None, msgspec.Meta(description="default for every request's runtime.reuse")] = (

@@ -62,9 +62,7 @@ _LEGACY_ENV_PARAMS = {
 }
 _LEGACY_HARNESS_PARAMS = {"env": "environment `run_env_variables`"}
 
-_PARAMS_HELP = (
-    "place component parameters alongside id, e.g. `benchmark: {id: exact_match, dataset: qa.jsonl}`"
-)
+_PARAMS_HELP = "place component parameters alongside id, e.g. `benchmark: {id: exact_match, dataset: qa.jsonl}`"
 _MSGSPEC_AT = re.compile(r"^(?P<msg>.*?)(?: - at `(?P<at>\$[^`]*)`)?$", re.S)
 _PATH_TOKEN = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]|\[\.\.\.\]")
 
@@ -146,9 +144,7 @@ class Checker:
         if self.cli_flag is None:
             span = self.doc.key_span_of(path) if key else self.doc.span_of(path)
         self.diagnostics.append(
-            Diagnostic(
-                code=code, message=message, span=span, path=self.where(path), help=help, related=related
-            )
+            Diagnostic(code=code, message=message, span=span, path=self.where(path), help=help, related=related)
         )
 
     def sorted(self) -> list[Diagnostic]:
@@ -347,9 +343,7 @@ class Checker:
 
         ids = registry(kind)
         if not isinstance(cid, str):
-            self.err(
-                "E0204", f"`{self.where(path)}`: expected a {kind} id string, got {_type_name(cid)}", path
-            )
+            self.err("E0204", f"`{self.where(path)}`: expected a {kind} id string, got {_type_name(cid)}", path)
             return False
         if cid in ids:
             return True
@@ -360,25 +354,16 @@ class Checker:
             f"unknown {kind} id `{cid}`",
             path,
             key=key,
-            help=(f"did you mean `{guess}`? " if guess else "")
-            + f"known: {', '.join(sorted(ids))} ({listing})",
+            help=(f"did you mean `{guess}`? " if guess else "") + f"known: {', '.join(sorted(ids))} ({listing})",
         )
         return False
 
-    def check_params(
-        self, kind: str, cid: str, params: dict[str, Any], path: Path_, *, skip_id: bool
-    ) -> None:
+    def check_params(self, kind: str, cid: str, params: dict[str, Any], path: Path_, *, skip_id: bool) -> None:
         from acx.components._registry import registry
 
         info = registry(kind)[cid]
         types = component_param_types(kind, cid) or {}
-        legacy = (
-            _LEGACY_ENV_PARAMS
-            if kind == "environment"
-            else _LEGACY_HARNESS_PARAMS
-            if kind == "harness"
-            else {}
-        )
+        legacy = _LEGACY_ENV_PARAMS if kind == "environment" else _LEGACY_HARNESS_PARAMS if kind == "harness" else {}
         for key, value in params.items():
             at = (*path, key)
             if key == "id" and skip_id:
@@ -498,16 +483,13 @@ class Checker:
             if not self.is_mapping(request, path, "a request"):
                 continue
             self.check_request(request, path, hints=default_ids, is_defaults=False)
+            self.check_selects(request, path, data.get("defaults"))
             name = request.get("name")
             if name is None:
-                self.err(
-                    "E0208", f"request #{i} has no `name`", path, help="give every request a unique `name`"
-                )
+                self.err("E0208", f"request #{i} has no `name`", path, help="give every request a unique `name`")
                 continue
             if not isinstance(name, str) or not name.strip():
-                self.err(
-                    "E0204", f"`{self.where((*path, 'name'))}`: expected a non-empty string", (*path, "name")
-                )
+                self.err("E0204", f"`{self.where((*path, 'name'))}`: expected a non-empty string", (*path, "name"))
                 continue
             if name in names:
                 first_span = self.doc.span_of((*names[name], "name"))
@@ -534,6 +516,21 @@ class Checker:
                 )
                 continue
             namespaces[ns_key] = (path, name)
+
+    def check_selects(self, request: dict[str, Any], path: Path_, defaults: Any) -> None:
+        """A request must select a benchmark and a harness, itself or through ``defaults``."""
+        for section in ("benchmark", "harness"):
+            sources = (request.get(section), defaults.get(section) if isinstance(defaults, dict) else None)
+            if any(isinstance(s, dict) and "id" in s for s in sources):
+                continue
+            label = f"request `{request['name']}`" if isinstance(request.get("name"), str) else "this request"
+            extra = "; use `harness: {id: none}` for a harness-free benchmark" if section == "harness" else ""
+            self.err(
+                "E0305",
+                f"{label} selects no {section}",
+                path,
+                help=f"add `{section}: {{id: ...}}` to the request or to `defaults`{extra}",
+            )
 
     def check_request(
         self, request: dict[str, Any], path: Path_, *, hints: dict[str, str | None], is_defaults: bool
@@ -567,14 +564,10 @@ class Checker:
                         help="set the orchestration's top-level `task_concurrency` (or --task-concurrency): "
                         "it is one global limit shared by all requests",
                     )
-                self.check_struct(
-                    value, REQUEST_STRUCT_SECTIONS[key], at, where=f"`{self.where(at)}`", skip=skip
-                )
+                self.check_struct(value, REQUEST_STRUCT_SECTIONS[key], at, where=f"`{self.where(at)}`", skip=skip)
         return ids
 
-    def check_component_section(
-        self, section: str, value: Any, path: Path_, *, hint: str | None
-    ) -> str | None:
+    def check_component_section(self, section: str, value: Any, path: Path_, *, hint: str | None) -> str | None:
         kind = COMPONENT_SECTIONS[section][0]
         if value is None:
             return None

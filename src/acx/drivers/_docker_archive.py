@@ -80,9 +80,16 @@ def directory_tar(local_dir: Path, arc_root: str) -> IO[bytes]:
     """
     out = tempfile.SpooledTemporaryFile(max_size=32 * 1024 * 1024)  # noqa: SIM115 - returned open
     with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        tar.add(str(local_dir), arcname=arc_root, recursive=True)
+        tar.add(str(local_dir), arcname=arc_root, recursive=True, filter=_as_root)
     out.seek(0)
     return out
+
+
+def _as_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    """Uploaded files belong to root in the sandbox, whoever runs acx on the host."""
+    info.uid = info.gid = 0
+    info.uname = info.gname = "root"
+    return info
 
 
 def is_excluded(relpath: str, patterns: Sequence[str]) -> bool:

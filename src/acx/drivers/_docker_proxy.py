@@ -14,7 +14,6 @@ container, re-read on every connection, so the driver can change it on the live 
 
 from __future__ import annotations
 
-import ipaddress
 import json
 
 __all__ = ["ALLOW_FILE", "PROXY_ALIAS", "PROXY_PORT", "PROXY_SOURCE", "allow_file_bytes", "entry_allows"]
@@ -38,7 +37,9 @@ def split_entry(entry):
     return entry, None
 
 
-def entry_allows(entry, host, port, addrs):
+def entry_allows(entry, host, port):
+    # IP/CIDR entries admit IP-literal destinations; name entries admit names. A name is never
+    # resolved before it is admitted, so a refused request cannot leak a DNS query.
     ehost, eport = split_entry(entry)
     if eport is not None and eport != port:
         return False
@@ -49,24 +50,22 @@ def entry_allows(entry, host, port, addrs):
     except ValueError:
         net = None
     if net is not None:
-        candidates = list(addrs)
         try:
-            candidates.append(ipaddress.ip_address(host))
+            return ipaddress.ip_address(host) in net
         except ValueError:
-            pass
-        return bool(candidates) and all(a in net for a in candidates)
+            return False
     if ehost.startswith("*."):
         return fnmatch.fnmatchcase(host, ehost) and host != ehost[2:]
     return host == ehost
 
 
-def allowed(host, port, addrs):
+def allowed(host, port):
     try:
         with open(ALLOW_FILE) as fh:
             entries = json.load(fh)
     except (OSError, ValueError):
         return False
-    return any(entry_allows(e, host, port, addrs) for e in entries)
+    return any(entry_allows(e, host, port) for e in entries)
 
 
 def resolve(host, port):
@@ -122,9 +121,9 @@ def handle(conn):
             host, _, port = hostport.rpartition(":") if hostport.count(":") == 1 else (hostport, "", "")
             host, port = host.strip("[]"), int(port or 80)
             lines[0] = ("%s /%s %s" % (method, path, version)).encode("latin-1")
-        addrs = resolve(host, port)
-        if not allowed(host, port, addrs):
+        if not allowed(host, port):
             return refuse(conn, 403, "Forbidden by acx allowlist")
+        addrs = resolve(host, port)
         if not addrs:
             return refuse(conn, 502, "Bad Gateway")
         upstream = socket.create_connection((str(addrs[0]), port), timeout=30)
@@ -163,10 +162,10 @@ _namespace: dict[str, object] = {}
 exec(compile(PROXY_SOURCE.split("def allowed(")[0], "<acx-proxy>", "exec"), _namespace)
 
 
-def entry_allows(entry: str, host: str, port: int, addrs: list[ipaddress._BaseAddress] | None = None) -> bool:
-    """Whether one allowlist entry admits ``host:port`` (``addrs`` = its resolved addresses)."""
+def entry_allows(entry: str, host: str, port: int) -> bool:
+    """Whether one allowlist entry admits ``host:port`` (the proxy's own matching logic)."""
     fn = _namespace["entry_allows"]
-    return bool(fn(entry, host, port, list(addrs or [])))  # type: ignore[operator]
+    return bool(fn(entry, host, port))  # type: ignore[operator]
 
 
 def allow_file_bytes(allowed_hosts: list[str]) -> bytes:

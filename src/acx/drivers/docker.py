@@ -133,6 +133,8 @@ _MODE_TYPE = (1 << 31) | (1 << 27) | (1 << 26) | (1 << 25) | (1 << 24) | (1 << 2
 # ---- client and limiters -------------------------------------------------------------------------
 
 _CLIENTS: dict[str | None, Any] = {}
+#: Engines this process has already swept for orphans (see DockerDriver._sweep_once).
+_SWEPT: set[str | None] = set()
 _CLIENTS_LOCK = threading.Lock()
 
 
@@ -147,10 +149,9 @@ def docker_client(docker_host: str | None = None) -> Any:
 
     kwargs: dict[str, Any] = {"version": "auto", "timeout": 300, "max_pool_size": 128}
     try:
-        if docker_host:
-            client = docker.DockerClient(base_url=docker_host, **kwargs)
-        else:
-            client = docker.from_env(**kwargs)
+        client = (
+            docker.DockerClient(base_url=docker_host, **kwargs) if docker_host else docker.from_env(**kwargs)
+        )
     except DockerException as exc:
         where = docker_host or os.environ.get("DOCKER_HOST") or "local socket"
         raise EnvironmentSetupError(
@@ -239,9 +240,29 @@ class DockerDriver(Driver):
     async def client(self) -> Any:
         return await self._call(docker_client, self.config.docker_host)
 
+    async def _sweep_once(self) -> None:
+        """Before this process opens its first sandbox, remove what crashed runs left behind.
+
+        Once per process and engine; ``ACX_DOCKER_SWEEP=0`` turns it off. A failing sweep never
+        blocks a run (``acx gc`` reports the same objects).
+        """
+        key = self.config.docker_host
+        if key in _SWEPT or os.environ.get("ACX_DOCKER_SWEEP", "1") == "0":
+            return
+        _SWEPT.add(key)
+        with contextlib.suppress(Exception):
+            await self._call(sweep_orphans, key)
+
     # -- open --
     async def open(self, request: OpenRequest) -> Session:
         self._check_policy(request.network_policy)
+        await self._sweep_once()
+        if request.setup.os not in (None, "linux"):
+            raise CapabilityError(
+                f"the docker driver runs linux containers only, not setup.os={request.setup.os!r}",
+                code="E0454",
+                help="drop environment.os or use a provider with Windows sandboxes",
+            )
         client = await self.client()
         labels = self._labels(request)
         budget = request.setup.build_timeout_seconds
@@ -596,10 +617,14 @@ class DockerSession(Session):
             for chunk_out, chunk_err in self.api.exec_start(exec_id, stream=True, demux=True):
                 out.add(chunk_out, chunk_err)
 
+        failure: list[BaseException] = []
+
         async def runner() -> None:
             try:
                 await self.driver._stream(pump)
                 state["exited"] = True
+            except Exception as exc:  # the engine connection broke: a driver failure, below
+                failure.append(exc)
             finally:
                 done.set()
 
@@ -622,6 +647,11 @@ class DockerSession(Session):
                 # Cancelled by the caller (or the stream broke): the command must not outlive us.
                 with trio.CancelScope(shield=True):
                     await self._kill(tag)
+        if failure and not timed_out:
+            raise DriverError(
+                f"lost the output stream of a command in session {self.id}: {_short(failure[0])}",
+                code="exec_failed",
+            ) from failure[0]
         return timed_out
 
     async def _kill(self, tag: str) -> None:
@@ -966,7 +996,8 @@ def _wait_port(api: Any, container: str, port: int, timeout: float) -> bool:
 
 
 def _exit_code(api: Any, exec_id: str) -> int | None:
-    for _ in range(50):
+    # The output stream can close a moment before the engine records the exit (busy engines).
+    for _ in range(250):
         info = api.exec_inspect(exec_id)
         if not info.get("Running"):
             code = info.get("ExitCode")

@@ -192,9 +192,7 @@ class FakeSession(Session):
             if p.is_dir():
                 self._mkdirs(posixpath.join(dst, rel))
             else:
-                await self.write_bytes(
-                    posixpath.join(dst, rel), p.read_bytes(), mode=p.stat().st_mode & 0o777
-                )
+                await self.write_bytes(posixpath.join(dst, rel), p.read_bytes(), mode=p.stat().st_mode & 0o777)
 
     async def download_dir(self, remote_dir: str, local_dir: str) -> None:
         src = self.abspath(remote_dir)
@@ -408,9 +406,7 @@ async def _simple(proc: FakeProcess, words: list[str]) -> int:
     return rc
 
 
-async def _apply_redirects(
-    proc: FakeProcess, sub: FakeProcess, redirects: list[tuple[int, str, str]]
-) -> None:
+async def _apply_redirects(proc: FakeProcess, sub: FakeProcess, redirects: list[tuple[int, str, str]]) -> None:
     streams = {1: bytes(sub.out), 2: bytes(sub.err)}
     dest: dict[int, str] = {1: "out", 2: "err"}
     for fd, op, target in redirects:
@@ -512,9 +508,7 @@ async def _head(proc: FakeProcess, args: list[str]) -> int:
         if src == "/dev/zero":
             proc.write_out(b"\x00" * n)
             return 0
-        data = (
-            proc.stdin if src is None else await proc.session.read_bytes(proc.session.abspath(src, proc.cwd))
-        )
+        data = proc.stdin if src is None else await proc.session.read_bytes(proc.session.abspath(src, proc.cwd))
         proc.write_out(data[:n])
         return 0
     proc.write_err("head: only -c N is supported by the fake driver\n")

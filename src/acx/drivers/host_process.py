@@ -289,7 +289,19 @@ class HostProcessSession(Session):
                 pass
         self._live.clear()
         if self._own_root and not self._config.keep_workdir:
-            await trio.to_thread.run_sync(lambda: shutil.rmtree(self.root, ignore_errors=True))
+            if _small_flat_dir(self.root):  # the common case: a thread hop costs more than the work
+                shutil.rmtree(self.root, ignore_errors=True)
+            else:
+                await trio.to_thread.run_sync(lambda: shutil.rmtree(self.root, ignore_errors=True))
+
+
+def _small_flat_dir(root: Path, limit: int = 8) -> bool:
+    try:
+        with os.scandir(root) as it:
+            entries = [e for _, e in zip(range(limit + 1), it, strict=False)]
+    except OSError:
+        return True
+    return len(entries) <= limit and not any(e.is_dir(follow_symlinks=False) for e in entries)
 
 
 def _check_tree(root: Path) -> None:
@@ -333,7 +345,7 @@ class HostProcessDriver(Driver):
             return Path(tempfile.mkdtemp(prefix=f"acx-{_safe(request.session_id)}-", dir=root_parent))
 
         try:
-            root = await trio.to_thread.run_sync(_mkroot)
+            root = _mkroot()  # one mkdir: cheaper inline than a thread hop
         except OSError as exc:
             raise EnvironmentSetupError(f"host_process: cannot create a session directory: {exc}") from exc
         workdir = root

@@ -318,10 +318,9 @@ def translate(
     """The diagnostic for a lark error, and the catalog label it matched (for recovery)."""
     if isinstance(exc, UnexpectedCharacters):
         return _characters(exc, file, text), None
-    assert isinstance(exc, UnexpectedToken)
-    token = exc.token
-    if token.type == "$END":
+    if not isinstance(exc, UnexpectedToken) or exc.token.type == "$END":  # (UnexpectedEOF: Earley only)
         return _eof(file, text, exc, pattern_of), None
+    token = exc.token
     label = _catalog_label(exc, parse)
     span = _token_span(file, token)
     if label == "missing_value":
@@ -342,6 +341,8 @@ def translate(
 def _equals_span(file: str, text: str, token: Any, fallback: Span) -> Span:
     """Point a missing value at its '=' (the token found is often on a later line)."""
     pos = getattr(token, "start_pos", None)
+    if pos is None and getattr(token, "type", None) == "$END":
+        pos = len(text)
     if pos is None:
         return fallback
     i = pos - 1
@@ -353,7 +354,7 @@ def _equals_span(file: str, text: str, token: Any, fallback: Span) -> Span:
     return Span(file, line, col, line, col + 1)
 
 
-def _eof(file: str, text: str, exc: UnexpectedToken, pattern_of: Callable[[str], str | None]) -> Diagnostic:
+def _eof(file: str, text: str, exc: UnexpectedInput, pattern_of: Callable[[str], str | None]) -> Diagnostic:
     opener = _unclosed_opener(text)
     end = _end_span(file, text)
     if opener is not None:
@@ -366,7 +367,16 @@ def _eof(file: str, text: str, exc: UnexpectedToken, pattern_of: Callable[[str],
             help=f"add '{_OPEN[ch]}' where the block or list ends",
             related=(Related(Span(file, line, col, line, col + 1), f"'{ch}' opened here"),),
         )
-    expected = _expected_text(exc.accepts or exc.expected, pattern_of)
+    accepts = getattr(exc, "accepts", None) or getattr(exc, "expected", None) or ()
+    if frozenset(accepts) == _VALUE_TERMINALS:
+        entry = CATALOG["missing_value"]
+        return Diagnostic(
+            code=entry.code,
+            message=f"{entry.message}, found end of file",
+            span=_equals_span(file, text, getattr(exc, "token", None), end),
+            help=entry.help,
+        )
+    expected = _expected_text(accepts, pattern_of)
     return Diagnostic(
         code="E0101",
         message=f"unexpected end of file; expected {expected}",

@@ -19,7 +19,7 @@ import re
 
 from acx.grammar import _ast as A
 
-__all__ = ["KEYWORDS", "format_source", "print_module", "quote_string", "render_value"]
+__all__ = ["KEYWORDS", "VALUE_KEYWORDS", "format_source", "print_module", "quote_string", "render_value"]
 
 _WIDTH = 100
 _INDENT = "  "

@@ -197,11 +197,18 @@ class AttemptRunner:
                 tried = await self._one_try(retries)
             final = self._final(tried)
             reason = retry_reason(final.issues, ex.retry_pattern_list)
+            log.info(
+                "task %s attempt %d try %d: %s%s",
+                self.task.task_id,
+                self.attempt,
+                retries + 1,
+                final.status,
+                "".join(f"; {i.severity} {i.phase}/{i.code}: {i.message[:200]}" for i in final.issues),
+                extra={"request": self.ctx.name},
+            )
             if reason is None or retries >= ex.max_retries:
                 return msgspec.structs.replace(final, retry_count=retries)
-            delay = backoff_seconds(
-                retries, ex.retry_min_delay_seconds, ex.retry_max_delay_seconds, self.ctx.rng
-            )
+            delay = backoff_seconds(retries, ex.retry_min_delay_seconds, ex.retry_max_delay_seconds, self.ctx.rng)
             self._archive_try(final, retries + 1, reason, delay)
             self.ctx.emit(
                 "attempt_retry",
@@ -318,9 +325,7 @@ class AttemptRunner:
             resources=resources or env.resources,
             network_policy=policy,
             startup_env=startup_env,
-            build_context=self.task.metadata.get("environment_dir")
-            if isinstance(self.task.metadata, dict)
-            else None,
+            build_context=self.task.metadata.get("environment_dir") if isinstance(self.task.metadata, dict) else None,
             state_dir=str(self.attempt_dir),
         )
 
@@ -358,7 +363,7 @@ class AttemptRunner:
         except Exception as exc:
             t.add("fatal", "setup", "environment_failed", self._msg(exc))
         if session is None:
-            await ctx.store.off_loop(ctx.store.drop_session, req.session_id)
+            await ctx.store.quick(ctx.store.drop_session, req.session_id)
             return None
         ctx.live_sessions.add(session.id)
         return session
@@ -378,7 +383,7 @@ class AttemptRunner:
                     },
                 )
                 ctx.live_sessions.discard(session.id)
-                log.info("environment retained (keep_environment): %s", session.id)
+                log.info("environment retained (keep_environment): %s", session.id, extra={"request": ctx.name})
                 return
             ok = False
             with trio.move_on_after(ctx.grace):
@@ -393,7 +398,7 @@ class AttemptRunner:
                         f"environment release failed; resource record retained: {self._msg(exc)}",
                     )
             if ok:
-                await ctx.store.off_loop(ctx.store.drop_session, session.id)
+                await ctx.store.quick(ctx.store.drop_session, session.id)
                 ctx.live_sessions.discard(session.id)
             else:
                 ctx.store.record_session(
@@ -456,9 +461,7 @@ class AttemptRunner:
         self.phase("run_task")
         with _deadline(T) as scope, session.env_scope(self.run_env):
             try:
-                t.result = await ctx.benchmark.run_task(
-                    self.task, t.prepared, ctx.request, self.plan, session
-                )
+                t.result = await ctx.benchmark.run_task(self.task, t.prepared, ctx.request, self.plan, session)
             except Exception as exc:
                 t.add("fatal", "run", "run_failed", self._msg(exc))
         if scope.cancelled_caught:
@@ -514,12 +517,7 @@ class AttemptRunner:
                 except Exception as exc:
                     t.add("warning", "cleanup", "harness_cleanup_failed", self._msg(exc))
         t.result = partial or RunResult(task_id=self.task.task_id)
-        if (
-            not t.result.issues
-            and t.result.final_answer is None
-            and not t.telemetry.get("timed_out")
-            and t.run_ok
-        ):
+        if not t.result.issues and t.result.final_answer is None and not t.telemetry.get("timed_out") and t.run_ok:
             pass  # an empty answer is the benchmark's to judge, not an infrastructure error
 
     async def _collect_artifacts(self, t: _Try, session: Session) -> None:
@@ -555,9 +553,7 @@ class AttemptRunner:
         scope_cm = session.env_scope(self.eval_env) if session is not None else _nullscope()
         with _deadline(budget) as scope, scope_cm:
             try:
-                t.evaluated = await ctx.benchmark.evaluate(
-                    self.task, t.prepared, t.result, ctx.request, plan, session
-                )
+                t.evaluated = await ctx.benchmark.evaluate(self.task, t.prepared, t.result, ctx.request, plan, session)
             except Exception as exc:
                 severity = "fatal" if isinstance(exc, DriverError) else "error"
                 t.add(

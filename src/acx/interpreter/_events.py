@@ -100,10 +100,7 @@ class RunProgress:
         self._track(event)
         now = time.monotonic()
         # The log is flushed with each snapshot (every 0.5 s), not per event: cheap and still live.
-        if (
-            event.event in ("run_started", "run_finished")
-            or now - self._last_snapshot >= self.SNAPSHOT_INTERVAL
-        ):
+        if event.event in ("run_started", "run_finished") or now - self._last_snapshot >= self.SNAPSHOT_INTERVAL:
             self._log.flush()
             self.write_snapshot()
 
@@ -187,9 +184,7 @@ class ConsoleReporter:
             from rich.console import Console
             from rich.live import Live
 
-            self._live = Live(
-                self._render(), console=Console(file=self.stream), refresh_per_second=4, transient=False
-            )
+            self._live = Live(self._render(), console=Console(file=self.stream), refresh_per_second=4, transient=False)
             self._live.__enter__()
         return self
 
@@ -234,6 +229,9 @@ class ConsoleReporter:
         line: str | None = None
         if e.event == "run_started":
             line = f"[{view.name}] run {e.run_id} started → {view.run_dir}"
+            if e.payload.get("stale_environment_records"):
+                n = e.payload["stale_environment_records"]
+                line += f"\n[{view.name}] ! {n} environment record(s) of the interrupted run remain (acx env list)"
         elif e.event == "tasks_loaded":
             line = f"[{view.name}] {view.total} task(s)"
         elif e.event == "task_finished":

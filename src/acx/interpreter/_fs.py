@@ -99,9 +99,8 @@ class GroupCommit:
     def _syncfs(self) -> None:
         fd = os.open(self.root, os.O_RDONLY)
         try:
-            if _SYNCFS is not None:
-                if _SYNCFS(fd) == 0:
-                    return
+            if _SYNCFS is not None and _SYNCFS(fd) == 0:
+                return
             os.sync()
         finally:
             os.close(fd)

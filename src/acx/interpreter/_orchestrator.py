@@ -197,6 +197,9 @@ class _RequestRun:
         handler = logging.FileHandler(self.store.run_dir / "run.log", encoding="utf-8")
         handler.setLevel(getattr(logging, str(self.orch.runtime.file_log_level).upper(), logging.DEBUG))
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        # One logger for the process; each run.log keeps only its own request's records.
+        name = self.prog.name
+        handler.addFilter(lambda record: getattr(record, "request", name) == name)
         logging.getLogger("acx").addHandler(handler)
         logging.getLogger("acx").setLevel(logging.DEBUG)
         self._log_handler = handler
@@ -206,8 +209,34 @@ class _RequestRun:
             self.plans_audit.setdefault(task_id, {"attempts": {}})["attempts"]["1"] = plan_audit(plan)
         self.started_at = previous.get("started_at") or self.started_at
         self._write_run_info("running")
+        log.info(
+            "run %s of request %s: %d task(s), %s on %s (resumed=%s)",
+            self.store.run_id,
+            self.prog.name,
+            len(self.prog.tasks),
+            self.prog.request.benchmark.id,
+            self.prog.request.environment.id,
+            self.resumed,
+            extra={"request": self.prog.name},
+        )
         self.store.journal("run_resumed" if self.resumed else "run_started", pid=os.getpid())
-        self.ctx.emit("run_started", payload={"run_dir": str(self.store.run_dir), "resumed": self.resumed})
+        stale = [r for r in self.store.live_session_records() if r.get("pid") != os.getpid()] if self.resumed else []
+        if stale:
+            log.warning(
+                "%d environment record(s) of the interrupted run remain in %s; "
+                "release them with `acx env close` (docker: `acx gc`)",
+                len(stale),
+                self.store.resources,
+                extra={"request": self.prog.name},
+            )
+        self.ctx.emit(
+            "run_started",
+            payload={
+                "run_dir": str(self.store.run_dir),
+                "resumed": self.resumed,
+                "stale_environment_records": len(stale),
+            },
+        )
         self.ctx.emit("tasks_loaded", payload={"tasks": len(self.prog.tasks)})
         for task_id, plan in self.first_plans.items():
             self.ctx.emit(
@@ -254,9 +283,7 @@ class _RequestRun:
             plan = self.first_plans.get(task.task_id) if n == 1 else None
             if plan is None:
                 plan = prog.plan_attempt(task, n)  # P3: a plan per semantic attempt
-                self.plans_audit.setdefault(task.task_id, {"attempts": {}})["attempts"][str(n)] = plan_audit(
-                    plan
-                )
+                self.plans_audit.setdefault(task.task_id, {"attempts": {}})["attempts"][str(n)] = plan_audit(plan)
                 ctx.emit(
                     "execution_plan_resolved",
                     task_id=task.task_id,
@@ -266,13 +293,11 @@ class _RequestRun:
             store = self.store
             # Journaled before the attempt's first side effect: the group commit that makes the
             # session record durable (right before the sandbox opens) covers this line too.
-            await store.off_loop(store.start_attempt, task.task_id, n)
+            await store.quick(store.start_attempt, task.task_id, n)
             result = await AttemptRunner(ctx, task, n, plan).run()
             # result.json is the commit of an attempt: it exists iff the attempt is done (resume).
             # It becomes durable with the next group commit (the next open or the task's finish).
-            await store.off_loop(
-                store.write_attempt, task.task_id, n, _result_json(result, prog), fsync=False
-            )
+            await store.quick(store.write_attempt, task.task_id, n, _result_json(result, prog), fsync=False)
             ctx.emit(
                 "attempt_finished",
                 task_id=task.task_id,
@@ -330,7 +355,7 @@ class _RequestRun:
         )
 
     def task_crashed(self, task: TaskSpec, exc: BaseException) -> None:
-        log.error("task %s failed outside its attempts", task.task_id, exc_info=exc)
+        log.error("task %s failed outside its attempts", task.task_id, exc_info=exc, extra={"request": self.prog.name})
         self.crashed.append(task.task_id)
         self.error = f"task {task.task_id!r} failed outside its attempts: {type(exc).__name__}: {exc}"
 
@@ -406,7 +431,7 @@ class _RequestRun:
         return RequestOutcome(
             name=prog.name,
             status=status,
-            run_dir=str(self.store.run_dir),
+            run_dir=str(self.store.run_dir.resolve()),
             run_id=self.store.run_id,
             error=self.error,
             headline={
@@ -437,9 +462,7 @@ def _result_json(result: RunResult, prog: RequestProgram) -> dict[str, Any]:
 # ---- preflight --------------------------------------------------------------------------------
 
 
-def preflight(
-    programs: Sequence[RequestProgram], environ: Mapping[str, str]
-) -> dict[str, dict[str, ExecutionPlan]]:
+def preflight(programs: Sequence[RequestProgram], environ: Mapping[str, str]) -> dict[str, dict[str, ExecutionPlan]]:
     """Plan attempt 1 of every task and refuse missing env vars — before any output (V1, P7)."""
     first: dict[str, dict[str, ExecutionPlan]] = {}
     missing: set[str] = set()
@@ -575,9 +598,7 @@ async def run_orchestration(
 
     status = "completed"
     slots = trio.Semaphore(max(1, orch.task_concurrency))
-    deadline = (
-        runtime.timeout_seconds if runtime.timeout_seconds and runtime.timeout_seconds > 0 else math.inf
-    )
+    deadline = runtime.timeout_seconds if runtime.timeout_seconds and runtime.timeout_seconds > 0 else math.inf
     outer = trio.CancelScope()
     if cancel_scope_ready is not None:
         cancel_scope_ready(outer)

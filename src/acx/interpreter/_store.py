@@ -128,7 +128,7 @@ class RunStore:
         append_line(self.journal_path, line, fsync=fsync)
 
     async def off_loop(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run a blocking store operation (fsync!) in a worker thread, off the event loop."""
+        """Run a store operation that may block (an ``fsync``) in a worker thread."""
         import trio
 
         if not self.io_threads:  # tests on MockClock: a worker thread would let virtual time jump
@@ -136,9 +136,16 @@ class RunStore:
             return fn(*args, **kwargs)
         return await trio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
 
+    async def quick(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run a small write without fsync inline: a thread hop costs more than the write."""
+        import trio
+
+        await trio.lowlevel.checkpoint()
+        return fn(*args, **kwargs)
+
     async def durably(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run a store write off the loop without its own fsync, then wait for a group commit."""
-        out = await self.off_loop(fn, *args, fsync=False, **kwargs)
+        """Write without a per-file fsync, then wait for the shared group commit (one syncfs)."""
+        out = await self.quick(fn, *args, fsync=False, **kwargs)
         await self.commit.sync()
         return out
 
@@ -167,14 +174,10 @@ class RunStore:
     def attempt_dir(self, task_id: str, attempt: int) -> Path:
         return self.running_dir(task_id) / f"attempt-{attempt}"
 
-    def write_attempt(
-        self, task_id: str, attempt: int, result: dict[str, Any], *, fsync: bool = True
-    ) -> Path:
+    def write_attempt(self, task_id: str, attempt: int, result: dict[str, Any], *, fsync: bool = True) -> Path:
         path = self.attempt_dir(task_id, attempt) / "result.json"
         atomic_write_json(path, {"schema_version": RESULT_SCHEMA, **result}, fsync=fsync)
-        self.journal(
-            "attempt_finished", fsync=False, task_id=task_id, attempt=attempt, status=result.get("status")
-        )
+        self.journal("attempt_finished", fsync=False, task_id=task_id, attempt=attempt, status=result.get("status"))
         return path
 
     def completed_attempts(self, task_id: str) -> dict[int, dict[str, Any]]:
@@ -209,9 +212,7 @@ class RunStore:
         for p in leftovers:
             p.rename(dest / p.name)
 
-    def finalize_task(
-        self, task_id: str, state: str, task_json: dict[str, Any], *, fsync: bool = True
-    ) -> Path:
+    def finalize_task(self, task_id: str, state: str, task_json: dict[str, Any], *, fsync: bool = True) -> Path:
         src = self.running_dir(task_id)
         src.mkdir(parents=True, exist_ok=True)
         atomic_write_json(src / "task.json", {"schema_version": TASK_SCHEMA, **task_json}, fsync=fsync)

@@ -23,9 +23,7 @@ __all__ = ["ExactMatchRuntime", "normalize_answer"]
 _WS = re.compile(r"\s+")
 
 
-def normalize_answer(
-    value: Any, *, case_sensitive: bool, normalize_whitespace: bool, strip_punctuation: bool
-) -> str:
+def normalize_answer(value: Any, *, case_sensitive: bool, normalize_whitespace: bool, strip_punctuation: bool) -> str:
     text = "" if value is None else str(value)
     if normalize_whitespace:
         text = _WS.sub(" ", text).strip()

@@ -64,9 +64,7 @@ def parse_reward(reward_json: str | None, reward_txt: str | None) -> dict[str, f
         for k, v in data.items():
             n = _number(v)
             if n is None:
-                raise RewardError(
-                    "verifier_result_invalid", f"reward.json value {k!r} is not a finite number"
-                )
+                raise RewardError("verifier_result_invalid", f"reward.json value {k!r} is not a finite number")
             rewards[str(k)] = n
         if "reward" not in rewards:
             raise RewardError("verifier_result_invalid", "reward.json has no `reward` key")
@@ -106,9 +104,7 @@ class HarborRuntime:
         return PreparedTask(
             task_id=task.task_id,
             category=task.category,
-            input=TaskInput(
-                prompt=with_network_notice(task.question, plan), workspace=plan.environment.setup.workdir
-            ),
+            input=TaskInput(prompt=with_network_notice(task.question, plan), workspace=plan.environment.setup.workdir),
             # The oracle harness runs the reference solution; the tests stay evaluation-only (B1).
             metadata={"task_dir": meta.get("task_dir"), "solution_dir": meta.get("solution_dir")},
         )
@@ -131,19 +127,13 @@ class HarborRuntime:
             return msgspec.structs.replace(result, issues=issues, metrics={})
 
         if session is None:
-            return failed(
-                "evaluation_setup_failed", "Harbor verification needs a sandbox (mode reuse or fresh)"
-            )
+            return failed("evaluation_setup_failed", "Harbor verification needs a sandbox (mode reuse or fresh)")
         tests_dir = task.metadata.get("tests_dir")
         if not tests_dir:
             return failed("evaluation_input_missing", "the task has no tests directory")
-        wipe = await session.exec(
-            ["sh", "-c", "rm -rf /logs/verifier /tests && mkdir -p /logs/verifier /tests"]
-        )
+        wipe = await session.exec(["sh", "-c", "rm -rf /logs/verifier /tests && mkdir -p /logs/verifier /tests"])
         if not wipe.ok:
-            return failed(
-                "verifier_setup_failed", f"cannot reset /logs/verifier: {wipe.stderr.strip()[:300]}"
-            )
+            return failed("verifier_setup_failed", f"cannot reset /logs/verifier: {wipe.stderr.strip()[:300]}")
         await session.upload_dir(str(tests_dir), "/tests")
         run = await session.exec(
             [
