@@ -11,7 +11,8 @@
 # Exit 0 only when `docker info` works and both images exist.
 set -euo pipefail
 
-LOG=${ACX_DOCKERD_LOG:-/var/log/acx-dockerd.log}
+if [ "$(id -u)" = 0 ]; then LOG=${ACX_DOCKERD_LOG:-/var/log/acx-dockerd.log}; else
+    LOG=${ACX_DOCKERD_LOG:-${TMPDIR:-/tmp}/acx-dockerd.log}; fi
 CACHE=${ACX_IMAGE_CACHE:-/var/cache/acx}
 MIRROR=${ACX_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 BUSYBOX_IMAGE=acx-test/busybox:latest
@@ -95,7 +96,12 @@ COPY rootfs/ /
 ENV PATH=/bin:/usr/bin:/sbin
 CMD ["/bin/sh"]
 EOF
-    DOCKER_BUILDKIT=0 docker build -q -t "$BUSYBOX_IMAGE" "$ctx" >/dev/null
+    # The legacy builder needs no buildx plugin; its deprecation notice is noise unless it fails.
+    if ! DOCKER_BUILDKIT=0 docker build -q -t "$BUSYBOX_IMAGE" "$ctx" >"$ctx/build.log" 2>&1; then
+        cat "$ctx/build.log" >&2
+        rm -rf "$ctx"
+        return 1
+    fi
     rm -rf "$ctx"
 }
 

@@ -27,6 +27,7 @@ __all__ = [
     "did_you_mean",
     "render_json",
     "render_text",
+    "unique",
 ]
 
 
@@ -101,6 +102,19 @@ def did_you_mean(name: str, candidates: Any, *, cutoff: float = 0.6) -> str | No
     return lowered.get(str(name).lower())
 
 
+def unique(diags: Any) -> list[Diagnostic]:
+    """``diags`` without repeats (same code, message and span), first occurrence kept: a shared
+    value (e.g. one ``defaults`` field used by every request) is reported once."""
+    seen: set[tuple[str, str, Span | None]] = set()
+    out: list[Diagnostic] = []
+    for d in diags:
+        key = (d.code, d.message, d.span)
+        if key not in seen:
+            seen.add(key)
+            out.append(d)
+    return out
+
+
 def _source_lines(file: str, sources: dict[str, str] | None) -> list[str] | None:
     if sources is not None and file in sources:
         return sources[file].splitlines()
@@ -133,11 +147,83 @@ def _mask_secrets(line: str) -> str:
     return _SECRET_ASSIGNMENT.sub(mask, line)
 
 
+#: Keys whose every value is secret (reference §2.2 container keys; kept equal to
+#: ``acx.compiler._redact.CONTAINER_KEYS`` by a test).
+_CONTAINER_KEYS = (
+    "auth",
+    "authentication",
+    "credentials",
+    "headers",
+    "env",
+    "env_variables",
+    "run_env_variables",
+    "evaluation_env_variables",
+    "evaluation_environment_env_variables",
+)
+_CONTAINER = "|".join(sorted(_CONTAINER_KEYS, key=len, reverse=True))
+#: ``env_variables: {A: x, B: y}`` / ``env_variables = { A = "x" }`` on one line.
+_INLINE_CONTAINER = re.compile(
+    rf"""(?P<key>(?<![A-Za-z0-9_-])["']?(?:{_CONTAINER})["']?\s*[:=]\s*)\{{(?P<body>(?:\$\{{[^{{}}]*\}}|[^{{}}])*)\}}""",
+    re.IGNORECASE,
+)
+_ENTRY_VALUE = re.compile(r"""(?P<sep>[:=]\s*)(?P<value>"[^"]*"|'[^']*'|\[[^\]]*\]|[^\s,}}\]#]+)""")
+#: The first key of a line and whether the line opens a nested block (``key:`` / ``key {``).
+_LINE_KEY = re.compile(r"""^\s*(?:-\s+)?["']?(?P<key>[A-Za-z0-9_.-]+)["']?""")
+_OPENS_BLOCK = re.compile(r"""[:={]\s*(?:#.*)?$""")
+_URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@\"']*:)(?P<pw>[^@/\s\"']+)(?=@)")
+
+
+def _is_reference(value: str) -> bool:
+    # ${VAR} and the .acx calls secret("X") / env("X") name a secret; they are not one.
+    return "${" in value or "(" in value
+
+
+def _stars(m: re.Match[str], group: str) -> str:
+    value = m.group(group)
+    start, end = m.start(group) - m.start(0), m.end(group) - m.start(0)
+    whole = m.group(0)
+    return whole[:start] + ("*" * len(value) if not _is_reference(value) else value) + whole[end:]
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _under_container(lines: list[str], index: int) -> bool:
+    """True when line ``index`` sits (by indentation) inside a block opened by a container key."""
+    depth = _indent(lines[index])
+    for j in range(index - 1, -1, -1):
+        line = lines[j]
+        if not line.strip() or line.lstrip().startswith("#") or _indent(line) >= depth:
+            continue
+        depth = _indent(line)
+        m = _LINE_KEY.match(line)
+        if m and m.group("key").lower() in _CONTAINER_KEYS and _OPENS_BLOCK.search(line):
+            return True
+        if depth == 0:
+            break
+    return False
+
+
+def _mask_frame_line(lines: list[str], index: int) -> str:
+    """Line ``index`` with every literal secret masked, same length so carets stay aligned:
+    sensitive keys, values under container keys (inline or by indentation), URL passwords."""
+    text = _mask_secrets(lines[index])
+    text = _URL_PASSWORD.sub(lambda m: _stars(m, "pw"), text)
+    text = _INLINE_CONTAINER.sub(
+        lambda m: m.group("key") + "{" + _ENTRY_VALUE.sub(lambda e: _stars(e, "value"), m.group("body")) + "}",
+        text,
+    )
+    if _under_container(lines, index):
+        text = _ENTRY_VALUE.sub(lambda e: _stars(e, "value"), text, count=1)
+    return text
+
+
 def _frame(span: Span, sources: dict[str, str] | None, label: str = "") -> list[str]:
     lines = _source_lines(span.file, sources)
     if lines is None or not (1 <= span.line <= len(lines)):
         return []
-    text = _mask_secrets(lines[span.line - 1]).expandtabs(1)
+    text = _mask_frame_line(lines, span.line - 1).expandtabs(1)
     gutter = str(span.line)
     pad = " " * len(gutter)
     width = 1

@@ -149,10 +149,12 @@ def test_output_file(setup, capsys) -> None:
     assert json.loads((setup / "out.json").read_text())["name"] == "nightly"
 
 
-def test_plans_without_a_planner_or_with_one(setup, capsys) -> None:
+def test_plans_load_tasks_and_report_a_missing_dataset_as_input_error(setup, capsys) -> None:  # P1, P8
+    # --plans goes past the dry run: it loads tasks, so the missing `tasks/` directory of the
+    # harbor request is a clear input error (exit 2) naming it, never a traceback.
     code = main(["compile", "orch.yaml", "--plans"])
     _, err = capsys.readouterr()
-    assert code in (0, 1, 2) and "Traceback" not in err
+    assert code == 2 and "Traceback" not in err and "tasks" in err
 
 
 @pytest.mark.parametrize(

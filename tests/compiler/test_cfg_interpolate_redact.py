@@ -40,11 +40,13 @@ def test_env_maps_keep_references_verbatim() -> None:  # contract V1
     assert out == data and not info.diagnostics and not info.env_inputs
 
 
-def test_sensitive_positions_keep_the_reference_but_require_the_variable() -> None:
+def test_sensitive_positions_keep_the_reference_and_warn_when_unset() -> None:
     out, info = interpolate({"api_key": "${KEY}", "id": "m"}, {"KEY": "sk-1"}, span_of=_span, abs_prefix=("model",))
     assert out["api_key"] == "${KEY}" and info.secret_refs == {"KEY"} and not info.env_inputs
+    assert not info.diagnostics
     _, missing = interpolate({"api_key": "${KEY}"}, {}, span_of=_span)
-    assert missing.diagnostics[0].code == "E0302"
+    assert [(d.code, d.severity) for d in missing.diagnostics] == [("W0302", "warning")]
+    assert missing.secret_refs == {"KEY"}
 
 
 def test_front_end_secret_paths_are_sensitive_too() -> None:

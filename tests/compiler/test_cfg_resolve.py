@@ -222,9 +222,21 @@ def test_orchestration_id_is_content_derived(project, write) -> None:  # contrac
 def test_missing_env_var_is_a_resolution_error(project, write) -> None:  # contract R6
     write("orch.yaml", ORCH)
     with pytest.raises(AcxResolutionError) as info:
-        compile_orchestration("orch.yaml", environ={"MODEL_BASE_URL": "x"}, cwd=str(project))
+        compile_orchestration("orch.yaml", environ={"MODEL_API_KEY": "x"}, cwd=str(project))
     (diag,) = info.value.diagnostics
-    assert diag.code == "E0302" and "MODEL_API_KEY" in diag.message and str(diag.span).startswith("orch.yaml:8:")
+    assert diag.code == "E0302" and "MODEL_BASE_URL" in diag.message and str(diag.span).startswith("orch.yaml:8:")
+
+
+def test_missing_secret_is_only_a_warning_at_compile_time(project, write) -> None:  # contract R6, P8
+    # A secret stays a reference in the request, so compiling (a dry run in CI) never needs it;
+    # `acx run` refuses up front while it is missing (E0310).
+    write("orch.yaml", ORCH)
+    compiled = compile_orchestration("orch.yaml", environ={"MODEL_BASE_URL": "x"}, cwd=str(project))
+    (warning,) = [w for w in compiled.warnings if w.code == "W0302"]  # once, though two requests use it
+    assert warning.code == "W0302" and warning.severity == "warning" and "MODEL_API_KEY" in warning.message
+    assert str(warning.span).startswith("orch.yaml:8:")
+    request = compiled.orchestration.requests[0].request
+    assert request.model.api_key == "${MODEL_API_KEY}" and request.metadata.secret_refs == ["MODEL_API_KEY"]
 
 
 def test_missing_required_param_after_layering(project, write) -> None:

@@ -71,4 +71,4 @@ def test_schema_and_validator_agree(name: str, text: str, valid: bool) -> None:
     doc = parse_yaml_text(text.lstrip("\n"), "x.yaml")
     validator = jsonschema.Draft202012Validator(load_schema(name))
     assert validator.is_valid(doc.data) is valid
-    assert (not validate_document(doc)) is valid
+    assert (not [d for d in validate_document(doc) if d.severity == "error"]) is valid

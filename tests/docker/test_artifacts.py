@@ -25,9 +25,7 @@ BOOKWORM = "acx-test/bookworm:latest"
 
 def _plan(**kw: Any) -> ExecutionPlan:
     kw.setdefault("save_artifacts", True)
-    return ExecutionPlan(
-        task_id="t", attempt=1, environment=EnvironmentSpec(id="docker"), collect_artifacts=True, **kw
-    )
+    return ExecutionPlan(task_id="t", attempt=1, environment=EnvironmentSpec(id="docker"), collect_artifacts=True, **kw)
 
 
 async def _open(driver: Any, label: str) -> Any:
@@ -87,9 +85,7 @@ def test_collect_statuses_manifest_and_restore(run_label: str, tmp_path: Path, d
         assert (art / "submission/.hid/h").read_text() == "H" and not (art / "submission/x.tmp").exists()
         assert (art / "result.txt").read_text() == "r" and (art / "app/empty").is_dir()
         assert all(
-            d["checksum"].startswith("sha256:")
-            for d in outcome.declared_artifacts
-            if d["status"] == "collected"
+            d["checksum"].startswith("sha256:") for d in outcome.declared_artifacts if d["status"] == "collected"
         )
         manifest = json.loads(outcome.manifest_path.read_text())
         assert outcome.manifest_path.name.startswith("submission-") and manifest["complete"] is True
@@ -103,9 +99,7 @@ def test_collect_statuses_manifest_and_restore(run_label: str, tmp_path: Path, d
             assert issues == []
             listing = (await verifier.exec("cd /app/sub && ls -A | sort", shell=True)).stdout.split()
             assert listing == [".hid", "a.txt", "bin.dat"], listing
-            assert (await verifier.read_bytes("/app/sub/bin.dat")) == (
-                art / "submission/bin.dat"
-            ).read_bytes()
+            assert (await verifier.read_bytes("/app/sub/bin.dat")) == (art / "submission/bin.dat").read_bytes()
             assert (await verifier.read_text("/app/result.txt")) == "r"
             assert await verifier.is_dir("/app/empty")
         finally:
@@ -226,9 +220,7 @@ def test_collect_command_timeout_and_save_off(run_label: str, tmp_path: Path, do
     assert outcome.manifest_path is None and outcome.declared_artifacts == []
 
 
-def test_dotdot_tar_is_a_collection_error(
-    run_label: str, tmp_path: Path, docker_driver: Any, monkeypatch: Any
-) -> None:
+def test_dotdot_tar_is_a_collection_error(run_label: str, tmp_path: Path, docker_driver: Any, monkeypatch: Any) -> None:
     # contract A4, A6: an archive member with `../` (as a hostile engine/agent could produce) is
     # refused, recorded as a collection error, and nothing lands outside artifacts/
     import io
@@ -236,7 +228,7 @@ def test_dotdot_tar_is_a_collection_error(
 
     from acx.drivers.docker import DockerSession
 
-    def evil_fetch(self: Any, path: str, max_raw: Any) -> Any:
+    def evil_fetch(self: Any, path: str, max_raw: Any, transfer: Any = None) -> Any:
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
             for name in ("sub/ok.txt", "sub/../../../escaped.txt"):
@@ -259,9 +251,7 @@ def test_dotdot_tar_is_a_collection_error(
 
     outcome = trio.run(main)
     assert [d["status"] for d in outcome.declared_artifacts] == ["failed"]
-    assert [i.code for i in outcome.issues] == ["artifact_collection_failed"] and ".." in outcome.issues[
-        0
-    ].message
+    assert [i.code for i in outcome.issues] == ["artifact_collection_failed"] and ".." in outcome.issues[0].message
     assert not list(tmp_path.rglob("escaped.txt")) and not outcome.complete
 
 
@@ -282,3 +272,29 @@ def test_exec_in_a_removed_container_is_a_driver_error(run_label: str, docker_dr
             await agent.close()  # idempotent and tolerant of the missing container
 
     trio.run(main)
+
+
+def test_download_deadline_is_enforced_promptly(run_label: str, tmp_path: Path, docker_driver: Any) -> None:
+    # contract T4, A6: artifact_limits.timeout_seconds bounds the transfer itself — the collector
+    # walks away from a slow download instead of waiting for it
+    import time
+
+    plan = _plan(
+        artifacts=[ArtifactSpec(source="/app/big", destination="big")],
+        artifact_limits=ArtifactLimits(timeout_seconds=0.3),
+    )
+
+    async def main() -> Any:
+        agent = await _open(docker_driver(), run_label)
+        try:
+            await agent.exec("mkdir -p /app && head -c 400000000 /dev/zero > /app/big", shell=True, timeout=60)
+            start = time.monotonic()
+            outcome = await _artifacts.collect(agent, plan, tmp_path)
+            return outcome, time.monotonic() - start
+        finally:
+            await agent.close()
+
+    outcome, elapsed = trio.run(main)
+    assert elapsed < 5, elapsed
+    assert [i.code for i in outcome.issues] == ["artifact_download_timeout"]
+    assert [d["status"] for d in outcome.declared_artifacts] == ["failed"] and not outcome.complete

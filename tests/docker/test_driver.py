@@ -108,21 +108,17 @@ def test_public_sessions_are_isolated_from_each_other(run_label: str, docker_dri
     _run(main)
 
 
-def test_denylist_is_refused_not_downgraded(run_label: str, docker_driver: Any) -> None:
-    # contract P7: a policy the driver cannot enforce is an error, never a silent downgrade
+def test_unenforceable_requests_are_refused_not_downgraded(run_label: str, docker_driver: Any) -> None:
+    # contract P7, H1: what the driver cannot enforce is an error, never a silent downgrade
     caps = probe_capabilities("docker")
-    assert "denylist" not in caps.network_modes and "denylist" in caps.unsupported_reasons
-    policy = NetworkPolicy(network_mode="denylist", denied_hosts=["example.org"])
+    assert set(caps.network_modes) == {"public", "no-network", "allowlist", "denylist"}
 
     async def main() -> None:
         with pytest.raises(CapabilityError):
-            await docker_driver().open(_request(run_label, network_policy=policy))
-        session = await docker_driver().open(_request(run_label))
-        try:
-            with pytest.raises(CapabilityError):
-                await session.set_network_policy(policy)
-        finally:
-            await session.close()
+            await docker_driver().open(_request(run_label, resources=ResourceRequirements(gpu=1)))
+        windows = EnvironmentSetup(image=BOOKWORM, os="windows")
+        with pytest.raises(CapabilityError):
+            await docker_driver().open(_request(run_label, setup=windows))
 
     _run(main)
     assert list_objects(labels={"acx.test": run_label}) == []
@@ -157,7 +153,7 @@ else:
 """
 
 
-def test_allowlist_enforced_through_egress_proxy(run_label: str, docker_driver: Any) -> None:
+def test_allowlist_and_denylist_enforced_through_egress_proxy(run_label: str, docker_driver: Any) -> None:
     # contract P6, P7, H4: allowlist = egress only to listed host:port through the enforcing proxy;
     # switching on the live session (allowlist ↔ public ↔ no-network). Only our own containers.
     async def main() -> None:
@@ -179,13 +175,21 @@ def test_allowlist_enforced_through_egress_proxy(run_label: str, docker_driver: 
                 return res.stdout.strip() or res.stderr
 
             assert await probe(f"{ip}:8000", "get") == "403"  # empty allowlist: nothing allowed
-            await agent.set_network_policy(
-                NetworkPolicy(network_mode="allowlist", allowed_hosts=[f"{ip}:8000"])
-            )
+            await agent.set_network_policy(NetworkPolicy(network_mode="allowlist", allowed_hosts=[f"{ip}:8000"]))
             assert await probe(f"{ip}:8000", "get") == "200"
             assert await probe(f"{ip}:8000", "connect") == "200/200"
             assert await probe(f"{ip}:8001", "connect") == "403"  # port not listed
             assert await probe(f"{ip}:8000", "direct") == "blocked"  # no route around the proxy
+            # denylist: everything through the proxy except the listed destinations (fail closed
+            # for traffic that ignores the proxy)
+            await server.exec("nohup python3 -m http.server 8001 >/dev/null 2>&1 &", shell=True)
+            await _wait_listening(server, 8001)
+            await agent.set_network_policy(NetworkPolicy(network_mode="denylist", denied_hosts=[f"{ip}:8000"]))
+            assert await probe(f"{ip}:8000", "get") == "403"
+            assert await probe(f"{ip}:8001", "get") == "200"
+            assert await probe(f"{ip}:8001", "direct") == "blocked"
+            await agent.set_network_policy(NetworkPolicy(network_mode="denylist", denied_hosts=["10.0.0.0/8"]))
+            assert await probe(f"{ip}:8000", "get") == "200"
             await agent.set_network_policy(NetworkPolicy(network_mode="public"))
             assert await probe(f"{ip}:8000", "direct") == "open"
             await agent.set_network_policy(NetworkPolicy(network_mode="no-network"))
@@ -201,18 +205,11 @@ def test_allowlist_enforced_through_egress_proxy(run_label: str, docker_driver: 
 
 def test_timed_out_command_leaves_no_process(run_label: str, docker_driver: Any) -> None:
     # contract T3: the deadline kills the whole tree, even children that left the process group
-    script = (
-        "trap '' TERM; (trap '' TERM; sleep 300) & setsid sleep 301 & nohup sleep 302 >/dev/null & sleep 303"
-    )
-    lister = (
-        "for d in /proc/[0-9]*; do c=$(tr '\\0' ' ' < $d/cmdline 2>/dev/null); "
-        '[ -n "$c" ] && echo "$c"; done'
-    )
+    script = "trap '' TERM; (trap '' TERM; sleep 300) & setsid sleep 301 & nohup sleep 302 >/dev/null & sleep 303"
+    lister = "for d in /proc/[0-9]*; do c=$(tr '\\0' ' ' < $d/cmdline 2>/dev/null); [ -n \"$c\" ] && echo \"$c\"; done"
 
     async def main() -> None:
-        session = await docker_driver(BUSYBOX).open(
-            _request(run_label, setup=EnvironmentSetup(image=BUSYBOX))
-        )
+        session = await docker_driver(BUSYBOX).open(_request(run_label, setup=EnvironmentSetup(image=BUSYBOX)))
         try:
             start = time.monotonic()
             res = await session.exec(script, shell=True, timeout=1)
@@ -357,16 +354,12 @@ def test_sigkill_then_gc_leaves_nothing(run_label: str) -> None:
     assert nets.stdout.strip() == ""
 
 
-def test_env_list_and_close_cli(
-    run_label: str, docker_driver: Any, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_env_list_and_close_cli(run_label: str, docker_driver: Any, capsys: pytest.CaptureFixture[str]) -> None:
     # contract E1: acx env list / close --id
     from acx.cli import main as acx_main
 
     async def main() -> str:
-        session = await docker_driver(BUSYBOX).open(
-            _request(run_label, setup=EnvironmentSetup(image=BUSYBOX))
-        )
+        session = await docker_driver(BUSYBOX).open(_request(run_label, setup=EnvironmentSetup(image=BUSYBOX)))
         return session.id
 
     sid = _run(main)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from acx.drivers._docker_proxy import entry_allows
+from acx.drivers._docker_proxy import entry_allows, entry_matches_addr
 
 pytestmark = pytest.mark.no_engine
 
@@ -30,3 +30,10 @@ pytestmark = pytest.mark.no_engine
 def test_entry_allows(entry: str, host: str, port: int, ok: bool) -> None:
     # contract P6: hostname, *.wildcard, IP, CIDR, optional :port
     assert entry_allows(entry, host, port) is ok
+
+
+def test_entry_matches_resolved_address() -> None:
+    # contract P6: denylist CIDR/IP entries also catch names that resolve into them
+    assert entry_matches_addr("10.0.0.0/8", "10.9.9.9", 80)
+    assert not entry_matches_addr("10.0.0.0/8:443", "10.9.9.9", 80)
+    assert not entry_matches_addr("example.org", "10.9.9.9", 80)

@@ -166,3 +166,24 @@ def test_undeclared_or_invalid_observations_are_rejected(tmp_path: Path) -> None
     res = read_results(run_dir(result))["t0"][0]
     assert res["metrics"] == {}
     assert {i["code"] for i in res["issues"]} == {"metric_invalid", "metric_undeclared"}
+
+
+def test_discarded_try_files_move_to_retries(tmp_path: Path) -> None:
+    # contract A8: before the agent reruns, the previous try's files move to retries/<id>/.
+    calls = [0]
+
+    async def execute(prepared: Any, session: Any, plan: Any) -> RunResult:
+        calls[0] += 1
+        out = Path(session.request.state_dir) / "artifacts"
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"try{calls[0]}.txt").write_text("evidence")
+        if calls[0] == 1:
+            raise RuntimeError("first try crashes")
+        return RunResult(task_id=prepared.task_id, final_answer="Q0")
+
+    ex = ExecutionSpec(max_retries=1, retry_min_delay_seconds=1)
+    result = run([program(FakeBench(), PyHarness(execute), tasks(1), execution=ex)], tmp_path)
+    attempt = next((run_dir(result) / "details" / "normal").glob("*/attempt-1"))
+    assert sorted(p.name for p in (attempt / "artifacts").iterdir()) == ["try2.txt"]
+    moved = [p for p in (attempt / "retries").iterdir() if p.is_dir()]
+    assert len(moved) == 1 and (moved[0] / "artifacts" / "try1.txt").read_text() == "evidence"

@@ -86,24 +86,17 @@ def _alive(pid: int) -> bool:
 
 
 def test_quickstart_runs_offline_and_results_show(tmp_path: Path) -> None:
+    run_dirs = []
     for spec in ("quickstart.acx", "quickstart.yaml"):
         out = tmp_path / spec
-        res = acx(
-            "run",
-            str(REPO / "examples" / spec),
-            "--results-dir",
-            str(out),
-            "--progress",
-            "none",
-            cwd=tmp_path,
-        )
+        res = acx("run", str(REPO / "examples" / spec), "--results-dir", str(out), "--progress", "none", cwd=tmp_path)
         assert res.returncode == 0, res.stderr
         assert "quickstart: completed" in res.stdout and "correct.avg@1 = 0.900" in res.stdout
-        run_dir = next((out / "quickstart").iterdir())
-        shown = acx("results", "show", str(run_dir), cwd=tmp_path)
-        assert shown.returncode == 0 and "| division | 2 | 50.0% |" in shown.stdout
-        js = json.loads(acx("results", "show", str(run_dir), "--format", "json", cwd=tmp_path).stdout)
-        assert js["status"] == "completed" and js["tasks"]["normal"] == 10
+        run_dirs.append(next((out / "quickstart").iterdir()))
+    shown = acx("results", "show", str(run_dirs[0]), cwd=tmp_path)
+    assert shown.returncode == 0 and "| division | 2 | 50.0% |" in shown.stdout
+    js = json.loads(acx("results", "show", str(run_dirs[1]), "--format", "json", cwd=tmp_path).stdout)
+    assert js["status"] == "completed" and js["tasks"]["normal"] == 10
 
 
 def test_run_from_compiled_plan(tmp_path: Path) -> None:
@@ -190,26 +183,27 @@ def test_sigint_cancels_cleanly(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_sigkill_then_resume_runs_every_task_exactly_once(tmp_path: Path) -> None:
-    log = tmp_path / "agent.log"
-    spec = write_spec(
-        tmp_path,
-        n=8,
-        concurrency=2,
-        command=f"python3 -c 'import sys; print(sys.stdin.read().split()[2])'; echo $ACX_TASK_ID >> {log}; sleep 0.4",
+    # SIGKILL mid-run, then --resume: every task exactly once, finished attempts never redone,
+    # and the agents the killed run left behind are reaped.
+    log, pids, flag = tmp_path / "agent.log", tmp_path / "pids", tmp_path / "slow"
+    flag.touch()
+    command = (
+        "python3 -c 'import sys; print(sys.stdin.read().split()[2])'; "
+        f"echo $ACX_TASK_ID >> {log}; "
+        f"case $ACX_TASK_ID in q6|q7) echo $$ >> {pids}; [ -e {flag} ] && sleep 300;; esac; sleep 0.2"
     )
+    spec = write_spec(tmp_path, n=8, concurrency=2, command=command)
     proc = spawn("run", str(spec), cwd=tmp_path)
-    _wait_for(
-        lambda: (
-            (tmp_path / "results" / "r").exists()
-            and len(list((tmp_path / "results" / "r").glob("*/details/normal/*/task.json"))) >= 3
-        )
-    )
+    _wait_for(lambda: pids.exists() and len(pids.read_text().split()) == 2, timeout=60)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
     d = _run_dir(tmp_path)
     done_before = {json.loads(p.read_text())["task_id"] for p in d.glob("details/normal/*/task.json")}
-    assert 3 <= len(done_before) < 8
-    time.sleep(0.6)  # orphaned agents of the killed run finish their sleep
+    assert done_before == {f"q{i}" for i in range(6)}
+    orphans = [int(p) for p in pids.read_text().split()]
+    assert all(_alive(p) for p in orphans)  # the killed run could not clean up
+    assert len(list((d / ".env-resources").iterdir())) == 2
+    flag.unlink()
     res = acx("run", "--resume", str(d), "--progress", "none", cwd=tmp_path)
     assert res.returncode == 0, res.stderr + res.stdout
     finals = [json.loads(p.read_text())["task_id"] for p in d.glob("details/*/*/task.json")]
@@ -218,6 +212,8 @@ def test_sigkill_then_resume_runs_every_task_exactly_once(tmp_path: Path) -> Non
     ran = log.read_text().split()
     for task_id in done_before:
         assert ran.count(task_id) == 1, f"{task_id} was run again after resume"
+    assert not any(_alive(p) for p in orphans)  # reaped on resume
+    assert list((d / ".env-resources").iterdir()) == []
     metrics = json.loads((d / "metrics.json").read_text())
     assert metrics["counts"]["tasks"] == 8 and metrics["metrics"]["correct.avg@1"] == 1.0
 
@@ -239,3 +235,58 @@ def test_reuse_and_json_report(tmp_path: Path) -> None:
     assert not [e for e in events if e["event"] == "attempt_started"]  # nothing ran again
     again = acx("run", str(spec), "--run-id", "first", cwd=tmp_path)
     assert again.returncode == 2 and "E0601" in again.stderr
+
+
+def test_openai_chat_end_to_end_against_loopback(tmp_path: Path) -> None:
+    # The API key is a ${VAR} reference resolved only inside the call: never in results or logs.
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    seen: list[str | None] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append(self.headers.get("Authorization"))
+            question = body["messages"][-1]["content"]
+            data = json.dumps({"choices": [{"message": {"content": question.split()[2]}}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        (tmp_path / "data.jsonl").write_text(
+            "".join(
+                json.dumps({"id": f"q{i}", "question": f"What is {i} + 0?", "answer": str(i)}) + "\n" for i in range(3)
+            )
+        )
+        spec = tmp_path / "chat.yaml"
+        spec.write_text(
+            f"""version: 1
+name: chat
+runtime: {{results_dir: results, progress: none}}
+requests:
+  - name: chat
+    benchmark: {{id: exact_match, dataset: data.jsonl}}
+    harness: {{id: openai_chat, max_tokens: 16}}
+    model: {{id: fake-model, base_url: "http://127.0.0.1:{server.server_port}/v1", api_key: "${{ACX_LOOP_KEY}}"}}
+    environment: {{id: host_process}}
+"""
+        )
+        res = acx("run", str(spec), cwd=tmp_path, env={"ACX_LOOP_KEY": "sk-e2e-secret-value"})
+    finally:
+        server.shutdown()
+    assert res.returncode == 0, res.stderr + res.stdout
+    assert "correct.avg@1 = 1.000" in res.stdout
+    assert seen == ["Bearer sk-e2e-secret-value"] * 3
+    for p in (tmp_path / "results").rglob("*"):
+        if p.is_file():
+            assert "sk-e2e-secret-value" not in p.read_text(errors="replace"), p
+    info = json.loads(next((tmp_path / "results" / "chat").glob("*/run_info.json")).read_text())
+    assert info["request"]["model"]["api_key"] == "${ACX_LOOP_KEY}"

@@ -181,3 +181,38 @@ def test_explicit_output_run_id(tmp_path: Path) -> None:
     )
     result = run([p], tmp_path)
     assert run_dir(result).name == "mine"
+
+
+def _add_artifact(attempt: Path, content: bytes, recorded: bytes) -> None:
+    import hashlib
+
+    (attempt / "artifacts" / "out").mkdir(parents=True)
+    (attempt / "artifacts" / "out" / "a.txt").write_bytes(content)
+    entry = {
+        "source": "/app/out",
+        "destination": "out",
+        "status": "collected",
+        "kind": "directory",
+        "files": [
+            {"path": "", "type": "dir"},
+            {"path": "a.txt", "type": "file", "size": len(recorded), "sha256": hashlib.sha256(recorded).hexdigest()},
+        ],
+    }
+    manifest = {"schema_version": 1, "directory": "artifacts", "complete": True, "created_ns": 1, "entries": [entry]}
+    (attempt / "submission-x.manifest.json").write_text(json.dumps(manifest))
+
+
+def test_reuse_verifies_artifact_bytes(tmp_path: Path) -> None:
+    # contract A6: reusing a result verifies its artifact bytes; missing or corrupt → rerun.
+    first = run([program(FakeBench(), PyHarness(), tasks(2))], tmp_path)
+    src = run_dir(first)
+    attempts = {p.parent.name.split("--")[0]: p for p in src.glob("details/normal/*/attempt-1")}
+    _add_artifact(attempts["t0"], b"good", b"good")
+    _add_artifact(attempts["t1"], b"tampered", b"original")
+    harness, calls = _counting({})
+    second = run([program(FakeBench(), harness, tasks(2))], tmp_path, reuse={"req": src.name})
+    assert calls == ["t1#1"]
+    dst = run_dir(second)
+    copied = next(dst.glob("details/normal/t0--*/attempt-1/artifacts/out/a.txt"))
+    assert copied.read_bytes() == b"good"
+    assert os.stat(copied).st_ino != os.stat(attempts["t0"] / "artifacts/out/a.txt").st_ino

@@ -167,3 +167,24 @@ def test_base_select_tasks_honours_sample_ids() -> None:  # contract B4
     assert [t.task_id for t in bench.select_tasks(tasks, make_request())] == ["a", "b"]
     with pytest.raises(AcxPlanError, match="unknown benchmark sample_ids: z"):
         BaseBenchmark(BenchmarkConfig(sample_ids="z")).select_tasks(tasks, make_request())
+
+
+def test_broken_harbor_task_blocks_only_when_selected(harbor_task, tmp_path: Path) -> None:  # contracts B4, H6
+    root = tmp_path / "tasks"
+    root.mkdir()
+    harbor_task("good", "[agent]\ntimeout_sec = 10\n", root=root)
+    harbor_task("broken", "[agent]\ntimeout_sec = -1\n", root=root)
+    (root / "not-a-task").mkdir()
+
+    def planned(**params: object) -> list[str]:
+        req = make_request(benchmark="harbor", bench_params={"path": "tasks", **params}, harness="oracle")
+        rp = plan_request(req, base_dir=str(tmp_path), capabilities=DOCKER, recipes=RecipeRegistry())
+        return [rp.plan_attempt(t, 1).task_id for t in rp.tasks]
+
+    assert planned(task_names=["good"]) == ["good"]  # the broken ones are left out: no error
+    with pytest.raises(AcxPlanError, match="finite and positive") as e:
+        planned()
+    assert e.value.span is not None and e.value.span.file == str(root / "broken" / "task.toml")
+    assert e.value.span.line == 2
+    with pytest.raises(AcxPlanError, match="not-a-task is not a Harbor task directory"):
+        planned(sample_ids=["not-a-task"])

@@ -16,7 +16,7 @@ from acx.compiler._recipes import BaseRecipe, RecipeRegistry
 from acx.components._configs import HarnessConfig
 from acx.errors import AcxPlanError
 
-from ._helpers import ListBenchmark, ModelHarness, plan_one, task
+from ._helpers import ListBenchmark, ModelHarness, make_plan, plan_one, task
 
 
 def test_stage_multiplier_replaces_common() -> None:  # contract T2
@@ -132,3 +132,34 @@ def test_budget_algebra(task_value, bench_value, harness, override, common, stag
     mult = stage if stage is not None else common
     assert b.seconds == (None if base is None else base * mult)
     assert b.multiplier_field == ("run_timeout_multiplier" if stage is not None else "timeout_multiplier")
+
+
+class _Decl:
+    def __init__(self, *, defaults: dict | None = None, set: dict | None = None) -> None:
+        self.id, self.description, self.match = "decl_budgets", "test", {}
+        self.defaults, self.set = defaults or {}, set or {}
+        self.span = None
+
+
+def test_multiplier_scales_a_budget_only_a_recipe_default_gives() -> None:  # contracts T2, T5
+    from acx.compiler._recipes import DeclarativeRecipeAdapter
+
+    defaults = DeclarativeRecipeAdapter(
+        _Decl(defaults={"run_timeout_seconds": 600, "evaluation_timeout_seconds": 60})
+    )
+    reg = RecipeRegistry([defaults])
+    p = plan_one(recipes=reg, execution={"timeout_multiplier": 2.0, "run_timeout_multiplier": 3.0})
+    assert (p.run_timeout_seconds, p.evaluation_timeout_seconds) == (1800.0, 120.0)  # stage replaces common
+    assert plan_one(recipes=reg).run_timeout_seconds == 600.0
+    # a budget the task gives is scaled once, and the recipe default does not fill it
+    p = plan_one(task("t1", run_timeout_seconds=100), recipes=reg, execution={"timeout_multiplier": 2.0})
+    assert p.run_timeout_seconds == 200.0
+    # `set` is a final plan value (T5): not scaled
+    forced = DeclarativeRecipeAdapter(_Decl(set={"run_timeout_seconds": 50}))
+    p = plan_one(recipes=RecipeRegistry([forced]), execution={"timeout_multiplier": 2.0})
+    assert p.run_timeout_seconds == 50.0
+    # explain: the recipe default, then the planner's scaling
+    rp = make_plan(recipes=reg, execution={"timeout_multiplier": 2.0})
+    chain = rp.plan_attempt_detailed(task(), 1).provenance["run_timeout_seconds"]
+    assert [(c.layer, c.value) for c in chain[-2:]] == [("recipe:decl_budgets", 600.0), ("planner", 1200.0)]
+    assert "timeout_multiplier" in chain[-1].source

@@ -44,8 +44,9 @@ def test_text_plan(spec: Path, capsys: pytest.CaptureFixture[str]) -> None:  # c
         in out
     )
     assert "+ q0" in out and "+ q2" in out
-    # the budget tree: T = 100 × 2, watchdog T + 120 (never scaled), collect 60 s
-    assert "run 200s (watchdog 320s) · collect 1m · evaluation 1m" in out
+    # the budget tree: T = 100 × 2, watchdog T + 120 (never scaled), collect 60 s; the evaluation
+    # budget is the exact_match recipe's default (1m), scaled like every default (contract T2)
+    assert "run 200s (watchdog 320s) · collect 1m · evaluation 2m" in out
     assert "attempts     2 (identical plans)" in out
     assert "network" not in out  # all public: at defaults, hidden
     assert "literal-secret-value" not in out and "${API_TOKEN}" in out
@@ -140,11 +141,7 @@ def test_harbor_on_host_process_refused(
 ) -> None:  # contract P7
     monkeypatch.chdir(tmp_path)
     harbor_task("hello", "[agent]\ntimeout_sec = 10\n", root=tmp_path / "tasks")
-    spec = tmp_path / "h.yaml"
-    spec.write_text(
-        "version: 1\nname: h\nrequests:\n  - name: h\n    benchmark: {id: harbor, path: tasks}\n"
-        "    harness: {id: oracle}\n    environment: {id: host_process}\n"
-    )
+    spec = _harbor_spec(tmp_path, "host_process")
     assert main(["compile", str(spec), "--plans"]) == 2
     err = capsys.readouterr().err
     assert "E0457" in err and "--env docker" in err and "hello" in err
@@ -156,11 +153,7 @@ def test_load_warnings_only_for_selected_tasks(
     monkeypatch.chdir(tmp_path)
     harbor_task("noisy", "[agent]\ntimeout_sec = 10\nuser = 'agent'\n", root=tmp_path / "tasks")
     harbor_task("quiet", "[agent]\ntimeout_sec = 10\n", root=tmp_path / "tasks")
-    spec = tmp_path / "h.yaml"
-    spec.write_text(
-        "version: 1\nname: h\nrequests:\n  - name: h\n    benchmark: {id: harbor, path: tasks}\n"
-        "    harness: {id: oracle}\n    environment: {id: docker}\n"
-    )
+    spec = _harbor_spec(tmp_path, "docker")
     assert main(["compile", str(spec), "--plans"]) == 0
     out = capsys.readouterr().out
     assert "warning: " in out and "`agent.user` is not mapped" in out and "task.toml:3:" in out
@@ -169,3 +162,79 @@ def test_load_warnings_only_for_selected_tasks(
     assert main(["compile", str(spec), "--plans", "--format", "json", "--tasks", "noisy"]) == 0
     (t,) = json.loads(capsys.readouterr().out)["requests"][0]["tasks"]
     assert len(t["load_warnings"]) == 1
+
+
+def test_full_json_adds_redacted_provenance(spec: Path, capsys: pytest.CaptureFixture[str]) -> None:  # P9
+    assert main(["compile", str(spec), "--plans", "--format", "json", "--tasks", "q0"]) == 0
+    assert "provenance" not in json.loads(capsys.readouterr().out)["requests"][0]["tasks"][0]
+    assert main(["compile", str(spec), "--plans", "--format", "json", "--full", "--tasks", "q0"]) == 0
+    raw = capsys.readouterr().out
+    (t,) = json.loads(raw)["requests"][0]["tasks"]
+    assert t["provenance"]["run_timeout_seconds"][-1]["layer"] == "planner"
+    assert t["provenance"]["environment.env_variables"][-1]["value"]["PLAIN"] == "********"
+    assert "literal-secret-value" not in raw
+
+
+def test_text_plan_of_a_fresh_verifier_and_artifact_conflicts(
+    tmp_path: Path, harbor_task, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:  # contracts H2, A1, T4
+    monkeypatch.chdir(tmp_path)
+    harbor_task(
+        "fresh",
+        """
+        artifacts = [{ source = "/app/a", destination = "out" }, { source = "/app/b", destination = "out" }]
+        [verifier.environment]
+        docker_image = "grader:1"
+        cpus = 2
+        env = { GRADER = "${GRADER_KEY}" }
+        [environment]
+        storage_mb = 10240
+        """,
+        root=tmp_path / "tasks",
+    )
+    spec = _harbor_spec(tmp_path, "docker")
+    assert main(["compile", str(spec), "--plans"]) == 0
+    out = capsys.readouterr().out
+    assert "evaluation   fresh (verifier: image grader:1 · cpu 2.0 · env GRADER)" in out
+    assert "artifacts    /logs/artifacts, /app/a · saved" in out
+    assert "warning: task 'fresh': artifact '/app/b' → 'out' ignored" in out
+    assert "storage_mb = 10240 is ignored" in out  # docker cannot limit disk size: said, not refused
+    assert main(["compile", str(spec), "--plans", "--full"]) == 0
+    full = capsys.readouterr().out
+    assert "limits 16384 MiB, 100000 files" in full and "artifacts 10m (commands none)" in full
+
+
+def test_tasks_glob_names_the_selected_count(tmp_path: Path, spec: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec.write_text(spec.read_text().replace("dataset: data.jsonl", "dataset: data.jsonl, sample_ids: [q0]"))
+    assert main(["compile", str(spec), "--plans", "--tasks", "q1"]) == 2
+    assert "matches none of the 1 selected of 3 tasks" in capsys.readouterr().err
+
+
+def _harbor_spec(tmp_path: Path, env: str) -> Path:
+    """A one-request spec over the Harbor task dirs in ``tmp_path/tasks``."""
+    spec = tmp_path / "h.yaml"
+    spec.write_text(
+        "version: 1\nname: h\nrequests:\n  - name: h\n    benchmark: {id: harbor, path: tasks}\n"
+        f"    harness: {{id: oracle}}\n    environment: {{id: {env}}}\n"
+    )
+    return spec
+
+
+def test_explain_chains_show_recipes_and_the_model_endpoint(
+    spec: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:  # contracts RC2, T2, P6
+    assert main(["explain", str(spec), "qa", "evaluation_timeout_seconds", "--task", "q0"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("qa / q0 / attempt 1: evaluation_timeout_seconds = 120.0")
+    assert "recipe:exact_match_default_budgets" in out and "exact_match.acx:" in out
+    assert "recipe default × 2 (execution.timeout_multiplier)" in out
+    model = tmp_path / "m.yaml"
+    model.write_text(
+        "version: 1\nrequests:\n  - name: m\n    model: {id: gpt, base_url: 'http://llm.internal:8080/v1'}\n"
+        "    benchmark: {id: exact_match, dataset: data.jsonl}\n    harness: {id: openai_chat}\n"
+        "    environment: {id: docker, run_network_policy: no-network}\n"
+    )
+    assert main(["explain", str(model), "m", "run_network_policy", "--task", "q0"]) == 0
+    out = capsys.readouterr().out
+    assert '"network_mode": "allowlist", "allowed_hosts": ["llm.internal:8080"]' in out.splitlines()[0]
+    assert "model endpoint (harness calls the model)" in out and '{"network_mode": "no-network"}' in out

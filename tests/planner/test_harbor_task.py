@@ -9,7 +9,7 @@ from msgspec import UNSET
 
 import acx.ir as ir
 from acx.components.benchmarks.harbor import load_harbor_dataset
-from acx.components.harbor_task import TomlLocator, dockerfile_workdir, load_harbor_task, parse_size_mib
+from acx.components.harbor_task import dockerfile_workdir, load_harbor_task, parse_size_mib
 from acx.errors import AcxPlanError
 
 FULL = """
@@ -256,19 +256,54 @@ def test_dataset_dir_sorted_and_invalid_dir_named(harbor_task, tmp_path: Path) -
         load_harbor_dataset(root)
 
 
-def test_locator_handles_array_tables_and_dotted_keys() -> None:
-    loc = TomlLocator("a = 1\n[x]\ny.z = 2\n[[c]]\nk = 1\n[[c]]\nk = 2\n[c.sub]\nq = 3\n")
-    assert loc.line_of("a") == 1
-    assert loc.line_of("x.y.z") == 3
-    assert loc.line_of("c.0.k") == 5
-    assert loc.line_of("c.1.k") == 7
-    assert loc.line_of("c.1.sub.q") == 9
-    assert loc.line_of("nope.deeper") == 1
-
-
 def test_size_and_workdir_helpers() -> None:
     assert parse_size_mib("1024K") == 1
     assert parse_size_mib("1.5G") == 1536
     assert parse_size_mib("lots") is None
     assert dockerfile_workdir("FROM x\nWORKDIR /app\nWORKDIR sub\n") == "/app/sub"
     assert dockerfile_workdir("FROM x\n") is None
+    # the final stage's WORKDIR; unknown (None) when it depends on a variable or the base image
+    assert dockerfile_workdir("FROM a AS b\nWORKDIR /build\nFROM c\nCOPY --from=b /x /x\n") is None
+    assert dockerfile_workdir("FROM a AS b\nWORKDIR /build\nFROM c\nWORKDIR /final\n") == "/final"
+    assert dockerfile_workdir("FROM a\nWORKDIR $HOME/x\n") is None
+
+
+def test_allowlist_without_hosts_is_no_network(harbor_task) -> None:  # contract H1
+    t = load_harbor_task(
+        harbor_task(
+            "a", '[agent]\nnetwork_mode = "allowlist"\n[verifier]\nnetwork_mode = "allowlist"\nallowed_hosts = []\n'
+        )
+    )
+    assert t.run_network_policy == ir.NetworkPolicy(network_mode="no-network")
+    assert t.evaluation_network_policy == ir.NetworkPolicy(network_mode="no-network")
+    kept = load_harbor_task(harbor_task("b", '[agent]\nnetwork_mode = "allowlist"\nallowed_hosts = ["pypi.org"]\n'))
+    assert kept.run_network_policy == ir.NetworkPolicy(network_mode="allowlist", allowed_hosts=["pypi.org"])
+
+
+def test_legacy_size_equal_to_new_field_still_warns(harbor_task) -> None:  # contract H6
+    t = load_harbor_task(harbor_task("a", '[environment]\nmemory_mb = 2048\nmemory = "2G"\n'))
+    assert t.resources == ir.ResourceRequirements(memory_mb=2048)
+    assert len(t.load_warnings) == 1 and "`environment.memory`" in t.load_warnings[0]
+    assert "task.toml:3:" in t.load_warnings[0] and "superseded by `memory_mb`" in t.load_warnings[0]
+
+
+def test_non_utf8_task_files_are_clear_errors(harbor_task) -> None:  # contract H6
+    d = harbor_task("bad", "")
+    (d / "task.toml").write_bytes(b'[agent]\ntimeout_sec = 10\nname = "caf\xe9"\n')
+    with pytest.raises(AcxPlanError, match=r"task.toml is not UTF-8 text \(byte 0xe9\)") as e:
+        load_harbor_task(d)
+    assert e.value.span is not None and (e.value.span.line, e.value.span.col) == (3, 12)
+    (d / "task.toml").write_bytes("\ufeff[agent]\ntimeout_sec = 10\n".encode())  # a BOM is fine
+    (d / "instruction.md").write_bytes(b"\xff\xfe")
+    with pytest.raises(AcxPlanError, match=r"instruction\.md is not UTF-8"):
+        load_harbor_task(d)
+    (d / "instruction.md").write_text("Hi")
+    assert load_harbor_task(d).run_timeout_seconds == 10.0
+
+
+def test_compose_environments_are_load_errors(harbor_task) -> None:  # contract H6 (sidecar services)
+    d = harbor_task("multi", "")
+    (d / "environment" / "docker-compose.yaml").write_text("services:\n  main: {build: .}\n  db: {image: pg}\n")
+    with pytest.raises(AcxPlanError, match="docker compose") as e:
+        load_harbor_task(d)
+    assert e.value.code == "E0413" and "--tasks" in (e.value.help or "")

@@ -343,3 +343,42 @@ def test_harness_none_pairs_only_with_harness_free_benchmarks() -> None:  # cont
         make_plan(bench=ListBenchmark([task()], harness_free=True))
     p = plan_one(bench=ListBenchmark([task()], harness_free=True), harness_id="none")
     assert p.harness_plan == ir.HarnessPlan()  # a bare HarnessPlan for harness-free benchmarks
+
+
+class _RelativeWorkdir(BaseRecipe):
+    id = "relative_workdir"
+
+    def apply(self, plan: ir.ExecutionPlan, req: ir.RunRequest, task: ir.TaskSpec) -> ir.ExecutionPlan:
+        from msgspec.structs import replace
+
+        setup = replace(plan.environment.setup, workdir="app")
+        return replace(plan, environment=replace(plan.environment, setup=setup))
+
+
+@pytest.mark.parametrize(
+    ("kw", "path"),
+    [
+        ({"environment": {"setup": {"workdir": "app"}}}, "environment.setup.workdir"),
+        (
+            {"environment": {"evaluation_environment_mode": "fresh", "evaluation_setup": {"workdir": "C:\\w"}}},
+            "environment.evaluation_setup.workdir",
+        ),
+        ({"recipes": RecipeRegistry([_RelativeWorkdir()])}, "environment.setup.workdir"),
+    ],
+)
+def test_workdir_must_be_absolute_posix_whoever_sets_it(kw: dict, path: str) -> None:  # contract H5
+    with pytest.raises(AcxPlanError, match="absolute POSIX path") as e:
+        plan_one(**kw)
+    assert e.value.code == "E0429" and e.value.path == path
+
+
+def test_unknown_components_suggest_a_name(tmp_path) -> None:  # contract P8-style clear errors
+    from acx.compiler._planner import plan_request
+
+    for kind, kw in (
+        ("benchmark", {"benchmark": "exact_mach"}),
+        ("harness", {"benchmark": "harbor", "bench_params": {"path": "."}, "harness": "orcle"}),
+    ):
+        with pytest.raises(AcxPlanError, match=f"unknown {kind}") as e:
+            plan_request(make_request(**kw), base_dir=str(tmp_path), capabilities=DOCKER)
+        assert e.value.code == "E0300" and "did you mean" in (e.value.help or "")

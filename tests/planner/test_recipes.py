@@ -334,3 +334,58 @@ def test_entry_point_recipes(monkeypatch: pytest.MonkeyPatch) -> None:  # contra
 
     monkeypatch.setattr(importlib.metadata, "entry_points", fake)
     assert [r.id for r in _recipes._entry_point_recipes()] == ["timeout_100", "double"]
+
+
+@pytest.mark.parametrize(
+    ("body", "line", "message"),
+    [
+        ("import not_a_module_anywhere\nRECIPE_CLASSES = []\n", 1, "ModuleNotFoundError"),
+        ("x = 1\ny = (\n", 2, "SyntaxError"),
+        ("def f():\n    raise RuntimeError('boom')\nf()\n", 2, "RuntimeError: boom"),
+    ],
+)
+def test_recipe_dir_import_failure_is_a_clear_error(tmp_path: Path, body: str, line: int, message: str) -> None:
+    # contract RC1: a trusted dir is still validated; a broken one names its file and line
+    d = _recipe_dir(tmp_path, body)
+    with pytest.raises(AcxPlanError, match=message) as e:
+        load_recipe_dir(d)
+    assert e.value.code == "E0430"
+    assert e.value.span is not None and (e.value.span.file, e.value.span.line) == (str(d / "__init__.py"), line)
+    assert "runtime.recipe_dirs" in (e.value.help or "")
+
+
+def test_recipe_crash_is_a_planning_error_naming_the_recipe(tmp_path: Path) -> None:  # contract RC4
+    d = _recipe_dir(
+        tmp_path,
+        """
+        from acx.compiler._recipes import BaseRecipe
+
+        class Crashing(BaseRecipe):
+            id = "crashing"
+
+            def apply(self, plan, req, task):
+                return {}["missing"]
+
+        class BadMatch(BaseRecipe):
+            id = "bad_match"
+
+            def matches(self, req, task, plan):
+                raise ValueError("no")
+
+        RECIPE_CLASSES = [Crashing, BadMatch]
+        """,
+    )
+    crashing, bad_match = load_recipe_dir(d)
+    assert crashing.origin == f"python:{d / '__init__.py'}:4:1 (Crashing)"  # the file, not a module hash
+    with pytest.raises(AcxPlanError, match=r"recipe 'crashing' failed in apply\(\): KeyError") as e:
+        plan_one(recipes=RecipeRegistry([crashing]))
+    assert e.value.code == "E0432"
+    assert e.value.span is not None and (e.value.span.file, e.value.span.line) == (str(d / "__init__.py"), 4)
+    with pytest.raises(AcxPlanError, match=r"failed in matches\(\): ValueError: no"):
+        plan_one(recipes=RecipeRegistry([bad_match]))
+
+
+def test_builtin_origins_stay_module_paths() -> None:
+    from acx.stdlib_recipes import HarborDockerfileWorkdir
+
+    assert HarborDockerfileWorkdir().origin == "python:acx.stdlib_recipes._harbor.HarborDockerfileWorkdir"

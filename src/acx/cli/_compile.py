@@ -74,15 +74,21 @@ def _json_arg(text: str | None, flag: str) -> Any:
 
 
 def compile_from_args(args: argparse.Namespace) -> Any:
+    """Compile SPEC with the shared flags; warnings (e.g. W0301) go to stderr, never stdout."""
     from acx.compiler import compile_orchestration
 
-    return compile_orchestration(
+    compiled = compile_orchestration(
         args.spec,
         configs=args.config,
         task_concurrency=args.task_concurrency,
         execution_params=_json_arg(args.execution_params, "--execution-params"),
         runtime_params=_json_arg(args.runtime_params, "--runtime-params"),
     )
+    if compiled.warnings:
+        from acx.diagnostics import render_text
+
+        sys.stderr.write(render_text(compiled.warnings, sources=compiled.sources) + "\n")
+    return compiled
 
 
 def _handle(args: argparse.Namespace) -> int:
@@ -101,18 +107,8 @@ def _handle(args: argparse.Namespace) -> int:
 
 
 def _run_plans(args: argparse.Namespace, compiled: Any) -> int:
-    try:
-        from acx.cli import _plans
-    except ModuleNotFoundError as exc:
-        if exc.name != "acx.cli._plans":
-            raise
-        from acx.errors import AcxUserError
+    from acx.cli import _plans
 
-        raise AcxUserError(
-            "planning not available in this build (acx.cli._plans is missing)",
-            code="E0217",
-            help="use --dry-run to see the resolved requests",
-        ) from None
     return int(_plans.run_plans(args, compiled))
 
 

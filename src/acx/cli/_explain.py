@@ -50,18 +50,8 @@ def _handle(args: argparse.Namespace) -> int:
 
 
 def _explain_plan(args: argparse.Namespace, compiled: Any) -> int:
-    try:
-        from acx.cli import _plans
-    except ModuleNotFoundError as exc:
-        if exc.name != "acx.cli._plans":
-            raise
-        from acx.errors import AcxUserError
+    from acx.cli import _plans
 
-        raise AcxUserError(
-            "planning not available in this build (acx.cli._plans is missing)",
-            code="E0217",
-            help="drop --task to explain the resolved request",
-        ) from None
     return int(_plans.explain_plan_field(args, compiled))
 
 

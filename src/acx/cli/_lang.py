@@ -12,7 +12,7 @@ import argparse
 import sys
 from typing import Any
 
-__all__ = ["check_file", "register"]
+__all__ = ["check_file", "check_library", "is_library", "register"]
 
 
 def register(subparsers: Any) -> None:
@@ -38,7 +38,7 @@ def register(subparsers: Any) -> None:
     fmt.set_defaults(handler=_fmt)
 
 
-def _library_only(path: str) -> bool:
+def is_library(path: str) -> bool:
     """True when an .acx file holds only imports, lets and recipes (a file meant to be imported)."""
     from acx.grammar import _ast as A
     from acx.grammar._parser import parse_file
@@ -50,16 +50,13 @@ def _library_only(path: str) -> bool:
     )
 
 
-def _check_recipes(path: str) -> list[Any]:
-    """Recipe libraries: names and fields here, value types by the recipe engine (if present)."""
+def check_library(path: str) -> list[Any]:
+    """Recipe libraries: names and fields here, value types by the recipe engine."""
     from acx.compiler._acx_lower import load_acx_recipes
+    from acx.compiler._recipes import DeclarativeRecipeAdapter
     from acx.errors import AcxUserError
 
     recipes = load_acx_recipes(path)
-    try:
-        from acx.compiler._recipes import DeclarativeRecipeAdapter
-    except ImportError:
-        return []
     diagnostics: list[Any] = []
     for recipe in recipes:
         try:
@@ -74,32 +71,23 @@ def check_file(path: str) -> list[Any]:
     from acx.errors import AcxUserError
 
     try:
-        if path.endswith(".acx") and _library_only(path):
-            return _check_recipes(path)
+        if path.endswith(".acx") and is_library(path):
+            return check_library(path)
         from acx.compiler._frontends import load_document
 
         doc = load_document(path)
     except AcxUserError as exc:
         return list(exc.diagnostics)
-    try:
-        from acx.compiler._validate import validate_document
-    except ImportError:  # the schema checker ships separately; syntax and names are still checked
-        return []
+    from acx.compiler._validate import validate_document
+
     return list(validate_document(doc))
 
 
 def _check(args: argparse.Namespace) -> int:
-    from acx.diagnostics import render_json, render_text
+    from acx.diagnostics import render_json, render_text, unique
 
-    diagnostics: list[Any] = []
-    seen: set[tuple[Any, ...]] = set()
-    for path in args.files:
-        for diag in check_file(path):
-            # A file imported by several of the checked files reports its problems once.
-            key = (diag.code, diag.message, diag.span, diag.path)
-            if key not in seen:
-                seen.add(key)
-                diagnostics.append(diag)
+    # A file imported by several of the checked files reports its problems once.
+    diagnostics = unique(d for path in args.files for d in check_file(path))
     errors = sum(1 for d in diagnostics if d.severity == "error")
     if args.format == "json":
         sys.stdout.write(render_json(diagnostics) + "\n")

@@ -54,15 +54,23 @@ def plan_compiled(
             request_provenance=compiled.provenance.get(run.name),
         )
         rp.name = run.name
+        rp.on_warning = _printed_with_the_plan
         rows = []
         for task in rp.tasks:
             first = rp.plan_attempt_detailed(task, 1, provenance=provenance)
             plans: dict[int, Any] = {1: first.plan}
+            warnings = list(first.warnings)
             for attempt in rp.attempts()[1:]:
-                plans[attempt] = rp.plan_attempt(task, attempt)
-            rows.append((task, plans, first.warnings, first.provenance))
+                more: list[str] = []
+                plans[attempt] = rp.plan_attempt(task, attempt, warnings=more)
+                warnings.extend(w for w in more if w not in warnings)  # usually the same per attempt
+            rows.append((task, plans, warnings, first.provenance))
         out.append(_PlannedRequest(run.name, rp, rows))
     return out
+
+
+def _printed_with_the_plan(warning: Any) -> None:
+    """Warnings are part of the printed plan (text and JSON); nothing to log besides."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -71,7 +79,11 @@ def plan_compiled(
 def run_plans(args: Any, compiled: Any) -> int:
     """``--plans`` prints the plans (text, JSON or YAML); ``-o FILE`` writes the compiled program."""
     output = getattr(args, "output", None)
-    planned = plan_compiled(compiled, task_glob=getattr(args, "tasks", None), provenance=bool(output))
+    fmt = getattr(args, "format", "text")
+    full = bool(getattr(args, "full", False))
+    # Provenance for the program file, and for JSON/YAML --full (as `--dry-run --full` does).
+    with_prov = bool(output) or (full and fmt != "text")
+    planned = plan_compiled(compiled, task_glob=getattr(args, "tasks", None), provenance=with_prov)
     if output:
         program = build_program(compiled, planned)
         write_program(Path(output), program)
@@ -81,15 +93,14 @@ def run_plans(args: Any, compiled: Any) -> int:
                 f"acx: wrote {output}: {len(planned)} request(s), {n} plan(s), {program.content_hash}\n"
             )
     if getattr(args, "plans", False) or not output:
-        fmt = getattr(args, "format", "text")
         if fmt == "json":
-            _write_json(sys.stdout, planned)
+            _write_json(sys.stdout, planned, provenance=full)
         elif fmt == "yaml":
             from acx.cli._output import to_yaml
 
-            sys.stdout.write(to_yaml(_payload(planned)))
+            sys.stdout.write(to_yaml(_payload(planned, provenance=full)))
         else:
-            render_text(sys.stdout, planned, full=bool(getattr(args, "full", False)))
+            render_text(sys.stdout, planned, full=full)
     return 0
 
 
@@ -140,26 +151,53 @@ def _request_head(p: _PlannedRequest) -> dict[str, Any]:
     }
 
 
-def _task_entry(task: Any, plans: dict[int, Any], warnings: list[str]) -> dict[str, Any]:
-    return {
+def _task_entry(
+    task: Any, plans: dict[int, Any], warnings: list[str], prov: Any = None
+) -> dict[str, Any]:
+    entry = {
         "task_id": task.task_id,
         "load_warnings": list(task.load_warnings),
         "warnings": warnings,
         "attempts": {str(a): redacted_plan(plan) for a, plan in plans.items()},
     }
+    if prov is not None:  # --full: the first attempt's field provenance, values redacted
+        entry["provenance"] = _redacted_provenance(prov)
+    return entry
 
 
-def _payload(planned: list[_PlannedRequest]) -> dict[str, Any]:
+def _redacted_provenance(prov: dict[str, Any]) -> dict[str, Any]:
+    return {path: [_redacted_contribution(path, c) for c in chain] for path, chain in prov.items()}
+
+
+def _redacted_contribution(path: str, contribution: Any) -> dict[str, Any]:
+    """A Contribution as JSON data; values of sensitive paths (env maps, keys) masked."""
+    import msgspec
+
+    from acx.compiler._redact import is_sensitive_path, redact, redact_value
+
+    entry: dict[str, Any] = msgspec.to_builtins(contribution)
+    if is_sensitive_path(tuple(path.split("."))):
+        entry["value"] = redact_value(entry.get("value"))
+    out: dict[str, Any] = redact(entry)
+    return out
+
+
+def _payload(planned: list[_PlannedRequest], *, provenance: bool = False) -> dict[str, Any]:
     return {
         "format_version": 1,
         "requests": [
-            {**_request_head(p), "tasks": [_task_entry(t, plans, w) for t, plans, w, _ in p.rows]}
+            {
+                **_request_head(p),
+                "tasks": [
+                    _task_entry(t, plans, w, pv if provenance else None) for t, plans, w, pv in p.rows
+                ],
+            }
             for p in planned
         ],
     }
 
 
-def _write_json(out: TextIO, planned: list[_PlannedRequest]) -> None:
+def _write_json(out: TextIO, planned: list[_PlannedRequest], *, provenance: bool = False) -> None:
     """Streamed, one task at a time, so memory stays flat for large datasets."""
     import msgspec
 
@@ -172,8 +210,9 @@ def _write_json(out: TextIO, planned: list[_PlannedRequest]) -> None:
     for ri, p in enumerate(planned):
         head = block(_request_head(p), 4)
         out.write(("," if ri else "") + "\n    " + head[:-1].rstrip() + ',\n      "tasks": [')
-        for ti, (task, plans, warnings, _prov) in enumerate(p.rows):
-            out.write(("," if ti else "") + "\n        " + block(_task_entry(task, plans, warnings), 8))
+        for ti, (task, plans, warnings, prov) in enumerate(p.rows):
+            entry = _task_entry(task, plans, warnings, prov if provenance else None)
+            out.write(("," if ti else "") + "\n        " + block(entry, 8))
         out.write("\n      ]\n    }")
     out.write("\n  ]\n}\n")
 
@@ -262,7 +301,7 @@ def _setup_text(setup: Any, full: bool) -> str:
     return " · ".join(parts)
 
 
-def _budget_line(plan: Any, harness_free: bool) -> str:
+def _budget_line(plan: Any, harness_free: bool, full: bool = False) -> str:
     run = plan.run_timeout_seconds
     if harness_free:
         watchdog = "run_task gets T"
@@ -275,13 +314,42 @@ def _budget_line(plan: Any, harness_free: bool) -> str:
         f"collect {format_seconds(plan.runresult_collect_timeout_seconds)}",
         f"evaluation {format_seconds(plan.evaluation_timeout_seconds)}",
     ]
-    if plan.collect_artifacts:
+    if plan.collect_artifacts or full:
         prep = plan.artifact_collect_timeout_seconds
         parts.append(
             f"artifacts {format_seconds(plan.artifact_limits.timeout_seconds)}"
-            + (f" (commands {format_seconds(prep)})" if prep is not None else "")
+            + (f" (commands {format_seconds(prep)})" if prep is not None or full else "")
         )
     return " · ".join(parts)
+
+
+def _resources_text(resources: Any) -> str:
+    res = {k: v for k, v in _builtins(resources).items() if v not in (None, False)}
+    return ", ".join(f"{k} {v}" for k, v in res.items())
+
+
+def _verifier_text(ev: Any, full: bool) -> str:
+    """The fresh verifier's own set-up, resources and start-up variable names."""
+    parts = [_setup_text(ev.setup, full)]
+    if ev.resources is not None:
+        parts.append(_resources_text(ev.resources))
+    if ev.env_variables:
+        parts.append("env " + ", ".join(sorted(ev.env_variables)))
+    text = " · ".join(p for p in parts if p)
+    return " (verifier" + (f": {text}" if text else "") + ")"
+
+
+def _artifacts_text(plan: Any, full: bool) -> str:
+    if not plan.collect_artifacts:
+        return "off (benchmark does not collect)" if not plan.artifact_collection_supported else "off"
+    text = ", ".join(a.source for a in plan.artifacts) or "(none)"
+    if plan.artifact_collect:
+        text += f" · {len(plan.artifact_collect)} collect command(s)"
+    text += " · saved" if plan.save_artifacts else " · not saved"
+    limits = plan.artifact_limits
+    if full or (limits.max_mb, limits.max_files) != (16384, 100000):
+        text += f" · limits {limits.max_mb} MiB, {limits.max_files} files"
+    return text
 
 
 def _task_lines(plan: Any, *, full: bool, harness_free: bool) -> list[str]:
@@ -290,34 +358,26 @@ def _task_lines(plan: Any, *, full: bool, harness_free: bool) -> list[str]:
     setup = _setup_text(env.setup, full)
     lines.append(("environment", env.id + (f" · {setup}" if setup else "")))
     if env.resources is not None:
-        res = {k: v for k, v in _builtins(env.resources).items() if v not in (None, False)}
-        lines.append(("resources", ", ".join(f"{k} {v}" for k, v in res.items())))
+        lines.append(("resources", _resources_text(env.resources)))
     ev = plan.evaluation_environment
     mode = plan.evaluation_environment_mode
-    policies = [env.baseline_network_policy, plan.run_network_policy, plan.evaluation_network_policy]
+    policies = [env.baseline_network_policy, plan.run_network_policy]
+    if mode != "none":
+        policies.append(plan.evaluation_network_policy)
     if ev is not None:
         policies.append(ev.baseline_network_policy)
     if full or any(p is not None and p.network_mode != "public" for p in policies):
-        net = (
-            f"baseline {_policy(env.baseline_network_policy)} · run {_policy(plan.run_network_policy)}"
-            f" · evaluation {_policy(plan.evaluation_network_policy)}"
-        )
+        net = f"baseline {_policy(env.baseline_network_policy)} · run {_policy(plan.run_network_policy)}"
+        if full or mode != "none":  # mode none evaluates outside any environment: no policy applies
+            net += f" · evaluation {_policy(plan.evaluation_network_policy)}"
         if ev is not None:
             net += f" · verifier baseline {_policy(ev.baseline_network_policy)}"
         lines.append(("network", net))
     if full or mode != "none":
-        text = mode
-        if ev is not None:
-            vsetup = _setup_text(ev.setup, full)
-            text += " (verifier" + (f": {vsetup}" if vsetup else "") + ")"
-        lines.append(("evaluation", text))
-    lines.append(("budgets", _budget_line(plan, harness_free)))
+        lines.append(("evaluation", mode + (_verifier_text(ev, full) if ev is not None else "")))
+    lines.append(("budgets", _budget_line(plan, harness_free, full)))
     if plan.collect_artifacts or full:
-        arts = ", ".join(a.source for a in plan.artifacts) or "(none)"
-        extra = f" · {len(plan.artifact_collect)} collect command(s)" if plan.artifact_collect else ""
-        save = "saved" if plan.save_artifacts else "not saved"
-        state = arts if plan.collect_artifacts else "off (benchmark does not collect)"
-        lines.append(("artifacts", f"{state}{extra} · {save}" if plan.collect_artifacts else state))
+        lines.append(("artifacts", _artifacts_text(plan, full)))
     names = sorted(set(env.env_variables) | set(env.run_env_variables) | set(env.evaluation_env_variables))
     if names:
         lines.append(("env vars", ", ".join(names)))
@@ -406,7 +466,7 @@ def explain_plan_field(args: Any, compiled: Any) -> int:
     import msgspec
 
     from acx.compiler._planner import plan_request
-    from acx.compiler._redact import is_sensitive_path, redact, redact_value
+    from acx.compiler._redact import is_sensitive_path, redact
     from acx.diagnostics import did_you_mean
     from acx.drivers._specs import probe_capabilities
     from acx.errors import AcxPlanError
@@ -436,6 +496,7 @@ def explain_plan_field(args: Any, compiled: Any) -> int:
         request_provenance=compiled.provenance.get(run.name),
     )
     rp.name = run.name
+    rp.on_warning = _printed_with_the_plan
     task = rp.task(args.task)
     attempt = int(getattr(args, "attempt", None) or 1)
     detailed = rp.plan_attempt_detailed(task, attempt)
@@ -456,13 +517,7 @@ def explain_plan_field(args: Any, compiled: Any) -> int:
     parts = tuple(field.split("."))
     if is_sensitive_path(parts):
         value = redact({parts[-1]: value})[parts[-1]]
-    chain = _chain_for(detailed.provenance, field)
-    contributions = []
-    for p, c in chain:
-        entry = msgspec.to_builtins(c)
-        if is_sensitive_path(tuple(p.split("."))):
-            entry["value"] = redact_value(entry.get("value"))
-        contributions.append(redact(entry) | {"path": p})
+    contributions = [_redacted_contribution(p, c) | {"path": p} for p, c in _chain_for(detailed.provenance, field)]
     if getattr(args, "format", "text") == "json":
         payload = {
             "format_version": 1,

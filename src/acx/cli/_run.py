@@ -260,6 +260,24 @@ def _namespace(name: str) -> str:
 # ---- resume ------------------------------------------------------------------------------------
 
 
+#: Flags recorded in .acx/invocation.json and replayed by --resume (unless given again).
+_REPLAYED = (
+    "config",
+    "execution_params",
+    "runtime_params",
+    "task_concurrency",
+    "tasks",
+    "run_id",
+    "results_dir",
+    "timeout_seconds",
+    "cleanup_grace_seconds",
+    "max_retries",
+    "k",
+    "attempt_strategy",
+    "keep_environment",
+)
+
+
 def _resume_inputs(args: argparse.Namespace) -> tuple[str, str, dict[str, Any]]:
     """(spec, request name, invocation) of the run in ``--resume DIR``."""
     from acx.errors import AcxResultsError
@@ -274,6 +292,9 @@ def _resume_inputs(args: argparse.Namespace) -> tuple[str, str, dict[str, Any]]:
             help="only runs started by `acx run` can be resumed",
         )
     inv = read_json(inv_path)
+    args.resume = str(store.run_dir.resolve())
+    if not args.spec and inv.get("cwd") and os.path.isdir(inv["cwd"]):
+        os.chdir(inv["cwd"])  # relative spec/config paths and spec metadata resolve as they did
     spec = args.spec or inv.get("spec")
     if not spec:
         raise AcxResultsError(
@@ -281,7 +302,7 @@ def _resume_inputs(args: argparse.Namespace) -> tuple[str, str, dict[str, Any]]:
             code="E0610",
             help="pass the spec: acx run SPEC --resume DIR",
         )
-    for key in ("config", "execution_params", "runtime_params", "task_concurrency", "tasks"):
+    for key in _REPLAYED:
         if getattr(args, key, None) in (None, []) and inv.get(key) is not None:
             setattr(args, key, inv[key])
     return spec, str(inv.get("request_name")), inv
@@ -318,12 +339,9 @@ def _handle(args: argparse.Namespace) -> int:
         spec, only, _ = _resume_inputs(args)
         resume_dirs[only] = args.resume
     invocation = {
-        "spec": os.path.abspath(spec) if spec else None,
-        "config": [os.path.abspath(c) for c in args.config],
-        "execution_params": args.execution_params,
-        "runtime_params": args.runtime_params,
-        "task_concurrency": args.task_concurrency,
-        "tasks": args.tasks,
+        # As given, with the cwd: --resume recompiles from there, so the request hashes equal.
+        "spec": spec,
+        **{key: getattr(args, key) for key in _REPLAYED},
         "cwd": os.getcwd(),
     }
     orch, programs = build_programs(args, spec)

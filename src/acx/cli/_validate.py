@@ -30,31 +30,39 @@ def register(sub: Any) -> None:
 
 def validate_files(paths: list[str]) -> tuple[list[dict[str, Any]], list[Any], dict[str, str]]:
     """(per-file summaries, all diagnostics, sources) for ``paths``."""
-    from acx.compiler._frontends import load_document
-    from acx.compiler._validate import validate_document
-    from acx.errors import AcxUserError
-
     files: list[dict[str, Any]] = []
     diagnostics: list[Any] = []
     sources: dict[str, str] = {}
     for path in paths:
-        entry: dict[str, Any] = {"path": path, "kind": None, "valid": False}
-        try:
-            doc = load_document(path)
-        except AcxUserError as exc:
-            found = list(exc.diagnostics)
-        else:
-            entry["kind"] = doc.kind
-            if doc.text is not None:
-                sources[doc.path] = doc.text
-            found = validate_document(doc)
-            if doc.kind == "orchestration" and isinstance(doc.data.get("requests"), list):
-                entry["requests"] = len(doc.data["requests"])
+        entry: dict[str, Any] = {"path": path, "kind": None}
+        found = _validate_one(path, entry, sources)
         entry["valid"] = not any(d.severity == "error" for d in found)
         entry["error_count"] = sum(1 for d in found if d.severity == "error")
         files.append(entry)
         diagnostics.extend(found)
     return files, diagnostics, sources
+
+
+def _validate_one(path: str, entry: dict[str, Any], sources: dict[str, str]) -> list[Any]:
+    """Diagnostics of one file; fills ``entry`` (kind, request count) and ``sources``."""
+    from acx.cli._lang import check_library, is_library
+    from acx.compiler._frontends import load_document
+    from acx.compiler._validate import validate_document
+    from acx.errors import AcxUserError
+
+    try:
+        if path.endswith(".acx") and is_library(path):
+            entry["kind"] = "library"  # imports, lets and recipes: what `import` reads
+            return check_library(path)
+        doc = load_document(path)
+    except AcxUserError as exc:
+        return list(exc.diagnostics)
+    entry["kind"] = doc.kind
+    if doc.text is not None:
+        sources[doc.path] = doc.text
+    if doc.kind == "orchestration" and isinstance(doc.data.get("requests"), list):
+        entry["requests"] = len(doc.data["requests"])
+    return validate_document(doc)
 
 
 def _handle(args: argparse.Namespace) -> int:

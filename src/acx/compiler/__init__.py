@@ -95,10 +95,7 @@ def compile_orchestration(
     diagnostic found, each with a span or field path and a fix.
     """
     from acx.compiler._frontends import load_document
-    from acx.compiler._validate import check_cli_params
     from acx.compiler._yaml import kind_mismatch_error
-    from acx.errors import AcxConfigError
-    from acx.ir import ExecutionSpec, ResolvedRuntimeOptions
 
     cwd = cwd or os.getcwd()
     env: Mapping[str, str] = os.environ if environ is None else environ
@@ -109,31 +106,8 @@ def compile_orchestration(
     config_docs = load_config_documents(
         configs, cwd=cwd, environ=env, exclude=[os.path.abspath(spec_display)]
     )
-    diagnostics = list(validate_document(spec))
-    for cfg in config_docs:
-        diagnostics.extend(validate_document(cfg.doc))
-    if execution_params is not None:
-        diagnostics.extend(
-            check_cli_params(
-                execution_params,
-                ExecutionSpec,
-                "--execution-params",
-                forbid={
-                    "task_concurrency": "use --task-concurrency (one global limit for the orchestration)"
-                },
-            )
-        )
-    if runtime_params is not None:
-        diagnostics.extend(check_cli_params(runtime_params, ResolvedRuntimeOptions, "--runtime-params"))
-    if diagnostics:
-        raise AcxConfigError(diagnostics=diagnostics)
-    return resolve_orchestration(
-        spec,
-        config_docs,
-        task_concurrency=task_concurrency,
-        execution_params=execution_params,
-        runtime_params=runtime_params,
-        environ=env,
+    return _check_and_resolve(
+        spec, list(validate_document(spec)), config_docs, task_concurrency, execution_params, runtime_params, env
     )
 
 
@@ -177,10 +151,6 @@ def compile_run(
     ``wrap_api_key``); output and reuse: explicit, reuse unset → the config's ``runtime.reuse``.
     The request (and results namespace) is named ``<model>_<benchmark>_<harness>``.
     """
-    from acx.compiler._validate import check_cli_params
-    from acx.errors import AcxConfigError
-    from acx.ir import ExecutionSpec, ResolvedRuntimeOptions
-
     cwd = cwd or os.getcwd()
     env: Mapping[str, str] = os.environ if environ is None else environ
     name = output_namespace(f"{model or 'model'}_{benchmark}_{harness or 'none'}")
@@ -202,7 +172,30 @@ def compile_run(
         data={"version": 1, "name": "run", "requests": [request]},
     )
     config_docs = load_config_documents(configs, cwd=cwd, environ=env)
-    diagnostics = [_as_flag(d, name) for d in validate_document(spec)]
+    spec_diags = [_as_flag(d, name) for d in validate_document(spec)]
+    compiled = _check_and_resolve(
+        spec, spec_diags, config_docs, task_concurrency, execution_params, runtime_params, env, _RUN_FLAGS
+    )
+    return dataclasses.replace(compiled, base_dirs={n: os.path.abspath(cwd) for n in compiled.base_dirs})
+
+
+def _check_and_resolve(
+    spec: SourceDoc,
+    spec_diags: list[Any],
+    config_docs: Sequence[ConfigDoc],
+    task_concurrency: int | None,
+    execution_params: Mapping[str, Any] | None,
+    runtime_params: Mapping[str, Any] | None,
+    environ: Mapping[str, str],
+    cli_sections: Mapping[str, str] | None = None,
+) -> Compiled:
+    """Validate the config layers and CLI overrides (raise on any error), then resolve; the
+    warnings of validation travel with the result."""
+    from acx.compiler._validate import check_cli_params
+    from acx.errors import AcxConfigError
+    from acx.ir import ExecutionSpec, ResolvedRuntimeOptions
+
+    diagnostics = list(spec_diags)
     for cfg in config_docs:
         diagnostics.extend(validate_document(cfg.doc))
     if execution_params is not None:
@@ -211,23 +204,25 @@ def compile_run(
                 execution_params,
                 ExecutionSpec,
                 "--execution-params",
-                forbid={"task_concurrency": "use --task-concurrency"},
+                forbid={"task_concurrency": "use --task-concurrency (one global limit for the orchestration)"},
             )
         )
     if runtime_params is not None:
         diagnostics.extend(check_cli_params(runtime_params, ResolvedRuntimeOptions, "--runtime-params"))
-    if diagnostics:
-        raise AcxConfigError(diagnostics=diagnostics)
+    errors = [d for d in diagnostics if d.severity == "error"]
+    if errors:
+        raise AcxConfigError(diagnostics=errors)
     compiled = resolve_orchestration(
         spec,
         config_docs,
         task_concurrency=task_concurrency,
         execution_params=execution_params,
         runtime_params=runtime_params,
-        environ=env,
-        cli_sections=_RUN_FLAGS,
+        environ=environ,
+        cli_sections=cli_sections,
     )
-    return dataclasses.replace(compiled, base_dirs={n: os.path.abspath(cwd) for n in compiled.base_dirs})
+    warnings = [d for d in diagnostics if d.severity != "error"]
+    return dataclasses.replace(compiled, warnings=(*warnings, *compiled.warnings))
 
 
 def _as_flag(diag: Any, name: str) -> Any:

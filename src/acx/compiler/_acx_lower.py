@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from acx.compiler._source import DocKind, Path_, SourceDoc
-from acx.diagnostics import Diagnostic, Related, Span, did_you_mean
+from acx.diagnostics import Diagnostic, Related, Span, did_you_mean, unique
 from acx.errors import AcxSyntaxError
 from acx.grammar import _ast as A
 
@@ -224,6 +224,8 @@ class _Lowerer:
         self.locs: dict[Path_, Span] = {}
         self.key_locs: dict[Path_, Span] = {}
         self.secret_paths: set[Path_] = set()
+        #: strings holding a literal `${` (written `$${`): never read from the environment.
+        self.literal_paths: set[Path_] = set()
         self.modules: dict[str, A.Module] = {}
         self.recipes: list[tuple[A.Block, _Scope]] = []
         self.active: list[_Binding] = []
@@ -348,12 +350,13 @@ class _Lowerer:
                     return candidate
             spelled = sorted(_bare(v) for v in allowed)
             guess = did_you_mean(ref.name, spelled)
-            hint = f"did you mean `{guess}`? " if guess else ""
             raise self.error(
                 "E0126",
                 f"`{ref.name}` is not a valid value for `{key}`; expected one of: {', '.join(spelled)}",
                 ref.span,
-                hint + "or define a `let` with this name",
+                f"did you mean `{guess}`?"
+                if guess
+                else f"write one of them (`{key} = {spelled[0]}`); a bare name is an enum value or a `let`",
             )
         guess = did_you_mean(ref.name, scope.all_names())
         hint = f"did you mean `{guess}`? " if guess else ""
@@ -516,6 +519,8 @@ class _Lowerer:
             return [self.place(item, (*path, i), item_span) for i, (item, item_span) in pairs]
         if isinstance(raw, _MapMarker):
             return self.body(raw.node.body, raw.scope, path, "generic")
+        if isinstance(raw, str) and "${" in raw:
+            self.literal_paths.add(path)
         return raw
 
     def assign(self, stmt: A.Assign, scope: _Scope, out: dict[str, Any], path: Path_) -> None:
@@ -802,7 +807,7 @@ def _lower_unguarded(lw: _Lowerer, module: A.Module, expected: DocKind | None) -
         except _Abort:
             pass
     if lw.diagnostics:
-        raise AcxSyntaxError(diagnostics=_dedupe(lw.diagnostics))
+        raise AcxSyntaxError(diagnostics=unique(lw.diagnostics))
     kind: DocKind = "run_config" if form == "run_config" else "orchestration"
     if expected is not None and kind != expected:
         first = stmts[0].span if stmts else Span(module.file, 1, 1)
@@ -829,6 +834,7 @@ def _lower_unguarded(lw: _Lowerer, module: A.Module, expected: DocKind | None) -
         locs=lw.locs,
         key_locs=lw.key_locs,
         secret_paths=frozenset(lw.secret_paths),
+        literal_paths=frozenset(lw.literal_paths),
         text=_text_of(module.file),
     )
 
@@ -839,17 +845,6 @@ def _text_of(path: str) -> str | None:
             return fh.read()
     except OSError:
         return None
-
-
-def _dedupe(diags: list[Diagnostic]) -> list[Diagnostic]:
-    seen: set[tuple[str, str, Span | None]] = set()
-    out: list[Diagnostic] = []
-    for d in diags:
-        k = (d.code, d.message, d.span)
-        if k not in seen:
-            seen.add(k)
-            out.append(d)
-    return out
 
 
 def _orchestration(lw: _Lowerer, block: A.Block, scope: _Scope) -> dict[str, Any]:
@@ -1053,5 +1048,5 @@ def load_acx_recipes(path: str) -> list[DeclarativeRecipe]:
         seen[recipe.id] = recipe.span
         recipes.append(recipe)
     if lw.diagnostics:
-        raise AcxSyntaxError(diagnostics=_dedupe(lw.diagnostics))
+        raise AcxSyntaxError(diagnostics=unique(lw.diagnostics))
     return recipes

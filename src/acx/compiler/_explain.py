@@ -45,6 +45,7 @@ def explain_field(compiled: Compiled, request: str, field: str) -> list[Explaine
             raise AcxResolutionError(
                 f"no request named `{request}`",
                 code="E0307",
+                path="REQUEST",
                 help=(f"did you mean `{guess}`? " if guess else "")
                 + f"requests: {', '.join(names)}; use `-` for orchestration-level fields",
             )
@@ -59,6 +60,7 @@ def explain_field(compiled: Compiled, request: str, field: str) -> list[Explaine
             f"unknown field path `{field}`"
             + (f" in request `{request}`" if request != ORCHESTRATION_SCOPE else ""),
             code="E0307",
+            path="FIELD_PATH",
             help=(f"did you mean `{guess}`? " if guess else "")
             + f"paths are dotted, starting with one of: {', '.join(sections)}",
         )

@@ -76,6 +76,7 @@ def interpolate(
     secret_paths: frozenset[Path_] = frozenset(),
     display_prefix: Path_ | None = None,
     result: Interpolation | None = None,
+    literal_paths: frozenset[Path_] = frozenset(),
 ) -> tuple[Any, Interpolation]:
     """Substitute whole-field references in ``data`` (a fragment found at ``abs_prefix``).
 
@@ -84,53 +85,79 @@ def interpolate(
     ``secret_paths`` are relative paths a front end marked secret. Returns the new data
     (inputs untouched) and what was read. ``display_prefix`` (default ``abs_prefix``) is the
     fragment's position in its document, used for the field paths of diagnostics.
+    ``literal_paths`` are relative paths whose ``${`` is literal text (left as written).
     """
     res = result if result is not None else Interpolation()
-    shown = abs_prefix if display_prefix is None else display_prefix
-    out = _walk(data, (), abs_prefix, environ, span_of, secret_paths, res, shown)
-    return out, res
+    ctx = _Walk(
+        prefix=abs_prefix,
+        environ=environ,
+        span_of=span_of,
+        secret_paths=secret_paths,
+        literal_paths=literal_paths,
+        res=res,
+        shown=abs_prefix if display_prefix is None else display_prefix,
+    )
+    return ctx.walk(data, ()), res
 
 
-def _walk(
-    value: Any,
-    rel: Path_,
-    prefix: Path_,
-    environ: Mapping[str, str],
-    span_of: Callable[[Path_], Span | None],
-    secret_paths: frozenset[Path_],
-    res: Interpolation,
-    shown: Path_,
-) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _walk(v, (*rel, k), prefix, environ, span_of, secret_paths, res, shown) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_walk(v, (*rel, i), prefix, environ, span_of, secret_paths, res, shown) for i, v in enumerate(value)]
-    if not isinstance(value, str) or "${" not in value:
-        return value
-    full = (*prefix, *rel)
-    if in_env_map(full) or (full and full[-1] in ENV_MAP_KEYS):
-        return value  # V1: resolved by the driver at use time
-    name = env_ref_name(value)
-    if name is None:
-        res.diagnostics.append(embedded_ref_diagnostic(value, span_of(rel), format_path((*shown, *rel))))
-        return value
-    if name not in environ:
-        res.diagnostics.append(
-            Diagnostic(
-                code="E0302",
-                message=f"environment variable `{name}` is not set (referenced as `${{{name}}}`)",
-                span=span_of(rel),
-                path=format_path((*shown, *rel)),
-                help=f"export {name}=... before running acx, or replace the reference with a value",
+@dataclass
+class _Walk:
+    """One interpolation pass over a fragment (the arguments of :func:`interpolate`)."""
+
+    prefix: Path_
+    environ: Mapping[str, str]
+    span_of: Callable[[Path_], Span | None]
+    secret_paths: frozenset[Path_]
+    literal_paths: frozenset[Path_]
+    res: Interpolation
+    shown: Path_
+
+    def walk(self, value: Any, rel: Path_) -> Any:
+        if isinstance(value, Mapping):
+            return {k: self.walk(v, (*rel, k)) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.walk(v, (*rel, i)) for i, v in enumerate(value)]
+        if not isinstance(value, str) or "${" not in value or rel in self.literal_paths:
+            return value
+        full = (*self.prefix, *rel)
+        if in_env_map(full) or (full and full[-1] in ENV_MAP_KEYS):
+            return value  # V1: resolved by the driver at use time
+        name = env_ref_name(value)
+        where = format_path((*self.shown, *rel))
+        if name is None:
+            self.res.diagnostics.append(embedded_ref_diagnostic(value, self.span_of(rel), where))
+            return value
+        if rel in self.secret_paths or is_sensitive_path(full):
+            self.res.secret_refs.add(name)
+            if name not in self.environ:
+                # Compiling never reads a secret, so a dry run in CI needs none; `acx run`
+                # refuses up front when it is still missing (E0310).
+                self.res.diagnostics.append(
+                    Diagnostic(
+                        code="W0302",
+                        severity="warning",
+                        message=f"secret `{name}` is not set (referenced as `${{{name}}}`); "
+                        "`acx run` will need it",
+                        span=self.span_of(rel),
+                        path=where,
+                        help=f"export {name}=... in the shell that runs the evaluation",
+                    )
+                )
+            return value  # a secret stays a reference; the process that uses it reads it
+        if name not in self.environ:
+            self.res.diagnostics.append(
+                Diagnostic(
+                    code="E0302",
+                    message=f"environment variable `{name}` is not set (referenced as `${{{name}}}`)",
+                    span=self.span_of(rel),
+                    path=where,
+                    help=f"export {name}=... before running acx, or replace the reference with a value",
+                )
             )
-        )
-        return value
-    if rel in secret_paths or is_sensitive_path(full):
-        res.secret_refs.add(name)
-        return value  # a secret stays a reference; the process that uses it reads it
-    res.env_inputs.add(name)
-    res.substituted[rel] = name
-    return environ[name]
+            return value
+        self.res.env_inputs.add(name)
+        self.res.substituted[rel] = name
+        return self.environ[name]
 
 
 def embedded_ref_diagnostic(value: str, span: Span | None, path: str) -> Diagnostic:

@@ -10,11 +10,19 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
+from msgspec.structs import replace
+
 from acx.drivers._specs import DriverCapabilities
 from acx.errors import AcxPlanError, CapabilityError
-from acx.ir import ExecutionPlan, NetworkPolicy
+from acx.ir import EnvironmentSpec, ExecutionPlan, NetworkPolicy, ResourceRequirements
 
-__all__ = ["MODEL_ENDPOINT_SOURCE", "allow_model_endpoint", "check_capabilities", "model_endpoint_host"]
+__all__ = [
+    "MODEL_ENDPOINT_SOURCE",
+    "allow_model_endpoint",
+    "check_capabilities",
+    "drop_unenforced_storage",
+    "model_endpoint_host",
+]
 
 MODEL_ENDPOINT_SOURCE = "model endpoint (harness calls the model)"
 _RESOURCE_FIELDS = ("cpu", "memory_mb", "storage_mb", "gpu")
@@ -52,6 +60,28 @@ def allow_model_endpoint(policy: NetworkPolicy, host: str) -> NetworkPolicy:
     if policy.network_mode == "allowlist" and host not in policy.allowed_hosts:
         return NetworkPolicy(network_mode="allowlist", allowed_hosts=[*policy.allowed_hosts, host])
     return policy
+
+
+def drop_unenforced_storage(plan: ExecutionPlan, caps: DriverCapabilities, warnings: list[str]) -> ExecutionPlan:
+    """``storage_mb`` a driver cannot enforce is dropped with a warning, not refused.
+
+    Disk size is a sizing hint (Harbor task templates declare ``storage_mb = 10240``), unlike
+    egress or memory limits that tasks and graders rely on; AgentCompass ignores it with a
+    warning too. The plan then states what will actually be enforced.
+    """
+    if "storage_mb" in caps.resources:
+        return plan
+    changes: dict[str, EnvironmentSpec] = {}
+    for key, env in _environments(plan):
+        if env.resources is None or env.resources.storage_mb is None:
+            continue
+        warnings.append(
+            f"task {plan.task_id!r}: driver {env.id!r} cannot limit disk size; "
+            f"{key}.resources.storage_mb = {env.resources.storage_mb} is ignored"
+        )
+        resources = replace(env.resources, storage_mb=None)
+        changes[key] = replace(env, resources=None if resources == ResourceRequirements() else resources)
+    return replace(plan, **changes) if changes else plan
 
 
 def _refuse(message: str, *, code: str, path: str, help: str) -> CapabilityError:
@@ -140,16 +170,24 @@ def _check_policies(plan: ExecutionPlan, caps: DriverCapabilities, driver: str, 
             )
 
 
-def _check_resources(plan: ExecutionPlan, caps: DriverCapabilities, driver: str, task: str) -> None:
-    envs = [("environment.resources", plan.environment)]
+def _environments(plan: ExecutionPlan) -> list[tuple[str, EnvironmentSpec]]:
+    """The plan's environments with their field names: the run one, then a fresh verifier's."""
+    envs = [("environment", plan.environment)]
     if plan.evaluation_environment is not None:
-        envs.append(("evaluation_environment.resources", plan.evaluation_environment))
-    for field, env in envs:
+        envs.append(("evaluation_environment", plan.evaluation_environment))
+    return envs
+
+
+def _check_resources(plan: ExecutionPlan, caps: DriverCapabilities, driver: str, task: str) -> None:
+    for key, env in _environments(plan):
+        field = f"{key}.resources"
         res = env.resources
         if res is None:
             continue
         wanted = [f for f in _RESOURCE_FIELDS if getattr(res, f) is not None]
-        if res.gpu_type is not None and "gpu" not in wanted:
+        if res.gpu == 0:  # zero GPUs is no GPU request (its gpu_type is moot)
+            wanted.remove("gpu")
+        elif res.gpu_type is not None and "gpu" not in wanted:
             wanted.append("gpu")
         missing = [f for f in wanted if f not in caps.resources]
         if missing:
@@ -165,10 +203,8 @@ def _check_resources(plan: ExecutionPlan, caps: DriverCapabilities, driver: str,
 
 
 def _check_setup(plan: ExecutionPlan, caps: DriverCapabilities, driver: str, task: str) -> None:
-    envs = [("environment.setup", plan.environment)]
-    if plan.evaluation_environment is not None:
-        envs.append(("evaluation_environment.setup", plan.evaluation_environment))
-    for field, env in envs:
+    for key, env in _environments(plan):
+        field = f"{key}.setup"
         setup = env.setup
         if setup.os is not None and setup.os not in caps.os:
             raise _refuse(

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ from acx.compiler._network_plan import (
     MODEL_ENDPOINT_SOURCE,
     allow_model_endpoint,
     check_capabilities,
+    drop_unenforced_storage,
     model_endpoint_host,
 )
 from acx.compiler._recipes import BaseRecipe, DeclarativeRecipeAdapter, RecipeRegistry, build_run_registry
@@ -56,7 +58,7 @@ from acx.ir import (
     TaskSpec,
 )
 
-__all__ = ["PlannedAttempt", "RequestPlan", "plan_request", "required_env_names"]
+__all__ = ["PlanWarning", "PlannedAttempt", "RequestPlan", "plan_request", "required_env_names"]
 
 _PUBLIC = NetworkPolicy()
 _DEFAULT_EXECUTION = ExecutionSpec()
@@ -80,6 +82,19 @@ _EXEC_PLAN_FIELDS = (
     "artifacts",
     "artifact_collect",
 )
+
+
+_log = logging.getLogger("acx.planner")
+
+
+@dataclass(frozen=True)
+class PlanWarning:
+    """A warning of one selected task: a load warning (``attempt`` None, H6) or a planning
+    warning of one attempt (e.g. an artifact destination conflict, A1)."""
+
+    task_id: str
+    attempt: int | None
+    message: str
 
 
 @dataclass(frozen=True)
@@ -198,27 +213,58 @@ class RequestPlan:
     capabilities: DriverCapabilities
     recipes: RecipeRegistry
     request_provenance: Provenance | None = None
+    #: Called once per distinct warning of a planned task (its load warnings when it is first
+    #: planned, H6, then each attempt's planning warnings). None: logged to ``acx.planner``
+    #: (``acx run`` shows them on stderr before the run starts and in run.log during it).
+    on_warning: Callable[[PlanWarning], None] | None = None
+    #: Every distinct warning so far, in planning order.
+    warnings: list[PlanWarning] = field(default_factory=list)
+    _seen_warnings: set[tuple[str, int | None, str]] = field(default_factory=set)
     _candidates: list[BaseRecipe] = field(default_factory=list)
     _explicit: frozenset[str] = frozenset()
     _harness_plan: HarnessPlan | None = None
     _bench_mode: str = "none"
 
     # ---- public API ------------------------------------------------------------------------
-    def plan_attempt(self, task: TaskSpec, attempt: int) -> ExecutionPlan:
-        """The ExecutionPlan of ``task`` for semantic attempt ``attempt`` (1-based)."""
-        try:
-            return self._plan(task, attempt, _Prov(False, None), []).plan
-        except AcxUserError as exc:
-            raise _in_request(exc, self.name) from None
+    def plan_attempt(
+        self, task: TaskSpec, attempt: int, *, warnings: list[str] | None = None
+    ) -> ExecutionPlan:
+        """The ExecutionPlan of ``task`` for semantic attempt ``attempt`` (1-based).
+
+        Planning warnings are appended to ``warnings`` when given, recorded in
+        :attr:`warnings` and passed to :attr:`on_warning` (once per task × attempt × message).
+        """
+        planned = self.plan_attempt_detailed(task, attempt, provenance=False)
+        if warnings is not None:
+            warnings.extend(planned.warnings)
+        return planned.plan
 
     def plan_attempt_detailed(
         self, task: TaskSpec, attempt: int, *, provenance: bool = True
     ) -> PlannedAttempt:
         """The plan with its provenance (``explain``) and planning warnings."""
         try:
-            return self._plan(task, attempt, _Prov(provenance, self.request_provenance), [])
+            planned = self._plan(task, attempt, _Prov(provenance, self.request_provenance), [])
         except AcxUserError as exc:
             raise _in_request(exc, self.name) from None
+        if task.load_warnings:  # H6: shown for selected tasks only, i.e. the ones planned
+            self._note_warnings(task.task_id, None, task.load_warnings)
+        if planned.warnings:
+            self._note_warnings(task.task_id, attempt, planned.warnings)
+        return planned
+
+    def _note_warnings(self, task_id: str, attempt: int | None, messages: list[str]) -> None:
+        for message in messages:
+            key = (task_id, attempt, message)
+            if key in self._seen_warnings:
+                continue
+            self._seen_warnings.add(key)
+            warning = PlanWarning(task_id, attempt, message)
+            self.warnings.append(warning)
+            if self.on_warning is not None:
+                self.on_warning(warning)
+            else:
+                _log.warning("acx: warning: request %r: %s", self.name, message)
 
     def task(self, task_id: str) -> TaskSpec:
         for t in self.tasks:
@@ -363,7 +409,8 @@ class RequestPlan:
             self._artifact_prov(prov, task, supported)
 
         # (6) recipes, in registry order (RC2, RC3)
-        plan = self._apply_recipes(plan, task, prov)
+        scale = {"run_timeout_seconds": run_b, "evaluation_timeout_seconds": eval_b}
+        plan = self._apply_recipes(plan, task, prov, scale)
 
         # A3: the benchmark may resolve artifact paths after all recipes; explicit request wins.
         if supported and ex.artifacts is None:
@@ -382,6 +429,7 @@ class RequestPlan:
         # (8) evaluation environment per the final mode; then normalisation and checks
         plan = self._evaluation_environment(plan, task, prov)
         plan = self._finalize(plan, task, mode, warnings, prov)
+        plan = self._drop_storage(plan, warnings, prov)
         check_capabilities(
             plan,
             self.capabilities,
@@ -389,6 +437,16 @@ class RequestPlan:
             benchmark_id=self.benchmark.id,
         )
         return PlannedAttempt(plan, prov.data, warnings)
+
+    def _drop_storage(self, plan: ExecutionPlan, warnings: list[str], prov: _Prov) -> ExecutionPlan:
+        dropped = drop_unenforced_storage(plan, self.capabilities, warnings)
+        if dropped is not plan and prov.enabled:
+            for key in ("environment", "evaluation_environment"):
+                env = getattr(dropped, key)
+                if env is not None and env is not getattr(plan, key):
+                    source = f"driver {env.id!r} cannot limit storage_mb: dropped (P7 warning)"
+                    prov.add(f"{key}.resources", "planner", "planner", source, env.resources)
+        return dropped
 
     def _environment(self, task: TaskSpec, baseline: NetworkPolicy | None, prov: _Prov) -> EnvironmentSpec:
         renv = self.request.environment
@@ -465,35 +523,38 @@ class RequestPlan:
         if ex.artifact_collect is not None:
             prov.request("artifact_collect", "execution.artifact_collect", ex.artifact_collect)
 
-    def _apply_recipes(self, plan: ExecutionPlan, task: TaskSpec, prov: _Prov) -> ExecutionPlan:
+    def _apply_recipes(
+        self, plan: ExecutionPlan, task: TaskSpec, prov: _Prov, scale: dict[str, Budget]
+    ) -> ExecutionPlan:
         if not self._candidates:
             return plan
-        req = self.request
         applied: list[str] = []
         explicit = self._explicit_for(task)
         for recipe in self._candidates:
-            if not recipe.matches(req, task, plan):
+            if not _run_recipe(recipe, recipe.matches, self.request, task, plan):
                 continue
             before = plan
             if isinstance(recipe, DeclarativeRecipeAdapter):
                 plan = recipe.apply_explicit(plan, explicit)
             else:
-                plan = recipe.apply(plan, req, task)
+                plan = _run_recipe(recipe, recipe.apply, plan, self.request, task)
             if not isinstance(plan, ExecutionPlan):
-                raise AcxPlanError(
-                    f"recipe {recipe.id!r} returned {type(plan).__name__}, not an ExecutionPlan",
-                    code="E0432",
-                    help=f"fix {recipe.origin}: apply() must return a (copied) ExecutionPlan",
+                raise _recipe_error(
+                    recipe,
+                    f"returned {type(plan).__name__}, not an ExecutionPlan",
+                    f"fix {recipe.origin}: apply() must return a (copied) ExecutionPlan",
                 )
             if plan.task_id != before.task_id or plan.attempt != before.attempt:
-                raise AcxPlanError(
-                    f"recipe {recipe.id!r} changed the plan's task_id/attempt",
-                    code="E0432",
-                    help=f"fix {recipe.origin}: recipes adjust a plan, they never retarget it",
+                raise _recipe_error(
+                    recipe,
+                    "changed the plan's task_id/attempt",
+                    f"fix {recipe.origin}: recipes adjust a plan, they never retarget it",
                 )
             applied.append(recipe.id)
             if prov.enabled:
                 _diff_prov(prov, before, plan, recipe)
+            if isinstance(recipe, DeclarativeRecipeAdapter):
+                plan = _scale_recipe_defaults(before, plan, recipe, scale, prov)
         if applied:
             plan = replace(plan, applied_recipes=[*plan.applied_recipes, *applied])
         return plan
@@ -631,6 +692,7 @@ class RequestPlan:
         check_seconds(plan.run_timeout_seconds, "run_timeout_seconds", tid)
         check_seconds(plan.evaluation_timeout_seconds, "evaluation_timeout_seconds", tid)
         check_seconds(plan.artifact_collect_timeout_seconds, "artifact_collect_timeout_seconds", tid)
+        _check_workdirs(plan)
         if plan.artifact_collection_supported:
             if not self.benchmark.collect_artifacts:
                 raise AcxPlanError(
@@ -692,6 +754,77 @@ class RequestPlan:
         if required != plan.required_env:
             changes["required_env"] = required
         return replace(plan, **changes) if changes else plan
+
+
+def _check_workdirs(plan: ExecutionPlan) -> None:
+    """H5: a workdir is an absolute POSIX path, whoever set it (task, request or recipe)."""
+    for key, env in (("environment", plan.environment), ("evaluation_environment", plan.evaluation_environment)):
+        workdir = env.setup.workdir if env is not None else None
+        if workdir is None or (workdir.startswith("/") and "\\" not in workdir):
+            continue
+        request_path = "environment.setup.workdir" if key == "environment" else "environment.evaluation_setup.workdir"
+        raise AcxPlanError(
+            f"task {plan.task_id!r}: {key}.setup.workdir must be an absolute POSIX path, got {workdir!r} (H5)",
+            code="E0429",
+            path=request_path,
+            help="write it from the sandbox root, e.g. workdir: /app (`acx explain SPEC REQUEST "
+            f"{key}.setup.workdir --task {plan.task_id}` shows who set it)",
+        )
+
+
+def _run_recipe(recipe: BaseRecipe, method: Callable[..., Any], *args: Any) -> Any:
+    """A recipe's ``matches``/``apply``; a crash in user code becomes a clear planning error."""
+    try:
+        return method(*args)
+    except AcxUserError:
+        raise
+    except Exception as exc:
+        raise _recipe_error(
+            recipe,
+            f"failed in {method.__name__}(): {type(exc).__name__}: {exc}",
+            f"fix {recipe.origin} (or leave it out with execution.enabled_recipes)",
+        ) from exc
+
+
+def _recipe_error(recipe: BaseRecipe, message: str, help: str) -> AcxPlanError:
+    span = recipe.span
+    return AcxPlanError(
+        f"recipe {recipe.id!r} {message}",
+        code="E0432",
+        span=span,
+        path=None if span else "execution.enabled_recipes",
+        help=help,
+    )
+
+
+def _scale_recipe_defaults(
+    before: ExecutionPlan,
+    after: ExecutionPlan,
+    recipe: DeclarativeRecipeAdapter,
+    scale: dict[str, Budget],
+    prov: _Prov,
+) -> ExecutionPlan:
+    """T2: a budget a recipe's ``defaults`` filled is a default, so the stage multiplier applies.
+
+    (``set`` values are final plan values, T5.) Without this, ``timeout_multiplier: 2`` would
+    silently not scale a budget that only a recipe default gives.
+    """
+    changes: dict[str, float] = {}
+    for name, budget in scale.items():
+        value = getattr(after, name)
+        if (
+            budget.multiplier == 1.0
+            or value is None
+            or getattr(before, name) is not None
+            or name not in recipe.decl.defaults
+            or name in recipe.decl.set
+        ):
+            continue
+        changes[name] = value * budget.multiplier
+        if prov.enabled:
+            source = f"recipe default × {budget.multiplier:g} (execution.{budget.multiplier_field})"
+            prov.add(name, "planner", "planner", source, changes[name])
+    return replace(after, **changes) if changes else after
 
 
 def _diff_prov(prov: _Prov, before: ExecutionPlan, after: ExecutionPlan, recipe: BaseRecipe) -> None:
@@ -774,10 +907,12 @@ def _plan_request(
     all_tasks = bench.load_tasks(req)
     tasks = bench.select_tasks(all_tasks, req)
     if task_glob:
+        selected = len(tasks)
         tasks = [t for t in tasks if fnmatch.fnmatchcase(t.task_id, task_glob)]
         if not tasks:
+            of = f"{selected} selected of {len(all_tasks)}" if selected != len(all_tasks) else str(selected)
             raise AcxPlanError(
-                f"--tasks {task_glob!r} matches none of the {len(all_tasks)} tasks",
+                f"--tasks {task_glob!r} matches none of the {of} tasks",
                 code="E0440",
                 path="--tasks",
                 help="the glob is matched against task ids (case-sensitive); e.g. --tasks 'q1*'",
@@ -863,34 +998,29 @@ def _check_pairing(req: RunRequest, bench: Any) -> None:
 
 
 def _build_benchmark(req: RunRequest, base_dir: str) -> Any:
-    from acx.components._registry import BENCHMARKS
-
-    info = BENCHMARKS.get(req.benchmark.id)
-    if info is None:
-        raise AcxPlanError(
-            f"unknown benchmark {req.benchmark.id!r}",
-            code="E0300",
-            path="benchmark.id",
-            help="known benchmarks: " + ", ".join(BENCHMARKS),
-        )
-    cls = info.load()
-    config = _convert_config(req.benchmark.params, cls.config_class, "benchmark")
-    return cls(config, base_dir=Path(base_dir))
+    return _build_component("benchmark", req.benchmark.id, req.benchmark.params, base_dir=Path(base_dir))
 
 
 def _build_harness(req: RunRequest) -> Any:
-    from acx.components._registry import HARNESSES
+    return _build_component("harness", req.harness.id, req.harness.params)
 
-    info = HARNESSES.get(req.harness.id)
+
+def _build_component(kind: str, cid: str, params: dict[str, Any], **kwargs: Any) -> Any:
+    """A benchmark or harness instance from the component registry with its typed config (B2)."""
+    from acx.components._registry import BENCHMARKS, HARNESSES
+
+    registry = BENCHMARKS if kind == "benchmark" else HARNESSES
+    info = registry.get(cid)
     if info is None:
+        hint = did_you_mean(cid, list(registry))
         raise AcxPlanError(
-            f"unknown harness {req.harness.id!r}",
+            f"unknown {kind} {cid!r}",
             code="E0300",
-            path="harness.id",
-            help="known harnesses: " + ", ".join(HARNESSES),
+            path=f"{kind}.id",
+            help=(f"did you mean {hint!r}? " if hint else "") + f"known {kind}s: " + ", ".join(registry),
         )
     cls = info.load()
-    return cls(_convert_config(req.harness.params, cls.config_class, "harness"))
+    return cls(_convert_config(params, cls.config_class, kind), **kwargs)
 
 
 def _convert_config(params: dict[str, Any], config_class: Any, kind: str) -> Any:

@@ -8,8 +8,8 @@ user values.
 Registry (RC1, RC3): the built-ins (Python recipes in ``acx.stdlib_recipes.RECIPE_CLASSES``, then
 declarative ``*.acx`` recipes shipped in ``acx/stdlib_recipes/``, then installed entry points of
 group ``acx.recipes``) in insertion order, never sorted; a run's registry copies them and appends
-the recipes of each trusted ``metadata.recipe_dirs`` directory (``__init__.py`` with
-``RECIPE_CLASSES`` and/or ``*.acx`` files). ``execution.enabled_recipes`` empty → every recipe is a
+the recipes of each trusted ``runtime.recipe_dirs`` directory (``RunRequest.metadata.recipe_dirs``;
+``__init__.py`` with ``RECIPE_CLASSES`` and/or ``*.acx`` files). ``execution.enabled_recipes`` empty → every recipe is a
 candidate; non-empty → a whitelist (RC2).
 
 Declarative recipes (``recipe NAME { match {…} defaults {…} set {…} }`` in ``.acx``): ``defaults``
@@ -45,6 +45,7 @@ __all__ = [
 ]
 
 ENTRY_POINT_GROUP = "acx.recipes"
+_DIR_MODULE_PREFIX = "acx_recipes_"
 
 
 class BaseRecipe:
@@ -61,7 +62,22 @@ class BaseRecipe:
 
     @property
     def origin(self) -> str:
-        return f"python:{type(self).__module__}.{type(self).__qualname__}"
+        cls = type(self)
+        span = self.span
+        if span is not None and cls.__module__.startswith(_DIR_MODULE_PREFIX):
+            return f"python:{span} ({cls.__qualname__})"  # loaded from a recipe dir: name the file
+        return f"python:{cls.__module__}.{cls.__qualname__}"
+
+    @property
+    def span(self) -> Span | None:
+        """Where the recipe is defined (its class statement), for diagnostics."""
+        cls = type(self)
+        try:
+            file = inspect.getsourcefile(cls)
+            line = inspect.getsourcelines(cls)[1]
+        except (OSError, TypeError):  # source unavailable (built in, zipped, …)
+            return None
+        return Span(file, line, 1) if file else None
 
 
 class DeclarativeRecipeLike(Protocol):
@@ -101,9 +117,12 @@ class DeclarativeRecipeAdapter(BaseRecipe):
         span = self.decl.span
         return f"acx:{span}" if span is not None else "acx"
 
+    @property
+    def span(self) -> Span | None:
+        return self.decl.span if isinstance(self.decl.span, Span) else None
+
     def _error(self, message: str, help: str) -> AcxPlanError:
-        span = self.decl.span if isinstance(self.decl.span, Span) else None
-        return AcxPlanError(f"recipe {self.id!r}: {message}", code="E0430", span=span, help=help)
+        return AcxPlanError(f"recipe {self.id!r}: {message}", code="E0430", span=self.span, help=help)
 
     def _validate(self) -> None:
         for key, values in self.decl.match.items():
@@ -350,6 +369,47 @@ def _declarative(path: Path) -> list[BaseRecipe]:
     return [DeclarativeRecipeAdapter(d) for d in load_acx_recipes(str(path))]
 
 
+_DIRS_PATH = "runtime.recipe_dirs"
+
+
+def _import_recipe_package(root: Path, init: Path) -> Any:
+    """Import a trusted recipe dir's ``__init__.py``; its failure is a clear error, not a crash."""
+    import sys
+
+    name = _DIR_MODULE_PREFIX + hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
+    spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[str(root)])
+    if spec is None or spec.loader is None:  # pragma: no cover - defensive
+        raise AcxPlanError(f"cannot import recipe package {root}", code="E0430", help="check the directory")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        sys.modules.pop(name, None)
+        line = _traceback_line(exc, init)
+        raise AcxPlanError(
+            f"recipe package {init} failed to import: {type(exc).__name__}: {exc}",
+            code="E0430",
+            span=Span(str(init), line, 1) if line else None,
+            path=None if line else _DIRS_PATH,
+            help="fix the recipe package (it is imported with the acx interpreter), "
+            "or remove its directory from runtime.recipe_dirs",
+        ) from exc
+    return module
+
+
+def _traceback_line(exc: BaseException, init: Path) -> int | None:
+    """The line of ``init`` the import failed on (a SyntaxError's own line first)."""
+    if isinstance(exc, SyntaxError) and exc.filename == str(init):
+        return exc.lineno
+    tb, line = exc.__traceback__, None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == str(init):
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
 def load_recipe_dir(directory: str | Path) -> list[BaseRecipe]:
     """A trusted recipe directory: ``__init__.py`` with ``RECIPE_CLASSES`` and/or ``*.acx`` files."""
     root = Path(directory)
@@ -357,29 +417,18 @@ def load_recipe_dir(directory: str | Path) -> list[BaseRecipe]:
         raise AcxPlanError(
             f"recipe directory {root} does not exist",
             code="E0430",
-            path="metadata.recipe_dirs",
-            help="fix runtime.recipe_dirs / --recipe-dir",
+            path=_DIRS_PATH,
+            help="fix runtime.recipe_dirs (relative paths resolve against the file that declares them)",
         )
     recipes: list[BaseRecipe] = []
     init = root / "__init__.py"
     if init.is_file():
-        name = "acx_recipes_" + hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
-        spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[str(root)])
-        if spec is None or spec.loader is None:  # pragma: no cover - defensive
-            raise AcxPlanError(
-                f"cannot import recipe package {root}", code="E0430", help="check the directory"
-            )
-        module = importlib.util.module_from_spec(spec)
-        import sys
-
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-        classes = getattr(module, "RECIPE_CLASSES", None)
+        classes = getattr(_import_recipe_package(root, init), "RECIPE_CLASSES", None)
         if not classes:
             raise AcxPlanError(
                 f"recipe package {root} defines no RECIPE_CLASSES",
                 code="E0430",
-                path="metadata.recipe_dirs",
+                path=_DIRS_PATH,
                 help="define RECIPE_CLASSES = [MyRecipe, …] in its __init__.py",
             )
         recipes.extend(_instantiate(c, str(init)) for c in classes)
@@ -389,7 +438,7 @@ def load_recipe_dir(directory: str | Path) -> list[BaseRecipe]:
         raise AcxPlanError(
             f"recipe directory {root} holds no recipes",
             code="E0430",
-            path="metadata.recipe_dirs",
+            path=_DIRS_PATH,
             help="add an __init__.py with RECIPE_CLASSES or *.acx recipe files",
         )
     return recipes
@@ -400,7 +449,14 @@ def _entry_point_recipes() -> list[BaseRecipe]:
 
     out: list[BaseRecipe] = []
     for ep in entry_points(group=ENTRY_POINT_GROUP):
-        obj = ep.load()
+        try:
+            obj = ep.load()
+        except Exception as exc:
+            raise AcxPlanError(
+                f"recipe entry point {ep.name!r} ({ep.value}) failed to load: {type(exc).__name__}: {exc}",
+                code="E0430",
+                help=f"fix or uninstall the package that declares the {ENTRY_POINT_GROUP!r} entry point",
+            ) from exc
         classes = getattr(obj, "RECIPE_CLASSES", None) if inspect.ismodule(obj) else [obj]
         out.extend(_instantiate(c, f"entry point {ep.name}") for c in classes or [])
     return out

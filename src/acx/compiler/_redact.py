@@ -2,7 +2,8 @@
 
 A value is sensitive when its key is one of :data:`SENSITIVE_KEYS`, ends with one of
 :data:`SENSITIVE_SUFFIXES`, or sits anywhere under a container key (:data:`CONTAINER_KEYS`:
-headers, credentials, env maps, ...). Sensitive values print as ``********`` unless they are a
+headers, credentials, env maps, ...). Any other string keeps only the password of a URL's
+userinfo hidden (``http://user:********@host``). Sensitive values print as ``********`` unless they are a
 whole-field ``${VAR}`` reference, which is shown as written: the reference is not the secret.
 """
 
@@ -22,6 +23,7 @@ __all__ = [
     "is_container_key",
     "is_sensitive_key",
     "is_sensitive_path",
+    "mask_url_credentials",
     "redact",
     "redact_value",
 ]
@@ -59,6 +61,13 @@ CONTAINER_KEYS = frozenset(
 NON_SENSITIVE_KEYS = frozenset({"wrap_api_key"})
 
 _REF = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*\}$")
+#: ``scheme://user:PASSWORD@host``: a credential inside an ordinary value such as ``base_url``.
+_URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:)[^@/\s]+(?=@)")
+
+
+def mask_url_credentials(text: str) -> str:
+    """``text`` with the password part of any URL userinfo replaced by ``********``."""
+    return _URL_PASSWORD.sub(lambda m: m.group("head") + REDACTED, text) if "@" in text else text
 
 
 def _norm(key: object) -> str:
@@ -118,4 +127,6 @@ def _redact(obj: Any) -> Any:
         return [_redact(v) for v in obj]
     if isinstance(obj, msgspec.Struct):
         return redact(obj)
+    if isinstance(obj, str):
+        return mask_url_credentials(obj)
     return obj

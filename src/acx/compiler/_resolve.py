@@ -34,7 +34,7 @@ import msgspec
 
 from acx.compiler._interpolate import Interpolation, format_path, interpolate
 from acx.compiler._merge import deep_copy
-from acx.compiler._redact import is_sensitive_path, redact_value
+from acx.compiler._redact import is_sensitive_path, redact, redact_value
 from acx.compiler._shapes import (
     NETWORK_POLICY_FIELDS,
     RUNTIME_REUSE_KEYS,
@@ -42,8 +42,8 @@ from acx.compiler._shapes import (
     output_namespace,
 )
 from acx.compiler._source import Path_, SourceDoc
-from acx.compiler._validate import split_msgspec_error
-from acx.diagnostics import Diagnostic, Span
+from acx.compiler._validate import select_help, split_msgspec_error
+from acx.diagnostics import Diagnostic, Span, unique
 from acx.errors import AcxResolutionError, AcxUserError
 from acx.ir import (
     ENVIRONMENT_SPEC_FIELDS,
@@ -98,6 +98,8 @@ class Compiled:
     #: the spec file and the config files, in load order.
     spec_path: str = ""
     config_paths: tuple[str, ...] = ()
+    #: non-fatal diagnostics (e.g. W0301 defaults params not applied), for the CLI to print.
+    warnings: tuple[Diagnostic, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -183,7 +185,7 @@ class _Merger:
 
     def _record(self, rel: Path_, value: Any, frag: _Frag) -> None:
         full = self.prefix(rel)
-        shown = redact_value(value) if is_sensitive_path(full) else deep_copy(value)
+        shown = redact_value(value) if is_sensitive_path(full) else redact(deep_copy(value))
         self._seq += 1
         rec = _Rec(self._seq, frag.layer, frag.kind, frag.source(rel), shown, frag.span(rel), frag.key_span(rel))
         self.recs.setdefault(full, []).append(rec)
@@ -269,6 +271,7 @@ class _Resolver:
                 span_of=(lambda rel: None) if synthetic else (lambda rel: doc.span_of((*base, *rel))),
                 abs_prefix=_semantic_prefix(doc, base),
                 secret_paths=frozenset(p[len(base) :] for p in doc.secret_paths if p[: len(base)] == base),
+                literal_paths=frozenset(p[len(base) :] for p in doc.literal_paths if p[: len(base)] == base),
                 display_prefix=None if synthetic else base,
             )
             self.diagnostics.extend(info.diagnostics)
@@ -314,8 +317,8 @@ class _Resolver:
                 continue
             if resolved is not None:
                 requests.append(resolved)
-        if self.diagnostics:
-            raise AcxResolutionError(diagnostics=_dedupe(self.diagnostics))
+        if any(d.severity == "error" for d in self.diagnostics):
+            raise AcxResolutionError(diagnostics=[d for d in unique(self.diagnostics) if d.severity == "error"])
         assert runtime is not None
         orch_id = orchestration_id(name, tc, [(n, r) for n, r, _ in requests])
         orchestration = Orchestration(
@@ -340,6 +343,7 @@ class _Resolver:
             orchestration_provenance=orch_prov,
             spec_path=self.spec.path,
             config_paths=tuple(c.doc.path for c in self.configs),
+            warnings=tuple(unique(self.diagnostics)),
         )
 
     # -- orchestration level --
@@ -529,8 +533,7 @@ class _Resolver:
                     code="E0305",
                     message=f"{label} selects no {kind}",
                     span=fallback,
-                    help=f"add `{key}: {{id: ...}}` to the request or to `defaults`"
-                    + ("; use `harness: {id: none}` for a harness-free benchmark" if key == "harness" else ""),
+                    help=select_help(key, self.spec.path),
                 )
             )
             return None, chain, []
@@ -552,7 +555,7 @@ class _Resolver:
         section = {"benchmark": "benchmarks", "harness": "harnesses"}[key]
         merger = _Merger(lambda rel: (key, "params", *rel), lambda p: False)
         merger.add(_Frag("default", "default", field_defaults(info.config_class), flag=f"{cid} default"))
-        for f in self.config_frags((section, cid)):
+        for f in self.component_config_frags(section, cid):
             used.append(f)
             merger.add(f)
         for f in applied:
@@ -588,7 +591,7 @@ class _Resolver:
         shared = {k: v for k, v in spec_defaults.items() if k in ENVIRONMENT_SPEC_FIELDS}
         merger.add(_Frag("default", "default", shared, flag="EnvironmentSpec default"))
         merger.add(_Frag("default", "default", field_defaults(info.config_class), flag=f"{cid} default"))
-        for f in self.environment_config_frags(cid):
+        for f in self.component_config_frags("environments", cid):
             used.append(f)
             merger.add(_policies(f))
         for f in applied:
@@ -611,21 +614,18 @@ class _Resolver:
         prov = {"environment.id": id_chain, **_chains(merger, final, ("environment",))}
         return spec, prov
 
-    def environment_config_frags(self, cid: str) -> list[_Frag]:
-        """Config layers of provider ``cid``; ``environments: null`` or ``<id>: null`` drops earlier ones."""
+    def component_config_frags(self, table: str, cid: str) -> list[_Frag]:
+        """Config layers of component ``cid`` in ``table`` (``benchmarks``, ``harnesses``,
+        ``environments``); a later ``<table>: null`` or ``<table>.<id>: null`` drops the earlier
+        ones (reference §3.1 for environments; R5 — a later null replaces — for the others)."""
         out: list[_Frag] = []
         for cfg in self.configs:
-            envs = cfg.doc.data.get("environments", {}) if isinstance(cfg.doc.data, dict) else {}
-            if "environments" in cfg.doc.data and envs is None:
+            if _present(cfg.doc.data, (table, cid)) and _get_path(cfg.doc.data, (table, cid)) is None:
                 out = []
                 continue
-            if isinstance(envs, dict) and cid in envs:
-                if envs[cid] is None:
-                    out = []
-                    continue
-                f = self.frag(cfg.layer, cfg.doc, ("environments", cid))
-                if f is not None:
-                    out.append(f)
+            f = self.frag(cfg.layer, cfg.doc, (table, cid))
+            if f is not None:
+                out.append(f)
         return out
 
     def check_fresh_only(self, spec: EnvironmentSpec, merger: _Merger, label: str) -> None:
@@ -768,17 +768,6 @@ def _stem(path: str) -> str:
     return name.split(".", 1)[0] or "orchestration"
 
 
-def _dedupe(diags: list[Diagnostic]) -> list[Diagnostic]:
-    seen: set[tuple[Any, ...]] = set()
-    out = []
-    for d in diags:
-        key = (d.code, d.message, str(d.span))
-        if key not in seen:
-            seen.add(key)
-            out.append(d)
-    return out
-
-
 def orchestration_id(name: str, task_concurrency: int, requests: Sequence[tuple[str, RunRequest]]) -> str:
     """Content-derived id: first 12 hex of sha256 over name, task_concurrency and the requests.
 
@@ -874,8 +863,14 @@ def config_view(
             if kind == "environment":
                 shared = field_defaults(EnvironmentSpec)
                 defaults = {**{k: v for k, v in shared.items() if k in ENVIRONMENT_SPEC_FIELDS}, **defaults}
-            merged((table, cid), defaults, f"{cid} default", drop_on_null=kind == "environment")
+            merged((table, cid), defaults, f"{cid} default", drop_on_null=True)
     return view, prov
+
+
+def _get_path(data: Any, section: Path_) -> Any:
+    for part in section:
+        data = data.get(part) if isinstance(data, dict) else None
+    return data
 
 
 def _present(data: Any, section: Path_) -> bool:

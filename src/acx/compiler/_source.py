@@ -10,6 +10,8 @@ Environment references: a string value that is exactly ``${VAR}`` is an env refe
 resolver substitutes it (R6) except under env-variable maps and in secret positions, where it
 stays a reference resolved at use time (V1). ``secret_paths`` marks positions a front end knows
 are secrets (``secret("X")`` in .acx) even if the key name is not a sensitive one.
+``literal_paths`` marks strings whose ``${`` is literal text (``$${`` in .acx): they are never
+substituted from the environment and never rejected as embedded references.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class SourceDoc:
     locs: Mapping[Path_, Span] = field(default_factory=dict)
     key_locs: Mapping[Path_, Span] = field(default_factory=dict)
     secret_paths: frozenset[Path_] = frozenset()
+    literal_paths: frozenset[Path_] = frozenset()
     #: Source text, for code frames in diagnostics.
     text: str | None = None
 

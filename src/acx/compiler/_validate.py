@@ -52,6 +52,7 @@ __all__ = [
     "Checker",
     "check_cli_params",
     "component_param_types",
+    "select_help",
     "validate_document",
 ]
 
@@ -164,12 +165,28 @@ class Checker:
             "E0204",
             f"`{self.where(path)}`: expected a mapping ({what}), got {_type_name(value)}",
             path,
-            help=f"write `{_last(path)}:` followed by indented `key: value` lines",
+            help=f"write `{_last(path)} {{ key = value }}`"
+            if self.doc.path.endswith(".acx")
+            else f"write `{_last(path)}:` followed by indented `key: value` lines",
         )
         return False
 
     def unknown_key(self, key: str, path: Path_, allowed: Iterable[str], where: str) -> None:
         allowed = sorted(allowed)
+        written, suffix = self.written_key(key, path)
+        if suffix:
+            # `.acx` typed literal: `run_timout = 5m` lowered to `run_timout_seconds`; speak of
+            # the key as written and suggest among the fields that take this unit.
+            guess = did_you_mean(written, [a[: -len(suffix)] for a in allowed if a.endswith(suffix)])
+            if guess:
+                self.err(
+                    "E0203",
+                    f"unknown key `{written}` in {where}",
+                    (*path, key),
+                    key=True,
+                    help=f"did you mean `{guess}`?",
+                )
+                return
         guess = did_you_mean(key, allowed)
         if guess:
             help = f"did you mean `{guess}`?"
@@ -178,6 +195,20 @@ class Checker:
         else:
             help = f"see `acx schema` or the docs for the {len(allowed)} valid keys"
         self.err("E0203", f"unknown key `{key}` in {where}", (*path, key), key=True, help=help)
+
+    def written_key(self, key: str, path: Path_) -> tuple[str, str]:
+        """(key as written in the source, unit suffix the `.acx` lowering added or "")."""
+        span = self.doc.key_locs.get((*path, key))
+        if self.doc.text is None or span is None or span.end_col is None or span.end_line != span.line:
+            return key, ""
+        lines = self.doc.text.splitlines()
+        if not 1 <= span.line <= len(lines):
+            return key, ""
+        written = lines[span.line - 1][span.col - 1 : span.end_col - 1]
+        for suffix in ("_seconds", "_mb"):
+            if key == written + suffix:
+                return written, suffix
+        return key, ""
 
     def check_struct(
         self, value: Any, cls: type[msgspec.Struct], path: Path_, *, where: str, skip: Iterable[str] = ()
@@ -240,6 +271,8 @@ class Checker:
 
     def type_error(self, text: str, path: Path_, cls: type[Any] | None, name: str, value: Any) -> None:
         msg, sub = split_msgspec_error(text)
+        if "[...]" in text:  # msgspec names no key inside a mapping: find the entry it means
+            sub = (*sub, *_offending_key(_get(value, sub), msg))
         full = (*path, *sub)
         if ", got " not in msg:
             msg += f", got {_describe(_get(value, sub))}"
@@ -296,7 +329,7 @@ class Checker:
         elif isinstance(value, list):
             for i, v in enumerate(value):
                 self.check_interpolation(v, (*path, i))
-        elif has_embedded_ref(value):
+        elif has_embedded_ref(value) and path not in self.doc.literal_paths:
             span = None if self.cli_flag else self.doc.span_of(path)
             self.diagnostics.append(embedded_ref_diagnostic(value, span, self.where(path)))
 
@@ -478,12 +511,15 @@ class Checker:
             self.err("E0210", "`requests` is empty", ("requests",), help="add at least one named request")
         names: dict[str, Path_] = {}
         namespaces: dict[tuple[str, str], tuple[Path_, str]] = {}
+        replaced: dict[tuple[str, str], list[Path_]] = {}
         for i, request in enumerate(requests):
             path: Path_ = ("requests", i)
             if not self.is_mapping(request, path, "a request"):
                 continue
             self.check_request(request, path, hints=default_ids, is_defaults=False)
             self.check_selects(request, path, data.get("defaults"))
+            for section, rid in _replaced_ids(request, data.get("defaults")):
+                replaced.setdefault((section, rid), []).append(path)
             name = request.get("name")
             if name is None:
                 self.err("E0208", f"request #{i} has no `name`", path, help="give every request a unique `name`")
@@ -516,6 +552,38 @@ class Checker:
                 )
                 continue
             namespaces[ns_key] = (path, name)
+        self.warn_unapplied_defaults(data.get("defaults"), replaced)
+
+    def warn_unapplied_defaults(self, defaults: Any, replaced: dict[tuple[str, str], list[Path_]]) -> None:
+        """W0301: ``defaults.<section>`` params are dropped for requests that select another id (R10).
+
+        Params sit beside the id they belong to, so a request that switches the component does not
+        inherit them; users who expect them to carry over would otherwise lose them silently.
+        """
+        for (section, rid), paths in replaced.items():
+            dropped = sorted(k for k in defaults[section] if k != "id")
+            did = defaults[section]["id"]
+            names = [str(_get(self.doc.data, p).get("name", f"#{p[-1]}")) for p in paths]
+            shown = ", ".join(f"`{n}`" for n in names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+            related = tuple(
+                Related(span, f"request `{n}` selects {section} `{rid}`")
+                for p, n in zip(paths[:3], names[:3], strict=True)
+                if (span := self.doc.span_of((*p, section, "id"))) is not None
+            )
+            self.diagnostics.append(
+                Diagnostic(
+                    code="W0301",
+                    severity="warning",
+                    message=f"`defaults.{section}` params for `{did}` ({', '.join(f'`{k}`' for k in dropped)}) "
+                    f"are not applied to request(s) {shown}, which select {section} `{rid}`",
+                    span=None if self.cli_flag else self.doc.key_span_of(("defaults", section)),
+                    path=f"defaults.{section}",
+                    help=f"params in `defaults.{section}` apply only to requests that use `{did}`; set them "
+                    f"in the requests that need them, or in a run config under "
+                    f"`{COMPONENT_SECTIONS[section][1]}.<id>`",
+                    related=related,
+                )
+            )
 
     def check_selects(self, request: dict[str, Any], path: Path_, defaults: Any) -> None:
         """A request must select a benchmark and a harness, itself or through ``defaults``."""
@@ -524,13 +592,7 @@ class Checker:
             if any(isinstance(s, dict) and "id" in s for s in sources):
                 continue
             label = f"request `{request['name']}`" if isinstance(request.get("name"), str) else "this request"
-            extra = "; use `harness: {id: none}` for a harness-free benchmark" if section == "harness" else ""
-            self.err(
-                "E0305",
-                f"{label} selects no {section}",
-                path,
-                help=f"add `{section}: {{id: ...}}` to the request or to `defaults`{extra}",
-            )
+            self.err("E0305", f"{label} selects no {section}", path, help=select_help(section, self.doc.path))
 
     def check_request(
         self, request: dict[str, Any], path: Path_, *, hints: dict[str, str | None], is_defaults: bool
@@ -613,6 +675,54 @@ def split_msgspec_error(text: str) -> tuple[str, Path_]:
             else:
                 break
     return msg, tuple(sub)
+
+
+_GOT = re.compile(r"got `(?P<got>[a-z]+)`")
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "int": (int,),
+    "float": (float,),
+    "bool": (bool,),
+    "str": (str,),
+    "array": (list,),
+    "object": (dict,),
+    "null": (type(None),),
+}
+
+
+def _offending_key(container: Any, msg: str) -> tuple[str, ...]:
+    """The first key of ``container`` whose value has the type a msgspec message says it got."""
+    m = _GOT.search(msg)
+    kinds = _JSON_TYPES.get(m.group("got")) if m else None
+    if not isinstance(container, dict) or kinds is None:
+        return ()
+    for key, item in container.items():
+        if isinstance(item, kinds) and not (isinstance(item, bool) and bool not in kinds):
+            return (key,)
+    return ()
+
+
+def select_help(section: str, doc_path: str) -> str:
+    """How to select a component, in the syntax of the file being checked (.acx or YAML)."""
+    if doc_path.endswith(".acx"):
+        extra = "; use `harness none {}` for a harness-free benchmark" if section == "harness" else ""
+        return f"add `{section} ID {{ ... }}` to the run or to `defaults`{extra}"
+    extra = "; use `harness: {id: none}` for a harness-free benchmark" if section == "harness" else ""
+    return f"add `{section}: {{id: ...}}` to the request or to `defaults`{extra}"
+
+
+def _replaced_ids(request: dict[str, Any], defaults: Any) -> list[tuple[str, str]]:
+    """(section, request id) where ``defaults`` gives params for a different component id."""
+    out: list[tuple[str, str]] = []
+    if not isinstance(defaults, dict):
+        return out
+    for section in COMPONENT_SECTIONS:
+        base, own = defaults.get(section), request.get(section)
+        if not (isinstance(base, dict) and isinstance(own, dict)):
+            continue
+        did, rid = base.get("id"), own.get("id")
+        if isinstance(did, str) and isinstance(rid, str) and did != rid and any(k != "id" for k in base):
+            out.append((section, rid))
+    return out
 
 
 def _get(value: Any, sub: Path_) -> Any:

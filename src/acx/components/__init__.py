@@ -1,1 +1,29 @@
-"""acx.components."""
+"""Benchmarks and harnesses: the registry of shipped ids, base classes and config types.
+
+Third-party components subclass :class:`BaseBenchmark` / :class:`BaseHarness`; their plan-time
+half is pure (no environment, model or secret), their run-time half gets an open session.
+"""
+
+from acx.components._base import DEFAULT_ARTIFACTS_DIR as DEFAULT_ARTIFACTS_DIR
+from acx.components._base import BaseBenchmark as BaseBenchmark
+from acx.components._base import BaseHarness as BaseHarness
+from acx.components._configs import BenchmarkConfig as BenchmarkConfig
+from acx.components._configs import HarnessConfig as HarnessConfig
+from acx.components._registry import BENCHMARKS as BENCHMARKS
+from acx.components._registry import ENVIRONMENTS as ENVIRONMENTS
+from acx.components._registry import HARNESSES as HARNESSES
+from acx.components._registry import ComponentInfo as ComponentInfo
+from acx.components._registry import registry as registry
+
+__all__ = [
+    "BENCHMARKS",
+    "DEFAULT_ARTIFACTS_DIR",
+    "ENVIRONMENTS",
+    "HARNESSES",
+    "BaseBenchmark",
+    "BaseHarness",
+    "BenchmarkConfig",
+    "ComponentInfo",
+    "HarnessConfig",
+    "registry",
+]

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from acx.components._toml_spans import TomlLocator
 from acx.diagnostics import Span
 from acx.errors import AcxPlanError
 from acx.ir import (
@@ -35,72 +36,10 @@ __all__ = ["TomlLocator", "dockerfile_workdir", "is_task_dir", "load_harbor_task
 _NETWORK_MODES = ("public", "no-network", "allowlist")
 _PACKAGE_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]*/[a-zA-Z0-9][a-zA-Z0-9._-]*$")
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*$", re.IGNORECASE)
-_HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(?:#.*)?$")
-_KEY = re.compile(
-    r'^\s*((?:[A-Za-z0-9_-]+|"[^"]*"|\'[^\']*\')(?:\s*\.\s*(?:[A-Za-z0-9_-]+|"[^"]*"|\'[^\']*\'))*)\s*='
-)
 
 
 def is_task_dir(path: Path) -> bool:
     return (path / "task.toml").is_file()
-
-
-# ---------------------------------------------------------------------------------------------
-# Locating keys in the TOML text (tomllib keeps no positions).
-# ---------------------------------------------------------------------------------------------
-class TomlLocator:
-    """Maps dotted key paths (``verifier.environment.workdir``) to 1-based line numbers.
-
-    A line scanner over table headers and ``key =`` lines: enough for error messages; array
-    tables (``[[verifier.collect]]``) are indexed (``verifier.collect.0.command``).
-    """
-
-    def __init__(self, text: str) -> None:
-        self.lines: dict[str, int] = {}
-        counts: dict[str, int] = {}
-        table: list[str] = []
-        for lineno, raw in enumerate(text.splitlines(), start=1):
-            header = _HEADER.match(raw)
-            if header and not raw.lstrip().startswith(("#",)):
-                parts = _split_key(header.group(2))
-                if header.group(1) == "[[":
-                    base = ".".join(parts)
-                    index = counts.get(base, 0)
-                    counts[base] = index + 1
-                    table = [*parts, str(index)]
-                else:
-                    table = _index_parts(parts, counts)
-                self.lines.setdefault(".".join(table), lineno)
-                continue
-            key = _KEY.match(raw)
-            if key:
-                path = ".".join([*table, *_split_key(key.group(1))])
-                self.lines.setdefault(path, lineno)
-
-    def line_of(self, path: str) -> int:
-        """Line of ``path`` or of its nearest declared ancestor; 1 when nothing matches."""
-        parts = path.split(".")
-        while parts:
-            line = self.lines.get(".".join(parts))
-            if line is not None:
-                return line
-            parts.pop()
-        return 1
-
-
-def _split_key(key: str) -> list[str]:
-    return [p.strip().strip("\"'") for p in re.findall(r'"[^"]*"|\'[^\']*\'|[^.]+', key)]
-
-
-def _index_parts(parts: list[str], counts: dict[str, int]) -> list[str]:
-    """``[verifier.collect.x]`` after ``[[verifier.collect]]`` refers to the latest element."""
-    out: list[str] = []
-    for part in parts:
-        out.append(part)
-        n = counts.get(".".join(out[: len(out)]))
-        if n:
-            out.append(str(n - 1))
-    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -111,11 +50,24 @@ class _Ctx:
 
     def __init__(self, toml_path: Path, text: str) -> None:
         self.file = str(toml_path)
-        self.loc = TomlLocator(text)
+        self.text = text
+        self._loc: TomlLocator | None = None
         self.warnings: list[str] = []
 
+    @property
+    def loc(self) -> TomlLocator:
+        """Built on first use: only a task with a warning or an error pays for positions."""
+        if self._loc is None:
+            self._loc = TomlLocator(self.text)
+        return self._loc
+
     def span(self, path: str) -> Span:
-        return Span(self.file, self.loc.line_of(path), 1)
+        pos = self.loc.position_of(path)
+        if pos is None:
+            return Span(self.file, 1, 1)
+        line, col, end_line, end_col = pos
+        # Underline the key (and its value when it fits on the line).
+        return Span(self.file, line, col, *((end_line, end_col) if end_line == line else (None, None)))
 
     def error(self, path: str, message: str, help: str, code: str = "E0412") -> AcxPlanError:
         return AcxPlanError(f"{message} (`{path}`)", code=code, span=self.span(path), help=help)
@@ -129,7 +81,7 @@ def load_harbor_task(task_dir: str | Path, *, solution_env_for_agent: bool = Fal
     root = Path(task_dir)
     toml_path = root / "task.toml"
     _check_layout(root)
-    text = toml_path.read_text(encoding="utf-8")
+    text = _read_text(toml_path)
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -138,10 +90,34 @@ def load_harbor_task(task_dir: str | Path, *, solution_env_for_agent: bool = Fal
             f"task.toml is not valid TOML: {_strip_pos(str(exc))}",
             code="E0411",
             span=Span(str(toml_path), line, col),
-            help="fix the TOML syntax (https://toml.io); every other task in the dataset is unaffected",
+            help="fix the TOML syntax (https://toml.io), or move the task directory out of the dataset",
         ) from None
     ctx = _Ctx(toml_path, text)
     return _map_task(root, raw, ctx, solution_env_for_agent=solution_env_for_agent)
+
+
+def _read_text(path: Path) -> str:
+    """A task file as UTF-8 text (a leading BOM dropped); unreadable → E0410 naming the file."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise AcxPlanError(
+            f"cannot read {path}: {exc.strerror}", code="E0410", path=str(path), help="make the file readable"
+        ) from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise AcxPlanError(
+            f"{path.name} is not UTF-8 text (byte {data[exc.start]:#04x})",
+            code="E0410",
+            span=Span(str(path), line, col),
+            help="save the file as UTF-8",
+        ) from None
+
+
+_COMPOSE_FILES = ("docker-compose.yaml", "docker-compose.yml", "compose.yaml", "compose.yml")
 
 
 def _check_layout(root: Path) -> None:
@@ -161,6 +137,15 @@ def _check_layout(root: Path) -> None:
             code="E0410",
             path=str(root),
             help="a Harbor task has task.toml, instruction.md, environment/ and tests/test.sh",
+        )
+    compose = next((root / "environment" / n for n in _COMPOSE_FILES if (root / "environment" / n).is_file()), None)
+    if compose is not None:  # H6: sidecar services are load errors, never silently dropped
+        raise AcxPlanError(
+            f"{compose}: multi-container (docker compose) task environments are not supported",
+            code="E0413",
+            path=str(compose),
+            help="give the task a single-container environment/Dockerfile or docker_image, "
+            "or leave it out (task_names, sample_ids or --tasks)",
         )
 
 
@@ -287,7 +272,7 @@ def _table(raw: Mapping[str, Any], key: str, ctx: _Ctx) -> dict[str, Any]:
 
 def _instruction(root: Path) -> str:
     """instruction.md with leading canary comment lines stripped (as Harbor does)."""
-    lines = (root / "instruction.md").read_text(encoding="utf-8").splitlines()
+    lines = _read_text(root / "instruction.md").splitlines()
     while lines and ("canary" in lines[0].lower() and lines[0].lstrip().startswith(("<!--", "#"))):
         lines.pop(0)
     return "\n".join(lines).strip("\n")
@@ -365,6 +350,10 @@ def _network(table: Mapping[str, Any], path: str, ctx: _Ctx) -> NetworkPolicy | 
             "allowed_hosts must be a list of non-empty strings",
             'e.g. allowed_hosts = ["pypi.org", "*.github.com:443"]',
         )
+    if mode == "allowlist" and not hosts:
+        # Harbor: an allowlist with no hosts denies all egress, which is exactly no-network (and
+        # no-network is enforceable by more drivers than allowlist).
+        return NetworkPolicy(network_mode="no-network")
     return NetworkPolicy(network_mode=mode, allowed_hosts=list(hosts or []))
 
 
@@ -488,6 +477,9 @@ def _legacy_size(env: Mapping[str, Any], old: str, new: str, path: str, ctx: _Ct
             f"legacy {old} = {legacy!r} ({converted} MiB) conflicts with {new} = {value}",
             f"remove the deprecated `{old}`",
         )
+    if value is not None:  # the new field wins; the legacy string was not what got mapped
+        ctx.warn(f"{path}.{old}", f"deprecated declaration (superseded by `{new}`)")
+        return value
     return converted
 
 
@@ -644,51 +636,47 @@ def _artifacts(raw: Mapping[str, Any], ctx: _Ctx) -> list[ArtifactSpec] | None:
         return None
     if not isinstance(value, list):
         raise ctx.error("artifacts", "artifacts must be a list", 'e.g. artifacts = ["/app/out.txt"]')
-    out: list[ArtifactSpec] = []
-    for i, item in enumerate(value):
-        path = f"artifacts.{i}"
-        if isinstance(item, str):
-            item = {"source": item}
-        if not isinstance(item, dict):
-            raise ctx.error(
-                "artifacts", f"artifact #{i + 1} must be a path or a table", '{source = "/app/x"}'
-            )
-        unknown = set(item) - {"source", "destination", "exclude", "service"}
-        if unknown:
-            raise ctx.error(
-                "artifacts",
-                f"unknown artifact field(s) {sorted(unknown)}",
-                "allowed: source, destination, exclude, service",
-            )
-        source = item.get("source")
-        if not isinstance(source, str) or not source.startswith("/") or ".." in source.split("/"):
-            raise ctx.error(
-                "artifacts",
-                f"artifact source must be an absolute path without `..`, got {source!r}",
-                'e.g. "/app/result.txt"',
-            )
-        if item.get("service", "main") != "main":
-            raise ctx.error(
-                "artifacts",
-                f"artifacts from service {item['service']!r} are not supported",
-                "collect from the main service only",
-                code="E0413",
-            )
-        dest = item.get("destination")
-        if dest is not None and (
-            not isinstance(dest, str) or dest.startswith("/") or ".." in dest.split("/")
-        ):
-            raise ctx.error(
-                "artifacts",
-                f"artifact destination must be a relative path without `..`, got {dest!r}",
-                'e.g. destination = "out/result.txt"',
-            )
-        exclude = item.get("exclude", [])
-        if not isinstance(exclude, list) or not all(isinstance(e, str) for e in exclude):
-            raise ctx.error("artifacts", "artifact exclude must be a list of tar patterns", 'e.g. ["*.tmp"]')
-        del path
-        out.append(ArtifactSpec(source=source, destination=dest, exclude=list(exclude)))
-    return out
+    return [_artifact(item, f"artifacts.{i}", ctx) for i, item in enumerate(value)]
+
+
+def _artifact(item: Any, path: str, ctx: _Ctx) -> ArtifactSpec:
+    """One ``artifacts`` entry (A4): a source path, or {source, destination, exclude, service}."""
+    if isinstance(item, str):
+        item = {"source": item}
+    if not isinstance(item, dict):
+        raise ctx.error(path, "an artifact must be a path or a table", 'e.g. {source = "/app/x"}')
+    unknown = sorted(set(item) - {"source", "destination", "exclude", "service"})
+    if unknown:
+        raise ctx.error(
+            f"{path}.{unknown[0]}",
+            f"unknown artifact field(s) {unknown}",
+            "allowed: source, destination, exclude, service",
+        )
+    source = item.get("source")
+    if not isinstance(source, str) or not source.startswith("/") or ".." in source.split("/"):
+        raise ctx.error(
+            f"{path}.source",
+            f"artifact source must be an absolute path without `..`, got {source!r}",
+            'e.g. "/app/result.txt"',
+        )
+    if item.get("service", "main") != "main":
+        raise ctx.error(
+            f"{path}.service",
+            f"artifacts from service {item['service']!r} are not supported",
+            "collect from the main service only",
+            code="E0413",
+        )
+    dest = item.get("destination")
+    if dest is not None and (not isinstance(dest, str) or dest.startswith("/") or ".." in dest.split("/")):
+        raise ctx.error(
+            f"{path}.destination",
+            f"artifact destination must be a relative path without `..`, got {dest!r}",
+            'e.g. destination = "out/result.txt"',
+        )
+    exclude = item.get("exclude", [])
+    if not isinstance(exclude, list) or not all(isinstance(e, str) for e in exclude):
+        raise ctx.error(f"{path}.exclude", "artifact exclude must be a list of tar patterns", 'e.g. ["*.tmp"]')
+    return ArtifactSpec(source=source, destination=dest, exclude=list(exclude))
 
 
 def _metadata(
@@ -743,17 +731,28 @@ def _package(raw: Mapping[str, Any], ctx: _Ctx) -> dict[str, Any] | None:
 
 
 _WORKDIR = re.compile(r"^\s*WORKDIR\s+(\S+)\s*$", re.IGNORECASE)
+_FROM = re.compile(r"^\s*FROM\s", re.IGNORECASE)
 
 
 def dockerfile_workdir(text: str) -> str | None:
-    """The last absolute ``WORKDIR`` of a Dockerfile (the image default), or None."""
+    """The image's default working directory: the final stage's last ``WORKDIR``, or None.
+
+    None also when it cannot be known without building: a ``$VAR`` in it, or a relative
+    ``WORKDIR`` with no absolute one before it in the stage (it depends on the base image).
+    """
     found: str | None = None
     for line in text.splitlines():
+        if _FROM.match(line):  # a new build stage starts from its own base image
+            found = None
+            continue
         m = _WORKDIR.match(line)
-        if m:
-            value = m.group(1).strip("\"'")
-            if value.startswith("/"):
-                found = value
-            elif found:
-                found = found.rstrip("/") + "/" + value
+        if not m:
+            continue
+        value = m.group(1).strip("\"'")
+        if "$" in value:
+            found = None
+        elif value.startswith("/"):
+            found = value
+        elif found:
+            found = found.rstrip("/") + "/" + value
     return found

@@ -15,6 +15,7 @@ import posixpath
 import stat
 import tarfile
 import tempfile
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
@@ -143,16 +144,21 @@ def safe_extract(
     max_bytes: int | None = None,
     max_entries: int | None = None,
     single_name: str | None = None,
+    cancel: threading.Event | None = None,
 ) -> ExtractStats:
     """Extract an untrusted tar stream into ``dest`` (created).
 
     ``strip_top`` drops the first path component (``docker cp`` names members after the source's
     basename). ``single_name`` renames a lone regular-file member (a file artifact) to that name.
+    ``cancel`` stops the extraction between members once set.
     """
     dest.mkdir(parents=True, exist_ok=True)
     stats = ExtractStats()
     with tarfile.open(fileobj=fileobj, mode="r|*") as tar:
         for member in tar:
+            if cancel is not None and cancel.is_set():
+                # The caller walked away (deadline/cancel): stop writing at once.
+                raise DriverError("extraction abandoned", code="transfer_cancelled")
             rel = _member_relpath(member.name, strip_top)
             if rel is None:
                 if member.isfile() and single_name is not None:
@@ -250,8 +256,6 @@ def read_single_file(fileobj: IO[bytes], *, max_bytes: int | None = None) -> tup
             src = tar.extractfile(member)
             assert src is not None
             if max_bytes is not None and member.size > max_bytes:
-                raise ArchiveLimitError(
-                    f"{member.name!r} has {member.size} bytes, more than the limit of {max_bytes}"
-                )
+                raise ArchiveLimitError(f"{member.name!r} has {member.size} bytes, more than the limit of {max_bytes}")
             return src.read(member.size), stat.S_IMODE(member.mode)
     raise FileNotFoundError("empty archive")

@@ -16,7 +16,15 @@ from __future__ import annotations
 
 import json
 
-__all__ = ["ALLOW_FILE", "PROXY_ALIAS", "PROXY_PORT", "PROXY_SOURCE", "allow_file_bytes", "entry_allows"]
+__all__ = [
+    "ALLOW_FILE",
+    "PROXY_ALIAS",
+    "PROXY_PORT",
+    "PROXY_SOURCE",
+    "entry_allows",
+    "entry_matches_addr",
+    "policy_file_bytes",
+]
 
 PROXY_PORT = 3128
 PROXY_ALIAS = "acx-egress-proxy"
@@ -59,13 +67,37 @@ def entry_allows(entry, host, port):
     return host == ehost
 
 
-def allowed(host, port):
+def entry_matches_addr(entry, addr, port):
+    ehost, eport = split_entry(entry)
+    if eport is not None and eport != port:
+        return False
+    try:
+        return addr in ipaddress.ip_network(ehost, strict=False)
+    except ValueError:
+        return False
+
+
+def decide(host, port):
+    # -> (allowed, addresses to connect to); fails closed when the policy file is unreadable.
     try:
         with open(ALLOW_FILE) as fh:
-            entries = json.load(fh)
-    except (OSError, ValueError):
-        return False
-    return any(entry_allows(e, host, port) for e in entries)
+            policy = json.load(fh)
+        mode, entries = policy["mode"], list(policy["hosts"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False, []
+    if mode == "allowlist":
+        if not any(entry_allows(e, host, port) for e in entries):
+            return False, []  # never resolved: a refused name causes no DNS query
+        return True, resolve(host, port)
+    if mode == "denylist":
+        if any(entry_allows(e, host, port) for e in entries):
+            return False, []
+        addrs = resolve(host, port)
+        # A name outside the list may still resolve into a denied address range.
+        if any(entry_matches_addr(e, a, port) for e in entries for a in addrs):
+            return False, []
+        return True, addrs
+    return False, []
 
 
 def resolve(host, port):
@@ -118,15 +150,25 @@ def handle(conn):
             if not target.lower().startswith("http://"):
                 return refuse(conn, 400, "Bad Request")
             hostport, _, path = target[7:].partition("/")
-            host, _, port = hostport.rpartition(":") if hostport.count(":") == 1 else (hostport, "", "")
-            host, port = host.strip("[]"), int(port or 80)
+            if hostport.startswith("["):
+                host, _, port = hostport[1:].partition("]")
+                port = port.lstrip(":")
+            elif hostport.count(":") == 1:
+                host, port = hostport.split(":")
+            else:
+                host, port = hostport, ""
+            port = int(port or 80)
             lines[0] = ("%s /%s %s" % (method, path, version)).encode("latin-1")
-        if not allowed(host, port):
-            return refuse(conn, 403, "Forbidden by acx allowlist")
-        addrs = resolve(host, port)
+        ok, addrs = decide(host, port)
+        if not ok:
+            return refuse(conn, 403, "Forbidden by acx network policy")
         if not addrs:
             return refuse(conn, 502, "Bad Gateway")
-        upstream = socket.create_connection((str(addrs[0]), port), timeout=30)
+        try:
+            # Connect to the address that was checked (no second lookup to race).
+            upstream = socket.create_connection((str(addrs[0]), port), timeout=30)
+        except OSError:
+            return refuse(conn, 502, "Bad Gateway")
         upstream.settimeout(None)
         if method.upper() == "CONNECT":
             conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
@@ -159,7 +201,7 @@ main()
 
 _namespace: dict[str, object] = {}
 # The matching helpers are defined once, in the script, and reused here for tests.
-exec(compile(PROXY_SOURCE.split("def allowed(")[0], "<acx-proxy>", "exec"), _namespace)
+exec(compile(PROXY_SOURCE.split("\ndef pipe(")[0], "<acx-proxy>", "exec"), _namespace)
 
 
 def entry_allows(entry: str, host: str, port: int) -> bool:
@@ -168,5 +210,14 @@ def entry_allows(entry: str, host: str, port: int) -> bool:
     return bool(fn(entry, host, port))  # type: ignore[operator]
 
 
-def allow_file_bytes(allowed_hosts: list[str]) -> bytes:
-    return json.dumps(list(allowed_hosts)).encode()
+def entry_matches_addr(entry: str, addr: str, port: int) -> bool:
+    """Whether an IP/CIDR entry covers a resolved address (denylist checks)."""
+    import ipaddress
+
+    fn = _namespace["entry_matches_addr"]
+    return bool(fn(entry, ipaddress.ip_address(addr), port))  # type: ignore[operator]
+
+
+def policy_file_bytes(mode: str, hosts: list[str]) -> bytes:
+    """The proxy's policy file: ``{"mode": "allowlist"|"denylist", "hosts": [...]}``."""
+    return json.dumps({"mode": mode, "hosts": list(hosts)}).encode()

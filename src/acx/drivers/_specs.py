@@ -131,18 +131,16 @@ def probe_capabilities(env_id: str) -> DriverCapabilities:
         )
     elif env_id == "docker":
         caps = DriverCapabilities(
-            # Exactly what acx.drivers.docker enforces (allowlist: an internal network whose only
-            # way out is an enforcing egress proxy container, see acx.drivers._docker_proxy).
-            network_modes=("public", "no-network", "allowlist"),
+            # Exactly what acx.drivers.docker enforces (allowlist/denylist: an internal network
+            # whose only way out is an enforcing egress proxy, see acx.drivers._docker_proxy).
+            network_modes=("public", "no-network", "allowlist", "denylist"),
             dynamic_network_policy=True,
             task_env=True,
             startup_env=True,
             resources=("cpu", "memory_mb"),
             isolated_filesystem=True,
             setup_image=True,
-            unsupported_reasons={
-                "denylist": "the docker driver does not implement denylist egress filtering",
-            },
+            unsupported_reasons={},
         )
     else:
         caps = DriverCapabilities()

@@ -14,11 +14,14 @@ What the driver guarantees (contracts E1, E2, H5, V2, P6, P7, T3):
   container are extracted by :mod:`acx.drivers._docker_archive`, which refuses absolute, ``..``,
   escaping-link and device members.
 * **Network policies**: ``public`` = a per-session bridge network; ``no-network`` = no interface but
-  loopback. Both switch on the live container (connect / disconnect). ``allowlist`` is refused at
-  planning (:func:`acx.drivers._specs.probe_capabilities`) and again here — never a silent downgrade.
+  loopback; ``allowlist`` / ``denylist`` = the container alone on an internal network whose only
+  peer is an enforcing egress proxy (:mod:`acx.drivers._docker_proxy`). All switch on the live
+  container (connect / disconnect, policy file rewritten). Whatever cannot be enforced (GPUs,
+  Windows) is refused — never a silent downgrade.
 * **No debris**: everything created is labelled (``acx.session``, ``acx.pid``, ``acx.host``, the
   interpreter's run/task/attempt labels). :func:`sweep_orphans` removes objects whose creating
-  process is gone; ``acx gc`` and ``acx env close`` build on the same helpers.
+  process is gone (run automatically before a process opens its first sandbox); ``acx gc`` and
+  ``acx env close`` build on the same helpers.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
@@ -56,7 +59,7 @@ from acx.drivers._docker_archive import (
     safe_extract,
     single_file_tar,
 )
-from acx.drivers._docker_proxy import ALLOW_FILE, PROXY_ALIAS, PROXY_PORT, PROXY_SOURCE, allow_file_bytes
+from acx.drivers._docker_proxy import ALLOW_FILE, PROXY_ALIAS, PROXY_PORT, PROXY_SOURCE, policy_file_bytes
 from acx.drivers._specs import DockerConfig, DriverCapabilities, probe_capabilities
 from acx.errors import CapabilityError, DriverError, EnvironmentSetupError
 from acx.ir import NetworkPolicy
@@ -149,9 +152,7 @@ def docker_client(docker_host: str | None = None) -> Any:
 
     kwargs: dict[str, Any] = {"version": "auto", "timeout": 300, "max_pool_size": 128}
     try:
-        client = (
-            docker.DockerClient(base_url=docker_host, **kwargs) if docker_host else docker.from_env(**kwargs)
-        )
+        client = docker.DockerClient(base_url=docker_host, **kwargs) if docker_host else docker.from_env(**kwargs)
     except DockerException as exc:
         where = docker_host or os.environ.get("DOCKER_HOST") or "local socket"
         raise EnvironmentSetupError(
@@ -227,9 +228,7 @@ class DockerDriver(Driver):
     async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         if self._api_limiter is None:
             self._api_limiter = trio.CapacityLimiter(32)
-        return await trio.to_thread.run_sync(
-            functools.partial(fn, *args, **kwargs), limiter=self._api_limiter
-        )
+        return await trio.to_thread.run_sync(functools.partial(fn, *args, **kwargs), limiter=self._api_limiter)
 
     async def _stream(self, fn: Callable[[], T]) -> T:
         """Long blocking calls (command output, builds); abandoned on cancel, killed by the caller."""
@@ -274,8 +273,7 @@ class DockerDriver(Driver):
         except trio.TooSlowError:
             await self._discard(client, created)
             raise EnvironmentSetupError(
-                f"environment {request.session_id} was not built and started within "
-                f"build_timeout_seconds={budget}",
+                f"environment {request.session_id} was not built and started within build_timeout_seconds={budget}",
                 code="environment_start_timeout",
             ) from None
         except BaseException:
@@ -304,7 +302,7 @@ class DockerDriver(Driver):
             raise CapabilityError(
                 f"the docker driver cannot enforce network_mode={policy.network_mode!r}: {reason}",
                 code="E0452",
-                help="use network_mode public, no-network or allowlist with --env docker",
+                help="use network_mode public, no-network, allowlist or denylist with --env docker",
             )
 
     async def _resolve_image(self, client: Any, request: OpenRequest, labels: Mapping[str, str]) -> str:
@@ -319,24 +317,18 @@ class DockerDriver(Driver):
                     code="environment_no_image",
                 )
             return await self._build(client, Path(request.build_context))
-        try:
-            await self._call(client.images.get, image)
-        except ImageNotFound:
-            if self.config.pull != "missing":
-                raise EnvironmentSetupError(
-                    f"image {image!r} is not present on the Docker engine and acx does not pull by default",
-                    code="image_not_found",
-                    help="build or load the image first, or set environment params `pull: missing`",
-                ) from None
-            await self._call(client.images.pull, image, platform=self.config.platform)
+        if self.config.pull == "missing":
+            try:
+                await self._call(client.images.get, image)
+            except ImageNotFound:
+                await self._call(client.images.pull, image, platform=self.config.platform)
+        # With pull=never a missing image surfaces from create_container (one API call saved).
         return image
 
     async def _build(self, client: Any, context: Path) -> str:
         dockerfile = context / "Dockerfile"
         if not dockerfile.is_file():
-            raise EnvironmentSetupError(
-                f"build context {context} has no Dockerfile", code="environment_no_image"
-            )
+            raise EnvironmentSetupError(f"build context {context} has no Dockerfile", code="environment_no_image")
         tag = f"acx-build/{_context_digest(context)}:latest"
         lock = self._build_locks.setdefault(tag, trio.Lock())
         async with lock:
@@ -388,19 +380,28 @@ class DockerDriver(Driver):
         # The idle loop replaces the image's ENTRYPOINT too (an `ENTRYPOINT ["python"]` image would
         # otherwise exit at once); a configured `command` keeps the image's entrypoint.
         idle = self.config.command is None
-        container = await self._call(
-            client.api.create_container,
-            image,
-            command=None if idle else self.config.command,
-            entrypoint=_IDLE_COMMAND if idle else None,
-            name=name,
-            labels={**labels, LABEL_KIND: "session"},
-            environment={k: v for k, v in request.startup_env.items()},
-            working_dir=request.setup.workdir,
-            host_config=host_config,
-            detach=True,
-            platform=self.config.platform,
-        )
+        from docker.errors import ImageNotFound
+
+        try:
+            container = await self._call(
+                client.api.create_container,
+                image,
+                command=None if idle else self.config.command,
+                entrypoint=_IDLE_COMMAND if idle else None,
+                name=name,
+                labels={**labels, LABEL_KIND: "session"},
+                environment={k: v for k, v in request.startup_env.items()},
+                working_dir=request.setup.workdir,
+                host_config=host_config,
+                detach=True,
+                platform=self.config.platform,
+            )
+        except ImageNotFound:
+            raise EnvironmentSetupError(
+                f"image {image!r} is not present on the Docker engine and acx does not pull by default",
+                code="image_not_found",
+                help="build or load the image first, or set environment params `pull: missing`",
+            ) from None
         cid = container["Id"]
         created["container"] = cid
         await self._call(client.api.start, cid)
@@ -418,7 +419,7 @@ class DockerDriver(Driver):
             image=image,
             labels=labels,
         )
-        if mode == "allowlist":
+        if mode in ("allowlist", "denylist"):
             try:
                 await session.set_network_policy(request.network_policy)
             finally:
@@ -454,9 +455,7 @@ class DockerDriver(Driver):
         client = await self.client()
         removed = await self._call(close_objects, client, session_id=session_id)
         if not removed:
-            raise DriverError(
-                f"no docker environment with session id {session_id!r}", code="session_not_found"
-            )
+            raise DriverError(f"no docker environment with session id {session_id!r}", code="session_not_found")
 
 
 def _resource_kwargs(request: OpenRequest) -> dict[str, Any]:
@@ -491,6 +490,20 @@ def _context_digest(context: Path) -> str:
 
 
 # ---- sessions ---------------------------------------------------------------------------------------
+
+
+class _Transfer:
+    """Shared between a transfer's worker thread and the trio task that may abandon it."""
+
+    def __init__(self) -> None:
+        self.cancel = threading.Event()
+        self.responses: list[Any] = []
+
+    def abort(self) -> None:
+        self.cancel.set()
+        for res in self.responses:
+            with contextlib.suppress(Exception):
+                res.close()
 
 
 class _Output:
@@ -548,7 +561,8 @@ class DockerSession(Session):
         #: Proxy variables injected into every command while `allowlist` is active.
         self._proxy_env: dict[str, str] = {}
         self._policy_lock = trio.Lock()
-        #: The agent may supply archives; downloads honour this by default.
+        #: ``download_tree`` enforces excludes and byte/entry limits while it extracts (the
+        #: artifact collector uses it instead of a plain ``download_dir``).
         self.supports_limited_download = True
 
     # -- commands --
@@ -582,17 +596,13 @@ class DockerSession(Session):
             )
         except APIError as exc:
             # e.g. the container died (OOM-killed, removed by `acx env close`): a driver failure.
-            raise DriverError(
-                f"cannot run a command in session {self.id}: {_short(exc)}", code="exec_failed"
-            ) from exc
+            raise DriverError(f"cannot run a command in session {self.id}: {_short(exc)}", code="exec_failed") from exc
         exec_id = created["Id"]
         out = _Output(max_output_bytes)
         timed_out = await self._run_stream(exec_id, tag, out, timeout)
         code = await self.driver._call(_exit_code, self.api, exec_id)
         if code == 126 and f"acx-cwd-missing:{tag}".encode() in out.stderr:
-            raise DriverError(
-                f"working directory {cwd} does not exist in session {self.id}", code="cwd_missing"
-            )
+            raise DriverError(f"working directory {cwd} does not exist in session {self.id}", code="cwd_missing")
         if timed_out:
             # Same convention as host_process: killed at the deadline → -SIGKILL; a command that
             # exited on its own just as the deadline passed → 124 (like timeout(1)).
@@ -690,41 +700,87 @@ class DockerSession(Session):
             raise DriverError(f"upload into {self.id} failed", code="transfer_failed")
 
     async def read_bytes(self, path: str, *, max_bytes: int | None = None) -> bytes:
-        resolved = await self._resolve(self._abs(path))
-        if resolved is None:
-            raise FileNotFoundError(path)
-        target, st = resolved
-        if int(st.get("mode", 0)) & _MODE_DIR:
-            raise IsADirectoryError(path)
-        size = int(st.get("size", 0))
-        if max_bytes is not None and size > max_bytes:
-            # Refuse before transferring anything.
-            raise ArchiveLimitError(f"{path} has {size} bytes, more than the limit of {max_bytes}")
-        with await self.driver._call(self._fetch, target, None) as spool:
-            data, _mode = read_single_file(spool, max_bytes=max_bytes)
-        return data
+        target = self._abs(path)
 
-    def _fetch(self, path: str, max_raw: int | None) -> IO[bytes]:
-        """The container's tar of ``path`` in a spooled temp file (bounded by ``max_raw`` bytes)."""
+        def work(transfer: _Transfer) -> bytes:
+            # One GET per hop: the archive response carries the path's stat in a header, so
+            # symlinks, directories and oversize files are handled before the body is read.
+            current = target
+            for _ in range(16):
+                with self._open_archive(current, transfer) as (res, st):
+                    mode = int(st.get("mode", 0))
+                    if mode & _MODE_SYMLINK:
+                        current = _link_target(current, str(st.get("linkTarget") or ""))
+                        continue
+                    if mode & _MODE_DIR:
+                        raise IsADirectoryError(path)
+                    size = int(st.get("size", 0))
+                    if max_bytes is not None and size > max_bytes:
+                        raise ArchiveLimitError(f"{path} has {size} bytes, more than the limit of {max_bytes}")
+                    with self._spool(res, current, None, transfer) as spool:
+                        return read_single_file(spool, max_bytes=max_bytes)[0]
+            raise DriverError(f"too many levels of symbolic links at {path}", code="transfer_failed")
+
+        return await self._abandonable(work)
+
+    @contextlib.contextmanager
+    def _open_archive(self, path: str, transfer: _Transfer | None) -> Iterator[tuple[Any, dict[str, Any]]]:
+        """GET the archive of ``path`` (streamed) with its stat; always released afterwards."""
         from docker.errors import APIError, NotFound
+        from docker.utils import decode_json_header
 
+        res = self.api._get(
+            self.api._url("/containers/{0}/archive", self.container_id), params={"path": path}, stream=True
+        )
+        try:
+            if transfer is not None:
+                transfer.responses.append(res)
+            try:
+                self.api._raise_for_status(res)
+            except NotFound:
+                raise FileNotFoundError(path) from None
+            except APIError as exc:
+                raise DriverError(f"download of {path} failed: {_short(exc)}", code="transfer_failed") from exc
+            header = res.headers.get("X-Docker-Container-Path-Stat")
+            yield res, (decode_json_header(header) if header else {})
+        finally:
+            # An unread archive stream would hold up the container's removal.
+            res.close()
+
+    async def _abandonable(self, fn: Callable[[_Transfer], T]) -> T:
+        """Run a transfer in a worker thread that a deadline or cancellation can walk away from.
+
+        On cancellation the transfer's HTTP response is closed from here (unblocking the thread
+        and aborting the engine's side — an unread archive stream would otherwise hold up the
+        container's removal), and the thread stops at its next check.
+        """
+        transfer = _Transfer()
+        try:
+            return await self.driver._stream(functools.partial(fn, transfer))
+        except BaseException:
+            transfer.abort()
+            raise
+
+    def _fetch(self, path: str, max_raw: int | None, transfer: _Transfer | None = None) -> IO[bytes]:
+        """The container's tar of ``path`` in a spooled temp file (bounded by ``max_raw`` bytes)."""
+        with self._open_archive(path, transfer) as (res, _st):
+            return self._spool(res, path, max_raw, transfer)
+
+    def _spool(self, res: Any, path: str, max_raw: int | None, transfer: _Transfer | None) -> IO[bytes]:
         spool = tempfile.SpooledTemporaryFile(max_size=16 * 1024 * 1024)  # noqa: SIM115 - returned open
         try:
-            stream, _stat = self.api.get_archive(self.container_id, path, chunk_size=1024 * 1024)
             total = 0
-            for chunk in stream:
+            for chunk in res.iter_content(chunk_size=1024 * 1024, decode_unicode=False):
+                if transfer is not None and transfer.cancel.is_set():
+                    raise DriverError(f"download of {path} abandoned", code="transfer_cancelled")
                 total += len(chunk)
                 if max_raw is not None and total > max_raw:
                     raise ArchiveLimitError(f"archive of {path} exceeds {max_raw} bytes")
                 spool.write(chunk)
-        except NotFound:
-            spool.close()
-            raise FileNotFoundError(path) from None
-        except APIError as exc:
-            spool.close()
-            raise DriverError(f"download of {path} failed: {_short(exc)}", code="transfer_failed") from exc
         except BaseException:
             spool.close()
+            if transfer is not None and transfer.cancel.is_set():
+                raise DriverError(f"download of {path} abandoned", code="transfer_cancelled") from None
             raise
         spool.seek(0)
         return spool
@@ -732,9 +788,7 @@ class DockerSession(Session):
     def _stat(self, path: str) -> dict[str, Any] | None:
         from docker.utils import decode_json_header
 
-        res = self.api.head(
-            self.api._url("/containers/{0}/archive", self.container_id), params={"path": path}
-        )
+        res = self.api.head(self.api._url("/containers/{0}/archive", self.container_id), params={"path": path})
         if res.status_code == 404:
             return None
         self.api._raise_for_status(res)
@@ -750,12 +804,7 @@ class DockerSession(Session):
                 return None
             if not (int(st.get("mode", 0)) & _MODE_SYMLINK):
                 return path, st
-            target = st.get("linkTarget") or ""
-            path = (
-                target
-                if target.startswith("/")
-                else posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
-            )
+            path = _link_target(path, str(st.get("linkTarget") or ""))
         raise DriverError(f"too many levels of symbolic links at {path}", code="transfer_failed")
 
     async def _mode(self, path: str) -> int | None:
@@ -788,9 +837,7 @@ class DockerSession(Session):
         max_bytes: int | None = None,
         max_entries: int | None = None,
     ) -> None:
-        await self.download_tree(
-            remote_dir, local_dir, exclude=exclude, max_bytes=max_bytes, max_entries=max_entries
-        )
+        await self.download_tree(remote_dir, local_dir, exclude=exclude, max_bytes=max_bytes, max_entries=max_entries)
 
     async def download_tree(
         self,
@@ -812,36 +859,24 @@ class DockerSession(Session):
         if max_bytes is not None:
             # Tar framing adds headers and padding per entry on top of the content bytes.
             max_raw = max_bytes + 4096 * (max_entries or 100_000) + 1024 * 1024
-        spool = await self.driver._call(self._fetch, path, max_raw)
         dest = Path(local)
-        try:
-            if is_dir:
-                return await trio.to_thread.run_sync(
-                    functools.partial(
-                        safe_extract,
-                        spool,
-                        dest,
-                        strip_top=True,
-                        exclude=exclude,
-                        max_bytes=max_bytes,
-                        max_entries=max_entries,
-                    )
-                )
+        if not is_dir:
             dest.parent.mkdir(parents=True, exist_ok=True)
-            return await trio.to_thread.run_sync(
-                functools.partial(
-                    safe_extract,
+
+        def work(transfer: _Transfer) -> ExtractStats:
+            with self._fetch(path, max_raw, transfer) as spool:
+                return safe_extract(
                     spool,
-                    dest.parent,
+                    dest if is_dir else dest.parent,
                     strip_top=True,
                     exclude=exclude,
                     max_bytes=max_bytes,
                     max_entries=max_entries,
-                    single_name=dest.name,
+                    single_name=None if is_dir else dest.name,
+                    cancel=transfer.cancel,
                 )
-            )
-        finally:
-            spool.close()
+
+        return await self._abandonable(work)
 
     # -- network --
     async def set_network_policy(self, policy: NetworkPolicy) -> None:
@@ -851,8 +886,9 @@ class DockerSession(Session):
             if mode == "public":
                 await self._attach("bridge")
                 self._proxy_env = {}
-            elif mode == "allowlist":
-                await self._ensure_proxy(policy.allowed_hosts)
+            elif mode in ("allowlist", "denylist"):
+                hosts = policy.allowed_hosts if mode == "allowlist" else policy.denied_hosts
+                await self._ensure_proxy(mode, hosts)
                 await self._attach("internal")
                 url = f"http://{PROXY_ALIAS}:{PROXY_PORT}"
                 self._proxy_env = {
@@ -899,24 +935,18 @@ class DockerSession(Session):
                 pass  # already off the `none` network
         elif self._on is not None:
             current = self.network if self._on == "bridge" else self.internal_network
-            await self.driver._call(
-                self.api.disconnect_container_from_network, self.container_id, current, force=True
-            )
+            await self.driver._call(self.api.disconnect_container_from_network, self.container_id, current, force=True)
         self._on = None
         if target == "bridge":
-            await self.driver._call(
-                self.api.connect_container_to_network, self.container_id, await self._bridge()
-            )
+            await self.driver._call(self.api.connect_container_to_network, self.container_id, await self._bridge())
         elif target == "internal":
             assert self.internal_network is not None
-            await self.driver._call(
-                self.api.connect_container_to_network, self.container_id, self.internal_network
-            )
+            await self.driver._call(self.api.connect_container_to_network, self.container_id, self.internal_network)
         self._on = target
 
-    async def _ensure_proxy(self, allowed_hosts: list[str]) -> None:
-        """Start (once) the enforcing egress proxy, or update its allowlist in place."""
-        allow = single_file_tar(ALLOW_FILE.lstrip("/"), allow_file_bytes(allowed_hosts), 0o644)
+    async def _ensure_proxy(self, mode: str, hosts: list[str]) -> None:
+        """Start (once) the enforcing egress proxy, or update its policy in place."""
+        allow = single_file_tar(ALLOW_FILE.lstrip("/"), policy_file_bytes(mode, hosts), 0o644)
         if self.proxy_id is not None:
             await self.driver._call(self._put_into, self.proxy_id, allow)
             return
@@ -943,8 +973,7 @@ class DockerSession(Session):
         )
         if not await self.driver._call(_wait_port, self.api, self.proxy_id, PROXY_PORT, 30.0):
             raise EnvironmentSetupError(
-                f"the allowlist egress proxy of session {self.id} did not start (image {image!r} "
-                "needs python3)",
+                f"the egress proxy of session {self.id} did not start (image {image!r} needs python3)",
                 code="egress_proxy_failed",
                 help="set the docker environment param allowlist_proxy_image to an image with python3",
             )
@@ -973,6 +1002,13 @@ class DockerSession(Session):
 # ---- blocking helpers (run in worker threads) ----------------------------------------------------------
 
 
+def _link_target(path: str, target: str) -> str:
+    """Where a symlink at ``path`` pointing to ``target`` leads (container paths)."""
+    if target.startswith("/"):
+        return posixpath.normpath(target)
+    return posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
+
+
 def _image_workdir(client: Any, image: str) -> str:
     """The image's WORKDIR (H5 default when setup.workdir is unset), else ``/``."""
     info = client.api.inspect_image(image)
@@ -996,14 +1032,19 @@ def _wait_port(api: Any, container: str, port: int, timeout: float) -> bool:
 
 
 def _exit_code(api: Any, exec_id: str) -> int | None:
-    # The output stream can close a moment before the engine records the exit (busy engines).
-    for _ in range(250):
+    # The output stream can close a moment before the engine records the exit (busy engines):
+    # poll with a short, growing pause (about 10 s in total).
+    delay = 0.002
+    deadline = time.monotonic() + 10
+    while True:
         info = api.exec_inspect(exec_id)
         if not info.get("Running"):
             code = info.get("ExitCode")
             return int(code) if code is not None else None
-        time.sleep(0.02)
-    return None
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(delay)
+        delay = min(delay * 2, 0.1)
 
 
 def _remove_container(client: Any, cid: str) -> None:
@@ -1050,9 +1091,7 @@ def _label_filter(labels: Mapping[str, str] | None) -> list[str]:
     return out
 
 
-def list_objects(
-    client: Any | None = None, *, labels: Mapping[str, str] | None = None
-) -> list[SessionRecord]:
+def list_objects(client: Any | None = None, *, labels: Mapping[str, str] | None = None) -> list[SessionRecord]:
     """acx-labelled containers (sessions and proxies) and networks on the engine."""
     client = client or docker_client()
     records: list[SessionRecord] = []

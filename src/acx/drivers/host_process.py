@@ -20,6 +20,7 @@ What it enforces and what it does not:
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
@@ -32,7 +33,7 @@ from typing import Any, ClassVar
 
 import trio
 
-from acx.drivers._base import Driver, ExecResult, OpenRequest, Session
+from acx.drivers._base import Driver, ExecResult, OpenRequest, Session, SessionRecord
 from acx.drivers._specs import DriverCapabilities, HostProcessConfig, probe_capabilities
 from acx.errors import CapabilityError, DriverError, EnvironmentSetupError
 from acx.ir import NetworkPolicy
@@ -119,6 +120,7 @@ class HostProcessSession(Session):
         self._config = config
         self._policy = network_policy
         self._live: set[int] = set()
+        self._groups_noted = False
 
     # ---- paths -------------------------------------------------------------------------------
     def host_path(self, path: str) -> Path:
@@ -166,6 +168,7 @@ class HostProcessSession(Session):
             return ExecResult(returncode=code, stderr=f"{argv[0]}: {exc.strerror}\n")
         out, err = _Capture(max_output_bytes), _Capture(max_output_bytes)
         self._live.add(proc.pid)
+        self._note_group(proc.pid)
         deadline = trio.move_on_after(timeout) if timeout is not None else trio.CancelScope()
         try:
             with deadline:
@@ -281,6 +284,17 @@ class HostProcessSession(Session):
         self._policy = policy
 
     # ---- lifecycle ---------------------------------------------------------------------------
+    def _note_group(self, pgid: int) -> None:
+        """Record a process group beside the session dir, so a later run can reap it after a crash."""
+        try:
+            with open(_groups_file(self.root), "a", encoding="utf-8") as fh:
+                if not self._groups_noted:  # written with the first command: one file op per exec
+                    fh.write(f"#workdir {self.workdir}\n")
+                    self._groups_noted = True
+                fh.write(f"{pgid}\n")
+        except OSError:
+            pass
+
     async def _close(self) -> None:
         for pgid in list(self._live):
             try:
@@ -288,20 +302,58 @@ class HostProcessSession(Session):
             except (ProcessLookupError, PermissionError):
                 pass
         self._live.clear()
-        if self._own_root and not self._config.keep_workdir:
-            if _small_flat_dir(self.root):  # the common case: a thread hop costs more than the work
-                shutil.rmtree(self.root, ignore_errors=True)
-            else:
-                await trio.to_thread.run_sync(lambda: shutil.rmtree(self.root, ignore_errors=True))
+        remove_root = self._own_root and not self._config.keep_workdir
+        groups = _groups_file(self.root) if self._groups_noted else None
+        if remove_root or groups is not None:
+            # Metadata operations can take milliseconds on a busy disk: one worker-thread hop.
+            await trio.to_thread.run_sync(_remove_session_files, self.root if remove_root else None, groups)
 
 
-def _small_flat_dir(root: Path, limit: int = 8) -> bool:
+def _groups_file(root: Path) -> Path:
+    return root.with_name(root.name + ".groups")
+
+
+def _reap_groups(root: Path) -> int:
+    """SIGKILL the recorded process groups of a dead session; only processes whose cwd is inside
+    the session's directories are touched (a recycled pgid of an unrelated process is left alone)."""
+    gfile = _groups_file(root)
     try:
-        with os.scandir(root) as it:
-            entries = [e for _, e in zip(range(limit + 1), it, strict=False)]
+        lines = gfile.read_text(encoding="utf-8").splitlines()
     except OSError:
-        return True
-    return len(entries) <= limit and not any(e.is_dir(follow_symlinks=False) for e in entries)
+        return 0
+    allowed = [str(root.resolve())]
+    groups: set[int] = set()
+    for line in lines:
+        if line.startswith("#workdir "):
+            allowed.append(str(Path(line[len("#workdir ") :]).resolve()))
+        elif line.strip().isdigit():
+            groups.add(int(line))
+    killed = 0
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            pgrp = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[2])
+            if pgrp not in groups:
+                continue
+            cwd = os.readlink(entry / "cwd")
+        except (OSError, ValueError, IndexError):
+            continue
+        if any(cwd == a or cwd.startswith(a + os.sep) for a in allowed):
+            try:
+                os.kill(int(entry.name), signal.SIGKILL)
+                killed += 1
+            except (ProcessLookupError, PermissionError):
+                pass
+    return killed
+
+
+def _remove_session_files(root: Path | None, groups: Path | None) -> None:
+    if groups is not None:
+        try:
+            groups.unlink()
+        except OSError:
+            pass
+    if root is not None:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def _check_tree(root: Path) -> None:
@@ -366,6 +418,33 @@ class HostProcessDriver(Driver):
             public_env=request.startup_env,
             network_policy=policy,
         )
+
+    def _root_parent(self) -> Path:
+        config = self.config
+        assert isinstance(config, HostProcessConfig)
+        return Path(config.workdir_root) if config.workdir_root else Path(tempfile.gettempdir())
+
+    async def list_sessions(self, labels: Mapping[str, str] | None = None) -> list[SessionRecord]:
+        """Session directories (of any run) that were not closed: crashed or kept sessions."""
+        parent = self._root_parent()
+        out = []
+        for gfile in sorted(parent.glob("acx-*.groups")):
+            root = gfile.with_name(gfile.name[: -len(".groups")])
+            out.append(SessionRecord(id=root.name, provider=self.id, labels={"path": str(root)}))
+        return out
+
+    async def close_session(self, session_id: str) -> None:
+        """Kill the leftover processes of a crashed session and remove its directory."""
+        parent = self._root_parent()
+        for root in parent.glob(f"acx-{_safe(session_id)}-*"):
+            if not root.is_dir():
+                continue
+            await trio.to_thread.run_sync(_reap_groups, root)
+            await trio.to_thread.run_sync(functools.partial(shutil.rmtree, root, ignore_errors=True))
+            try:
+                _groups_file(root).unlink()
+            except OSError:
+                pass
 
 
 def _safe(text: str) -> str:

@@ -38,6 +38,7 @@ SYNTAX_CODES: dict[str, str] = {
     "E0112": "malformed let, for or import statement",
     "E0113": "a value where a statement was expected",
     "E0114": "'=' after a complete statement",
+    "E0115": 'malformed multi-line (""") string',
 }
 
 
@@ -161,6 +162,7 @@ CATALOG: dict[str, CatalogEntry] = {
 _TERMINAL_LABELS: dict[str, str] = {
     "NAME": "a name",
     "STRING": "a string",
+    "MLSTRING": "a string",
     "NUMBER": "a number",
     "DURATION": "a duration like 30m",
     "SIZE": "a size like 16GiB",
@@ -174,7 +176,7 @@ _TERMINAL_LABELS: dict[str, str] = {
 
 _VALUE_ONLY = frozenset({"NUMBER", "DURATION", "SIZE", "TRUE", "FALSE", "NULL", "LSQB", "LBRACE"})
 _VALUE_TERMINALS = frozenset(
-    {"STRING", "NUMBER", "DURATION", "SIZE", "TRUE", "FALSE", "NULL", "LSQB", "LBRACE", "NAME"}
+    {"STRING", "MLSTRING", "NUMBER", "DURATION", "SIZE", "TRUE", "FALSE", "NULL", "LSQB", "LBRACE", "NAME"}
 )
 
 
@@ -297,9 +299,7 @@ def _catalog_label(exc: UnexpectedInput, parse: Callable[[str], Any]) -> str | N
 _BY_ACCEPTS: dict[frozenset[str], str] = {
     frozenset({"COMMA", "RSQB"}): "list_comma",
     frozenset({"COMMA", "RPAR"}): "call_comma",
-    frozenset({"STRING", "NUMBER", "DURATION", "SIZE", "TRUE", "FALSE", "NULL", "LSQB", "LBRACE", "NAME"}): (
-        "missing_value"
-    ),
+    _VALUE_TERMINALS: "missing_value",
 }
 
 
@@ -393,6 +393,13 @@ def _characters(exc: UnexpectedCharacters, file: str, text: str) -> Diagnostic:
     line, col = exc.line, exc.column
     ch = text[pos] if pos < len(text) else ""
     one = Span(file, line, col, line, col + 1)
+    if ch == '"' and pos >= 2 and text[pos - 2 : pos + 1] == '"""':
+        return Diagnostic(
+            code="E0104",
+            message='unterminated multi-line string: no closing """',
+            span=Span(file, line, col - 2, line, col + 1),
+            help='close the string with """ on a line of its own',
+        )
     if ch == '"':
         eol = text.find("\n", pos)
         eol = len(text) if eol < 0 else eol

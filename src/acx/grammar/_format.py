@@ -19,7 +19,16 @@ import re
 
 from acx.grammar import _ast as A
 
-__all__ = ["KEYWORDS", "VALUE_KEYWORDS", "format_source", "print_module", "quote_string", "render_value"]
+__all__ = [
+    "KEYWORDS",
+    "VALUE_KEYWORDS",
+    "block_string",
+    "format_source",
+    "is_block_string",
+    "print_module",
+    "quote_string",
+    "render_value",
+]
 
 _WIDTH = 100
 _INDENT = "  "
@@ -32,8 +41,8 @@ VALUE_KEYWORDS = frozenset({"true", "false", "null"})
 Pos = tuple[int, int]
 
 
-def quote_string(parts: tuple[str | A.Interp, ...]) -> str:
-    out = ['"']
+def _escaped(parts: tuple[str | A.Interp, ...], *, block: bool) -> str:
+    out: list[str] = []
     for part in parts:
         if isinstance(part, A.Interp):
             out.append("${" + part.name + "}")
@@ -41,12 +50,14 @@ def quote_string(parts: tuple[str | A.Interp, ...]) -> str:
         for i, ch in enumerate(part):
             if ch == "$" and part.startswith("${", i):
                 out.append("$$")  # `$${` is a literal `${`; the `{` follows as itself
-            elif ch == '"':
-                out.append('\\"')
+            elif ch == '"' and (not block or part.startswith('"""', i)):
+                out.append('\\"')  # in a block only a run of three quotes needs breaking up
             elif ch == "\\":
                 out.append("\\\\")
-            elif ch == "\n":
+            elif ch == "\n" and not block:
                 out.append("\\n")
+            elif ch == "\n":
+                out.append("\n")
             elif ch == "\t":
                 out.append("\\t")
             elif ch == "\r":
@@ -55,8 +66,29 @@ def quote_string(parts: tuple[str | A.Interp, ...]) -> str:
                 out.append(f"\\u{ord(ch):04x}")
             else:
                 out.append(ch)
-    out.append('"')
     return "".join(out)
+
+
+def quote_string(parts: tuple[str | A.Interp, ...]) -> str:
+    return '"' + _escaped(parts, block=False) + '"'
+
+
+def is_block_string(parts: tuple[str | A.Interp, ...]) -> bool:
+    """Strings of several lines that end with a newline print as a \"\"\" block."""
+    text = "".join(p for p in parts if isinstance(p, str))
+    return (
+        "\n" in text
+        and isinstance(parts[-1], str)
+        and parts[-1].endswith("\n")
+        and not any((ord(ch) < 0x20 and ch not in "\n\t") or ch in "\x7f\x85\u2028\u2029" for ch in text)
+    )
+
+
+def block_string(parts: tuple[str | A.Interp, ...], depth: int) -> list[str]:
+    """``\"\"\"`` block lines; content and closing delimiter one level deeper than ``depth``."""
+    pad = _INDENT * (depth + 1)
+    body = _escaped(parts, block=True)[:-1].split("\n")
+    return ['"""', *[pad + line if line else "" for line in body], pad + '"""']
 
 
 def _num(value: int | float) -> str:
@@ -212,6 +244,8 @@ class _Printer:
             if any(i is None for i in items):
                 return None
             return "[" + ", ".join(i for i in items if i is not None) + "]"
+        if isinstance(value, A.Str) and is_block_string(value.parts):
+            return None
         return self.flat(value)
 
     def flat(self, value: A.Value) -> str:
@@ -254,6 +288,8 @@ class _Printer:
             out.extend(pad + _comment_text(c.text) for c in self.take_before(close))
             out.append(_INDENT * depth + "]")
             return out
+        if isinstance(value, A.Str) and is_block_string(value.parts):
+            return block_string(value.parts, depth)
         return [self.flat(value)]
 
 

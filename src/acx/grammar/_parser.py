@@ -16,10 +16,12 @@ has no errors, so placeholder tokens never reach the lowering.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import os
 import re
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -296,7 +298,50 @@ class _AstBuilder(Transformer[Token, Any]):
     def string(self, children: list[Any]) -> A.Str:
         tok = children[0]
         span = _tok_span(self.file, tok)
-        return A.Str(self._decode(str(tok)[1:-1], span), span)
+        if tok.type == "MLSTRING":
+            return A.Str(self._decode_block(str(tok)[3:-3], span), span)
+        return A.Str(self._decode(str(tok)[1:-1], lambda off: (span.line, span.col + 1 + off)), span)
+
+    def _decode_block(self, raw: str, span: Span) -> tuple[str | A.Interp, ...]:
+        """A ``\"\"\"`` string: the text between the opening line and the closing ``\"\"\"``,
+        with the closing delimiter's indentation removed from every line; it ends with a newline
+        (like a YAML ``|`` block, so `.acx`/YAML twins stay equal)."""
+        lines = raw.split("\n")
+        help = 'start the text on the line after the opening """ and put the closing """ on its own line'
+        if len(lines) < 2 or lines[0].strip(" \t"):
+            self._error("E0115", 'a multi-line string starts on the line after its opening """', span, help)
+            return ("",)
+        if lines[-1].strip(" \t"):
+            self._error("E0115", 'the closing """ of a multi-line string must be on its own line', span, help)
+            return ("",)
+        indent = lines[-1]
+        kept: list[str] = []
+        origins: list[tuple[int, int]] = []  # source (line, col) of each kept line's first char
+        for i, line in enumerate(lines[1:-1], start=1):
+            if line.startswith(indent):
+                kept.append(line[len(indent) :])
+            elif not line.strip(" \t"):
+                kept.append("")  # a blank line may be indented less than the closing delimiter
+            else:
+                at = Span(span.file, span.line + i, 1, span.line + i, len(line) + 1)
+                self._error(
+                    "E0115",
+                    'this line is indented less than the closing """ of its multi-line string',
+                    at,
+                    'indent every line of the string at least as far as the closing """',
+                )
+                kept.append(line.lstrip(" \t"))
+            origins.append((span.line + i, len(indent) + 1))
+        starts = [0]
+        for text in kept:
+            starts.append(starts[-1] + len(text) + 1)
+
+        def pos(offset: int) -> tuple[int, int]:
+            row = bisect.bisect_right(starts, offset) - 1
+            line, col = origins[min(row, len(origins) - 1)]
+            return line, col + offset - starts[row]
+
+        return self._decode("\n".join(kept) + "\n", pos)
 
     def number(self, children: list[Any]) -> A.Num:
         tok = children[0]
@@ -347,15 +392,17 @@ class _AstBuilder(Transformer[Token, Any]):
         if _STATE.diagnostics is not None:
             _STATE.diagnostics.append(Diagnostic(code=code, message=message, span=span, help=help))
 
-    def _decode(self, raw: str, span: Span) -> tuple[str | A.Interp, ...]:
-        """Unescape and split ``${name}`` interpolations; ``$${`` is a literal ``${``."""
+    def _decode(self, raw: str, pos: Callable[[int], tuple[int, int]]) -> tuple[str | A.Interp, ...]:
+        """Unescape and split ``${name}`` interpolations; ``$${`` is a literal ``${``.
+
+        ``pos`` maps an offset in ``raw`` to its source (line, col), for the spans of errors."""
         parts: list[str | A.Interp] = []
         buf: list[str] = []
         i, n = 0, len(raw)
 
         def at(offset: int, width: int = 1) -> Span:
-            col = span.col + 1 + offset  # +1 for the opening quote
-            return Span(span.file, span.line, col, span.line, col + width)
+            line, col = pos(offset)
+            return Span(self.file, line, col, line, col + width)
 
         while i < n:
             c = raw[i]

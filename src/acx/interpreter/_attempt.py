@@ -398,7 +398,7 @@ class AttemptRunner:
                         f"environment release failed; resource record retained: {self._msg(exc)}",
                     )
             if ok:
-                await ctx.store.quick(ctx.store.drop_session, session.id)
+                ctx.store.drop_session_later(session.id)
                 ctx.live_sessions.discard(session.id)
             else:
                 ctx.store.record_session(
@@ -516,9 +516,8 @@ class AttemptRunner:
                     await harness.close_session(state, session)
                 except Exception as exc:
                     t.add("warning", "cleanup", "harness_cleanup_failed", self._msg(exc))
+        # An empty answer is the benchmark's to judge, not an infrastructure error.
         t.result = partial or RunResult(task_id=self.task.task_id)
-        if not t.result.issues and t.result.final_answer is None and not t.telemetry.get("timed_out") and t.run_ok:
-            pass  # an empty answer is the benchmark's to judge, not an infrastructure error
 
     async def _collect_artifacts(self, t: _Try, session: Session) -> None:
         try:

@@ -131,7 +131,7 @@ class RunProgress:
             "status": self.status,
             "total": self.total,
             "reused": self.reused,
-            "pending": max(0, self.total - done - len(self.running)),
+            "pending": max(0, self.total - self.reused - done - len(self.running)),
             "running": len(self.running),
             "finished": done,
             "completed": self.finished.get("normal", 0),
@@ -184,13 +184,14 @@ class ConsoleReporter:
             from rich.console import Console
             from rich.live import Live
 
-            self._live = Live(self._render(), console=Console(file=self.stream), refresh_per_second=4, transient=False)
+            # The reporter is the renderable (``__rich__``): Live redraws it 4×/s, not per event.
+            self._live = Live(self, console=Console(file=self.stream), refresh_per_second=4, transient=False)
             self._live.__enter__()
         return self
 
     def __exit__(self, *exc: Any) -> None:
         if self._live is not None:
-            self._live.update(self._render())
+            self._live.refresh()
             self._live.__exit__(*exc)
             self._live = None
 
@@ -222,16 +223,12 @@ class ConsoleReporter:
             view.status = e.status or "completed"
         if self.mode == "plain":
             self._plain(e, view)
-        elif self._live is not None:
-            self._live.update(self._render())
 
     def _plain(self, e: ProgressEvent, view: _RequestView) -> None:
         line: str | None = None
         if e.event == "run_started":
             line = f"[{view.name}] run {e.run_id} started → {view.run_dir}"
-            if e.payload.get("stale_environment_records"):
-                n = e.payload["stale_environment_records"]
-                line += f"\n[{view.name}] ! {n} environment record(s) of the interrupted run remain (acx env list)"
+
         elif e.event == "tasks_loaded":
             line = f"[{view.name}] {view.total} task(s)"
         elif e.event == "task_finished":
@@ -245,12 +242,17 @@ class ConsoleReporter:
         elif e.event == "reuse_loaded":
             p = e.payload
             line = f"[{view.name}] ↻ reused {p.get('tasks', 0)} task(s) from {p.get('source_run', '?')}"
+            if p.get("resumed"):
+                line = f"[{view.name}] ↻ resuming: {p.get('tasks', 0)} task(s) already finished"
         elif e.event == "run_finished":
             counts = f"{view.done}/{view.total} tasks, {view.failed} with errors"
             line = f"[{view.name}] finished: {e.status} ({counts})"
         if line is not None:
             self.stream.write(line + "\n")
             self.stream.flush()
+
+    def __rich__(self) -> Any:
+        return self._render()
 
     def _render(self) -> Any:
         from rich.table import Table
@@ -259,9 +261,10 @@ class ConsoleReporter:
         table = Table(title=f"acx run — {elapsed:,.1f}s", expand=False)
         for col in ("request", "status", "done", "running", "errors", "total"):
             table.add_column(col, justify="right" if col not in ("request", "status") else "left")
-        for v in self.requests.values():
+        # Called from rich's refresh thread: copy (atomic under the GIL) before iterating.
+        for v in list(dict(self.requests).values()):
             table.add_row(v.name, v.status, str(v.done), str(v.running), str(v.failed), str(v.total))
-        counts = Counter(self.phases.values())
+        counts = Counter(dict(self.phases).values())
         if counts:
             table.caption = "phases: " + ", ".join(f"{k} {n}" for k, n in sorted(counts.items()))
         return table

@@ -220,21 +220,11 @@ class _RequestRun:
             extra={"request": self.prog.name},
         )
         self.store.journal("run_resumed" if self.resumed else "run_started", pid=os.getpid())
-        stale = [r for r in self.store.live_session_records() if r.get("pid") != os.getpid()] if self.resumed else []
-        if stale:
-            log.warning(
-                "%d environment record(s) of the interrupted run remain in %s; "
-                "release them with `acx env close` (docker: `acx gc`)",
-                len(stale),
-                self.store.resources,
-                extra={"request": self.prog.name},
-            )
         self.ctx.emit(
             "run_started",
             payload={
                 "run_dir": str(self.store.run_dir),
                 "resumed": self.resumed,
-                "stale_environment_records": len(stale),
             },
         )
         self.ctx.emit("tasks_loaded", payload={"tasks": len(self.prog.tasks)})
@@ -354,6 +344,26 @@ class _RequestRun:
             payload={"summary": summary, "codes": sorted({i.code for a in attempts for i in a.issues})},
         )
 
+    async def reap_stale(self) -> int:
+        """On resume: release sandboxes the interrupted run left behind (records with a dead pid)."""
+        reaped = 0
+        driver = self.prog.driver
+        for record in self.store.live_session_records():
+            if record.get("pid") == os.getpid() or record.get("state") == "kept":
+                continue
+            if record.get("provider") != getattr(driver, "id", None):
+                continue
+            try:
+                with trio.move_on_after(self.orch.runtime.cleanup_grace_seconds):
+                    await driver.close_session(str(record["id"]))
+                    self.store.drop_session(str(record["id"]))
+                    reaped += 1
+            except Exception as exc:  # leave the record for `acx env` / `acx gc`
+                log.warning("could not release %s: %s", record.get("id"), exc, extra={"request": self.prog.name})
+        if reaped:
+            log.info("released %d sandbox(es) left by the interrupted run", reaped, extra={"request": self.prog.name})
+        return reaped
+
     def task_crashed(self, task: TaskSpec, exc: BaseException) -> None:
         log.error("task %s failed outside its attempts", task.task_id, exc_info=exc, extra={"request": self.prog.name})
         self.crashed.append(task.task_id)
@@ -422,6 +432,7 @@ class _RequestRun:
             },
         )
         self.store.journal("run_finished", status=status)
+        self.store.close()
         ctx.emit("run_finished", status=status, payload={"run_dir": str(self.store.run_dir)})
         self.progress.close()
         if self._log_handler is not None:
@@ -478,6 +489,23 @@ def preflight(programs: Sequence[RequestProgram], environ: Mapping[str, str]) ->
     return first
 
 
+def _artifacts_intact(attempt_dir: Path) -> bool:
+    """Whether an attempt's collected artifacts match its manifest (no manifest: nothing to check)."""
+    try:
+        from acx.interpreter import _artifacts
+    except ImportError:  # pragma: no cover - shipped with acx
+        return not list(attempt_dir.glob("submission-*.manifest.json"))
+    manifest_path = _artifacts.find_manifest(attempt_dir)
+    if manifest_path is None:
+        return True
+    try:
+        manifest = read_json(manifest_path)
+        root = attempt_dir / manifest.get("directory", _artifacts.ARTIFACTS_DIR)
+        return all(_artifacts._verify(root, e) is None for e in _artifacts._restorable(manifest.get("entries", [])))
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
 def _reuse_into(run: _RequestRun, prog: RequestProgram, source: Path) -> int:
     """Copy verified finished tasks of ``source`` into the new run (reference §4 reuse rules)."""
     import shutil
@@ -521,6 +549,8 @@ def _reuse_into(run: _RequestRun, prog: RequestProgram, source: Path) -> int:
             continue  # not verifiable → rerun
         if len(parsed) != len(task_json.get("attempts") or {}):
             continue
+        if not all(_artifacts_intact(p.parent) for p in results):
+            continue  # A6: missing or corrupt artifact bytes → the task runs again
         if req.execution.max_retries > 0 and state != "normal":
             from acx.interpreter._attempt import retry_reason
             from acx.ir import ExecutionIssue
@@ -529,7 +559,10 @@ def _reuse_into(run: _RequestRun, prog: RequestProgram, source: Path) -> int:
             if retry_reason(issues, req.execution.retry_pattern_list):
                 continue  # retry-eligible: run it again
         dest = run.store.details / state / d.name
-        shutil.copytree(d, dest)
+        shutil.copytree(d, dest)  # real copies, never hard links between runs
+        if not all(_artifacts_intact(p) for p in dest.glob("attempt-*")):
+            shutil.rmtree(dest, ignore_errors=True)
+            continue
         for p in sorted(dest.glob("attempt-*/result.json")):
             data = read_json(p)
             data.setdefault("artifacts", {})["reuse_history"] = {
@@ -596,6 +629,9 @@ async def run_orchestration(
             if source is not None:
                 _reuse_into(run, prog, source)
 
+    for run in runs:
+        if run.resumed:
+            await run.reap_stale()
     status = "completed"
     slots = trio.Semaphore(max(1, orch.task_concurrency))
     deadline = runtime.timeout_seconds if runtime.timeout_seconds and runtime.timeout_seconds > 0 else math.inf
@@ -607,6 +643,12 @@ async def run_orchestration(
             async with trio.open_nursery() as nursery:
                 for run in runs:
                     finished = run.load_finished()
+                    if run.resumed and finished:
+                        # Finished before the interruption: loaded from this run's own results.
+                        run.ctx.emit(
+                            "reuse_loaded",
+                            payload={"tasks": len(finished), "source_run": run.store.run_id, "resumed": True},
+                        )
                     pending = [t for t in run.prog.tasks if t.task_id not in finished]
                     dispatched = trio.Event()
 

@@ -24,10 +24,10 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 from acx.errors import AcxResultsError
-from acx.interpreter._fs import GroupCommit, append_line, atomic_write_json, safe_name, task_dir_name
+from acx.interpreter._fs import GroupCommit, atomic_write_json, safe_name, task_dir_name
 
 __all__ = ["FINAL_STATES", "RUN_INFO_SCHEMA", "RunStore", "find_reuse_source"]
 
@@ -51,6 +51,7 @@ class RunStore:
         self.journal_path = run_dir / "journal.jsonl"
         self.resources = run_dir / ".env-resources"
         self.commit = GroupCommit(run_dir)
+        self._journal: IO[str] | None = None
         #: Blocking file I/O runs in worker threads; False runs it inline (MockClock tests).
         self.io_threads = True
 
@@ -124,8 +125,20 @@ class RunStore:
 
     # ---- journal -----------------------------------------------------------------------------
     def journal(self, kind: str, *, fsync: bool = True, **fields: Any) -> None:
+        """Append one record; written through at once (survives a SIGKILL), fsynced unless batched."""
         line = json.dumps({"t": _now(), "kind": kind, **fields}, default=str)
-        append_line(self.journal_path, line, fsync=fsync)
+        if self._journal is None or self._journal.closed:
+            self._journal = self.journal_path.open("a", encoding="utf-8")
+        self._journal.write(line + "\n")
+        self._journal.flush()
+        if fsync:
+            os.fsync(self._journal.fileno())
+
+    def close(self) -> None:
+        self.commit.flush_unlinks()
+        if self._journal is not None:
+            self._journal.close()
+            self._journal = None
 
     async def off_loop(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run a store operation that may block (an ``fsync``) in a worker thread."""
@@ -251,6 +264,14 @@ class RunStore:
             },
             fsync=fsync,
         )
+
+    def drop_session_later(self, session_id: str) -> None:
+        """Delete a released session's record with the next group commit (or at the end).
+
+        A crash in between leaves a record of a session that is already gone; resuming releases it
+        again, which is a no-op.
+        """
+        self.commit.unlinks.append(self.resources / f"{safe_name(session_id)}.json")
 
     def drop_session(self, session_id: str) -> None:
         try:

@@ -59,6 +59,7 @@ def _components() -> tuple[dict[str, Any], dict[str, Any]]:
     _, defs = msgspec.json.schema_components(types, ref_template="#/$defs/{name}")
     defs = copy.deepcopy(defs)
     _shorthands(defs)
+    _allow_env_refs(defs)
     return defs, {"benchmark": BENCHMARKS, "harness": HARNESSES, "environment": ENVIRONMENTS}
 
 
@@ -78,6 +79,46 @@ def _shorthands(defs: dict[str, Any]) -> None:
     defs["RequestExecution"] = copy.deepcopy(defs["ExecutionSpec"])
     defs["RequestExecution"]["title"] = "RequestExecution"
     defs["RequestExecution"]["properties"].pop("task_concurrency")
+
+
+#: A whole-field ``${VAR}`` reference (R6): valid wherever a value goes, typed after substitution.
+ENV_REF = {
+    "type": "string",
+    "pattern": r"^\$\{[A-Za-z_][A-Za-z0-9_]*\}$",
+    "description": "whole-field ${VAR} reference, substituted from the environment before typing",
+}
+
+
+def _with_env_ref(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` that also accepts ``${VAR}`` (unchanged when it already takes any string)."""
+    options = schema.get("anyOf", [schema])
+    if any(o.get("type") == "string" and not ({"enum", "pattern", "const"} & o.keys()) for o in options):
+        return schema
+    out: dict[str, Any] = {"anyOf": [*options, _ref("EnvRef")]} if "anyOf" in schema else {
+        "anyOf": [{k: v for k, v in schema.items() if k not in ("description", "title", "default")},
+                  _ref("EnvRef")]
+    }
+    for key in ("description", "title", "default"):
+        if key in schema:
+            out[key] = schema[key]
+    return out
+
+
+def _map_values_take_env_refs(schema: dict[str, Any]) -> None:
+    """``{provider: ${VAR}}``: the values of open maps (``provider_limits``) too."""
+    for option in schema.get("anyOf", [schema]):
+        extra = option.get("additionalProperties")
+        if isinstance(extra, dict):
+            option["additionalProperties"] = _with_env_ref(extra)
+
+
+def _allow_env_refs(defs: dict[str, Any]) -> None:
+    """Raw files may hold ``${VAR}`` in any field, so editors validating them must accept it."""
+    for schema in list(defs.values()):
+        for name, prop in schema.get("properties", {}).items():
+            _map_values_take_env_refs(prop)
+            schema["properties"][name] = _with_env_ref(prop)
+    defs["EnvRef"] = dict(ENV_REF)
 
 
 def _params_schema(defs: dict[str, Any], config_name: str, *, environment: bool) -> dict[str, Any]:
@@ -135,7 +176,7 @@ def _run_config(defs: dict[str, Any], names: dict[str, dict[str, str]]) -> dict[
         "$id": _BASE_ID + "run_config.schema.json",
         "title": "acx run config",
         "description": "User, project and --config files (AgentCompass run config format). "
-        "Whole-field ${VAR} references are substituted before validation.",
+        "A whole-field ${VAR} reference is accepted in place of any value (typed after substitution).",
         "type": "object",
         "properties": {
             "runtime": _nullable(_ref("ConfigRuntimeOptions")),
@@ -176,16 +217,14 @@ def _orchestration(defs: dict[str, Any], names: dict[str, dict[str, str]]) -> di
         "$id": _BASE_ID + "orchestration.schema.json",
         "title": "acx orchestration (version 1)",
         "description": "An ordered list of named runs with shared defaults (AgentCompass orchestration v1). "
-        "Whole-field ${VAR} references are substituted before validation.",
+        "A whole-field ${VAR} reference is accepted in place of any value (typed after substitution).",
         "type": "object",
         "properties": {
             "version": {"const": 1},
             "name": {"type": "string", "minLength": 1},
-            "task_concurrency": {
-                "type": "integer",
-                "minimum": 1,
-                "description": "global limit of concurrent attempts",
-            },
+            "task_concurrency": _with_env_ref(
+                {"type": "integer", "minimum": 1, "description": "global limit of concurrent attempts"}
+            ),
             "runtime": _nullable(_ref("ResolvedRuntimeOptions")),
             "defaults": _ref("RequestDefaults"),
             "requests": {"type": "array", "items": _ref("Request"), "minItems": 1},

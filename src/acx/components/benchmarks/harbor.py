@@ -1,8 +1,10 @@
 """``harbor``: Harbor task directories, scored by the verifier's reward.
 
 Plan-time half (this module): ``path`` is one task directory (it has ``task.toml``) or a directory
-of them (sorted by name; an invalid task directory inside is an error naming it, never silently
-skipped). Each is loaded with :func:`acx.components.harbor_task.load_harbor_task`.
+of them (sorted by name). Each is loaded with :func:`acx.components.harbor_task.load_harbor_task`.
+An invalid task directory inside a dataset is never silently skipped: its error (file and line) is
+raised when the task is planned, i.e. when it is selected — so ``task_names``, ``sample_ids`` or
+``--tasks`` can leave a broken task out while its error still shows the moment it is included.
 
 Metric contract: ``score`` (scalar, primary) is the verifier's ``reward``; ``correct`` (binary)
 is ``reward >= 1``. Harbor tasks write absolute paths (``/logs``, ``/tests``), so they need a
@@ -47,8 +49,11 @@ class HarborBenchmark(HarborRuntime, BaseBenchmark):
         return path if path.is_absolute() else self.base_dir / path
 
     def load_tasks(self, req: RunRequest) -> list[TaskSpec]:
+        self._load_errors: dict[str, AcxPlanError] = {}
         return load_harbor_dataset(
-            self.tasks_path(), solution_env_for_agent=self.config.solution_env_for_agent
+            self.tasks_path(),
+            solution_env_for_agent=self.config.solution_env_for_agent,
+            errors=self._load_errors,
         )
 
     def select_tasks(self, tasks: list[TaskSpec], req: RunRequest) -> list[TaskSpec]:
@@ -57,12 +62,21 @@ class HarborBenchmark(HarborRuntime, BaseBenchmark):
         return apply_n_tasks(selected, self.config.n_tasks)
 
     def build_plan(self, task: TaskSpec, req: RunRequest) -> BenchmarkPlan:
+        error = getattr(self, "_load_errors", {}).get(task.task_id)
+        if error is not None:  # a selected task whose directory did not load
+            raise error
         # Budgets come from the TaskSpec (agent/verifier timeout_sec); nothing benchmark-private.
         return _EMPTY_PLAN
 
 
-def load_harbor_dataset(path: Path, *, solution_env_for_agent: bool = False) -> list[TaskSpec]:
-    """One task dir, or every sub-directory of ``path`` (sorted by name) as a task dir."""
+def load_harbor_dataset(
+    path: Path, *, solution_env_for_agent: bool = False, errors: dict[str, AcxPlanError] | None = None
+) -> list[TaskSpec]:
+    """One task dir, or every sub-directory of ``path`` (sorted by name) as a task dir.
+
+    An invalid sub-directory raises, unless ``errors`` is given: then its error is stored there
+    under the task id and a placeholder TaskSpec (id = directory name) keeps its place.
+    """
     if not path.exists():
         raise AcxPlanError(
             f"Harbor path {path} does not exist",
@@ -87,5 +101,13 @@ def load_harbor_dataset(path: Path, *, solution_env_for_agent: bool = False) -> 
             path="benchmark.params.path",
             help="each task is a sub-directory with task.toml, instruction.md and tests/test.sh",
         )
-    # An invalid directory is an error naming it (load_harbor_task raises), never skipped.
-    return [load_harbor_task(d, solution_env_for_agent=solution_env_for_agent) for d in subdirs]
+    tasks = []
+    for d in subdirs:
+        try:
+            tasks.append(load_harbor_task(d, solution_env_for_agent=solution_env_for_agent))
+        except AcxPlanError as exc:
+            if errors is None:
+                raise
+            errors[d.name] = exc
+            tasks.append(TaskSpec(task_id=d.name, metadata={"task_dir": str(d.resolve())}))
+    return tasks
