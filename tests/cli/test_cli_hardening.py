@@ -42,3 +42,27 @@ def test_check_json_lists_warnings_without_failing(
     (warning,) = payload["diagnostics"]
     assert warning["severity"] == "warning" and warning["code"] == "W0301"
     assert warning["span"]["line"] == 2 and warning["related"][0]["span"]["line"] == 4
+
+
+def test_fmt_rewrites_in_place_keeping_the_file_mode(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = tmp_path / "s.acx"
+    spec.write_text("let  x =  1\n", encoding="utf-8")
+    spec.chmod(0o640)
+    assert main(["fmt", str(spec)]) == 0
+    assert spec.read_text(encoding="utf-8") == "let x = 1\n"
+    assert spec.stat().st_mode & 0o777 == 0o640
+    assert [p.name for p in tmp_path.iterdir()] == ["s.acx"]  # no temp file left behind
+    assert main(["fmt", "--check", str(spec)]) == 0
+
+
+def test_fmt_refuses_non_acx_files_and_names_missing_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = tmp_path / "orch.yaml"
+    spec.write_text("version: 1\n", encoding="utf-8")
+    missing = tmp_path / "gone.acx"
+    assert main(["fmt", str(spec), str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert f"{spec}: error[E0210]: acx fmt formats .acx files" in err
+    assert f"{missing}: error[E0120]: file not found" in err
+    assert spec.read_text(encoding="utf-8") == "version: 1\n"

@@ -169,9 +169,51 @@ def test_schemas_accept_whole_field_env_refs_anywhere() -> None:  # contract R6
 
 
 def test_type_error_inside_a_map_points_at_the_entry() -> None:  # contract R12
-    text = "runtime: {provider_limits: {docker: 2, host_process: x}}\nenvironments: {docker: {env_variables: {A: a, N: [1]}}}\n"
+    text = (
+        "runtime: {provider_limits: {docker: 2, host_process: x}}\n"
+        "environments: {docker: {env_variables: {A: a, N: [1]}}}\n"
+    )
     found = validate_document(parse_yaml_text(text, "c.yaml"))
     assert [(d.code, d.path, str(d.span)) for d in found] == [
         ("E0204", "runtime.provider_limits.host_process", "c.yaml:1:54"),
         ("E0204", "environments.docker.env_variables.N", "c.yaml:2:50"),
     ]
+
+
+def test_errors_in_a_discovered_project_config_say_why_it_was_read(write: Writer) -> None:  # contract R4
+    from acx.errors import AcxConfigError
+
+    write("config.yaml", "logging: {level: info}\n")
+    write("sub/o.yaml", SWITCH)
+    with pytest.raises(AcxConfigError) as info:
+        compile_orchestration("o.yaml", cwd=str(Path("sub").resolve()))
+    (diag,) = info.value.diagnostics
+    assert diag.code == "E0203" and "read as the project config" in (diag.help or "")
+
+
+def test_defaults_params_without_an_id_that_another_provider_lacks(write: Writer) -> None:  # contract R10
+    from acx.errors import AcxResolutionError
+
+    write(
+        "o.yaml",
+        """
+        version: 1
+        name: w
+        defaults:
+          model: {id: m}
+          harness: {id: none}
+          environment: {workdir_root: /x}
+        requests:
+          - name: a
+            benchmark: {id: exact_match, dataset: qa.jsonl}
+          - name: b
+            benchmark: {id: exact_match, dataset: qa.jsonl}
+            environment: {id: docker}
+        """,
+    )
+    with pytest.raises(AcxResolutionError) as info:
+        compile_orchestration("o.yaml")
+    (diag,) = info.value.diagnostics
+    assert (diag.code, diag.path, str(diag.span)) == ("E0203", "environment.params.workdir_root", "o.yaml:6:17")
+    assert "unknown key `workdir_root` (set by orchestration defaults)" in diag.message
+    assert "own `id`" in (diag.help or "")

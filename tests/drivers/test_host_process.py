@@ -126,3 +126,43 @@ def test_background_child_holding_stdout_does_not_hang_exec(tmp_path: Path) -> N
 
     elapsed, out = trio.run(go)
     assert out == "started\n" and elapsed < 10
+
+
+def test_close_session_reaps_a_crashed_session(tmp_path: Path) -> None:
+    # After a crash (no close), the session's process groups and directory can be released by id.
+    import subprocess
+    import time
+
+    async def start() -> tuple[str, int]:
+        d = _driver(tmp_path)
+        s = await d.open(OpenRequest(session_id="crashed"))
+        await s.exec(["true"])  # records the session's first process group
+        # A detached survivor inside the session dir, like an agent orphaned by SIGKILL.
+        proc = subprocess.Popen(["sleep", "300"], cwd=s.workdir, start_new_session=True)
+        with open(tmp_path / "s" / (Path(str(s.workdir)).name + ".groups"), "a") as fh:
+            fh.write(f"{proc.pid}\n")
+        return str(s.workdir), proc.pid
+
+    workdir, pid = trio.run(start)
+    unrelated = subprocess.Popen(["sleep", "300"], cwd=tmp_path, start_new_session=True)
+    try:
+        listed = trio.run(_driver(tmp_path).list_sessions)
+        assert [r.id for r in listed] == [Path(workdir).name]
+        trio.run(_driver(tmp_path).close_session, "crashed")
+        for _ in range(50):
+            if subprocess.run(["kill", "-0", str(pid)], capture_output=True).returncode != 0 or _zombie(pid):
+                break
+            time.sleep(0.05)
+        assert _zombie(pid) or subprocess.run(["kill", "-0", str(pid)], capture_output=True).returncode != 0
+        assert not Path(workdir).exists()
+        assert unrelated.poll() is None  # a process outside the session is never touched
+    finally:
+        unrelated.kill()
+        unrelated.wait()
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return False

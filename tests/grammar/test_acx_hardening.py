@@ -116,3 +116,34 @@ def test_help_lines_use_acx_syntax_in_acx_files(tmp_path: Path) -> None:  # cont
          "benchmark"),
         ("E0204", "write `model { key = value }`"),
     ]
+
+
+def test_duplicate_names_from_one_loop_say_so(tmp_path: Path) -> None:  # contract R12
+    found = _check(
+        tmp_path,
+        "orchestration o {\n"
+        '  defaults { harness none {} model { id = "m" } }\n'
+        '  for m in ["a", "a"] { run "x-${m}" { benchmark exact_match { dataset = "d" } } }\n'
+        "}\n",
+    )
+    assert [(c, m) for c, m, _ in found] == [
+        ("E0303", "duplicate request name `x-a`: two iterations of this loop produce it")
+    ]
+
+
+def test_multiline_strings_in_crlf_files_hold_plain_newlines() -> None:
+    module = parse('let p = """\r\n  a\r\n  b\r\n  """\r\n', "w.acx")
+    (let,) = module.body
+    assert isinstance(let, A.Let) and let.value == A.Str(("a\nb\n",))
+
+
+def test_duration_or_size_on_a_plain_field_is_a_type_error(tmp_path: Path) -> None:  # contract R12
+    found = _check(
+        tmp_path,
+        'run "r" {\n  model { id = "m" }\n  benchmark exact_match { dataset = "d" }\n  harness none {}\n'
+        "  execution { max_retries = 5m, artifact_limits { max_files = 1GiB } }\n}\n",
+    )
+    assert [(c, m) for c, m, _ in found] == [
+        ("E0204", "`run \"r\".execution.max_retries` takes a plain value, not a duration"),
+        ("E0204", "`run \"r\".execution.artifact_limits.max_files` takes a plain value, not a size"),
+    ]

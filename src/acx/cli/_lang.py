@@ -112,6 +112,16 @@ def _fmt(args: argparse.Namespace) -> int:
 
     status = 0
     for path in args.files:
+        if path != "-" and not path.endswith(".acx"):
+            err = AcxUserError(
+                f"acx fmt formats .acx files; {path} is not one",
+                code="E0210",
+                path=path,
+                help="pass .acx files (or - for stdin); YAML and JSON specs keep their own formatting",
+            )
+            sys.stderr.write(render_text(err.diagnostics) + "\n")
+            status = 2
+            continue
         try:
             original = sys.stdin.read() if path == "-" else _read(path)
             formatted = format_source(original, "<stdin>" if path == "-" else path)
@@ -138,8 +148,9 @@ def _fmt(args: argparse.Namespace) -> int:
             sys.stderr.write(f"would reformat {path}\n")
             status = max(status, 1)
             continue
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(formatted)
+        from acx.cli._output import write_text_atomic
+
+        write_text_atomic(path, formatted)  # an interrupted fmt never leaves half a file
         sys.stderr.write(f"reformatted {path}\n")
     return status
 
@@ -151,8 +162,8 @@ def _read(path: str) -> str:
         with open(path, encoding="utf-8-sig") as fh:  # tolerate a BOM
             return fh.read()
     except FileNotFoundError:
-        raise AcxSyntaxError(f"file not found: {path}", code="E0120", help="check the path") from None
+        raise AcxSyntaxError(f"file not found: {path}", code="E0120", path=path, help="check the path") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise AcxSyntaxError(
-            f"cannot read {path}: {exc}", code="E0120", help="is it a UTF-8 text file?"
+            f"cannot read {path}: {exc}", code="E0120", path=path, help="is it a UTF-8 text file?"
         ) from None

@@ -197,7 +197,7 @@ def _check_and_resolve(
 
     diagnostics = list(spec_diags)
     for cfg in config_docs:
-        diagnostics.extend(validate_document(cfg.doc))
+        diagnostics.extend(_implicit_layer_note(d, cfg.layer) for d in validate_document(cfg.doc))
     if execution_params is not None:
         diagnostics.extend(
             check_cli_params(
@@ -223,6 +223,21 @@ def _check_and_resolve(
     )
     warnings = [d for d in diagnostics if d.severity != "error"]
     return dataclasses.replace(compiled, warnings=(*warnings, *compiled.warnings))
+
+
+_IMPLICIT_LAYERS = {
+    "user config": "this file is read as the user config ($XDG_CONFIG_HOME/acx/config.yaml)",
+    "project config": "this file is read as the project config: the nearest config.yaml above the "
+    "working directory; fix it, or run acx from outside that project",
+}
+
+
+def _implicit_layer_note(diag: Any, layer: str) -> Any:
+    """Say why a file nobody named on the command line was read (R4 discovery)."""
+    note = _IMPLICIT_LAYERS.get(layer)
+    if note is None or diag.severity != "error":
+        return diag
+    return dataclasses.replace(diag, help=f"{diag.help}; {note}" if diag.help else note)
 
 
 def _as_flag(diag: Any, name: str) -> Any:

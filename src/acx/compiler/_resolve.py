@@ -43,7 +43,7 @@ from acx.compiler._shapes import (
 )
 from acx.compiler._source import Path_, SourceDoc
 from acx.compiler._validate import select_help, split_msgspec_error
-from acx.diagnostics import Diagnostic, Span, unique
+from acx.diagnostics import Diagnostic, Span, did_you_mean, unique
 from acx.errors import AcxResolutionError, AcxUserError
 from acx.ir import (
     ENVIRONMENT_SPEC_FIELDS,
@@ -713,14 +713,28 @@ class _Resolver:
                 if rec is not None and rec.span is not None:
                     span = rec.span
             where = format_path(full)
-            if msg.startswith("object missing required field"):
+            code = "E0204"
+            if msg.startswith("object contains unknown field"):
+                # A layer written for another component id (e.g. `defaults.environment` params
+                # without an id, which apply to every provider): name the key and who set it.
+                key = msg.split("`")[1] if "`" in msg else "?"
+                code, where = "E0203", format_path((*full, key))
+                layer = f" (set by {rec.layer})" if rec is not None else ""
+                known = getattr(cls, "__struct_fields__", ())
+                guess = did_you_mean(key, known)
+                message = f"{label}: unknown key `{key}`{layer}"
+                help = (f"did you mean `{guess}`? " if guess else "") + (
+                    "params sit beside the id they belong to: give that section its own `id`, or move "
+                    "the key to the requests that use it"
+                )
+            elif msg.startswith("object missing required field"):
                 field_name = msg.split("`")[1] if "`" in msg else "?"
                 message = f"{label} is missing required parameter `{field_name}`"
                 help = f"set `{field_name}` in the request, in `defaults`, or in a config file"
             else:
                 message = f"{label}: `{where}`: {msg}"
                 help = "fix the value (see `acx config docs` for the field's type)"
-            self.diagnostics.append(Diagnostic(code="E0204", message=message, span=span, path=where, help=help))
+            self.diagnostics.append(Diagnostic(code=code, message=message, span=span, path=where, help=help))
             return None
 
 

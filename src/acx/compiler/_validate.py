@@ -129,6 +129,12 @@ class Checker:
         shown = format_path(path)
         if self.cli_flag:
             return f"{self.cli_flag}" if not path else f"{self.cli_flag} {shown}"
+        if self.doc.path.endswith(".acx") and path[:1] == ("requests",) and len(path) > 1:
+            # `.acx` users write `run "qa" { ... }`, not a `requests` list: name the run.
+            name = _get(self.doc.data, (*path[:2], "name"))
+            if isinstance(name, str):
+                rest = format_path(path[2:]) if len(path) > 2 else ""
+                return f'run "{name}"' + (f".{rest}" if rest else "")
         return shown
 
     def err(
@@ -174,6 +180,18 @@ class Checker:
     def unknown_key(self, key: str, path: Path_, allowed: Iterable[str], where: str) -> None:
         allowed = sorted(allowed)
         written, suffix = self.written_key(key, path)
+        if suffix and written in allowed:
+            # `max_retries = 5m`: a real field that takes no duration/size, not an unknown key.
+            unit = "a duration" if suffix == "_seconds" else "a size"
+            self.err(
+                "E0204",
+                f"`{self.where((*path, written))}` takes a plain value, not {unit}",
+                (*path, key),
+                key=True,
+                help=f"write a number or other plain value, e.g. `{written} = 3`; durations fit `*_seconds` "
+                "fields (`run_timeout = 30m`), sizes fit `*_mb` fields (`memory = 2GiB`)",
+            )
+            return
         if suffix:
             # `.acx` typed literal: `run_timout = 5m` lowered to `run_timout_seconds`; speak of
             # the key as written and suggest among the fields that take this unit.
@@ -529,6 +547,15 @@ class Checker:
                 continue
             if name in names:
                 first_span = self.doc.span_of((*names[name], "name"))
+                if first_span is not None and first_span == self.doc.span_of((*path, "name")):
+                    # Both runs come from one `.acx` `for` loop: pointing twice at it says nothing.
+                    self.err(
+                        "E0303",
+                        f"duplicate request name `{name}`: two iterations of this loop produce it",
+                        (*path, "name"),
+                        help="make the loop's values distinct, or interpolate the loop name into the run label",
+                    )
+                    continue
                 self.err(
                     "E0303",
                     f"duplicate request name `{name}`",

@@ -393,8 +393,12 @@ class HostProcessDriver(Driver):
         root_parent = Path(config.workdir_root) if config.workdir_root else Path(tempfile.gettempdir())
 
         def _mkroot() -> Path:
-            root_parent.mkdir(parents=True, exist_ok=True)
-            return Path(tempfile.mkdtemp(prefix=f"acx-{_safe(request.session_id)}-", dir=root_parent))
+            prefix = f"acx-{_safe(request.session_id)}-"
+            try:
+                return Path(tempfile.mkdtemp(prefix=prefix, dir=root_parent))
+            except FileNotFoundError:  # the root does not exist yet (first session)
+                root_parent.mkdir(parents=True, exist_ok=True)
+                return Path(tempfile.mkdtemp(prefix=prefix, dir=root_parent))
 
         try:
             root = _mkroot()  # one mkdir: cheaper inline than a thread hop

@@ -407,7 +407,7 @@ def _characters(exc: UnexpectedCharacters, file: str, text: str) -> Diagnostic:
             code="E0104",
             message="unterminated string: no closing '\"' on this line",
             span=Span(file, line, col, line, col + (eol - pos)),
-            help="close the string with '\"'; write a newline inside a string as \\n",
+            help="close the string with '\"'; write a newline inside a string as \\n, or use a \"\"\" block",
         )
     if ch == ":":
         return Diagnostic(

@@ -306,7 +306,7 @@ class _AstBuilder(Transformer[Token, Any]):
         """A ``\"\"\"`` string: the text between the opening line and the closing ``\"\"\"``,
         with the closing delimiter's indentation removed from every line; it ends with a newline
         (like a YAML ``|`` block, so `.acx`/YAML twins stay equal)."""
-        lines = raw.split("\n")
+        lines = raw.replace("\r\n", "\n").split("\n")  # CRLF files: the text keeps plain newlines
         help = 'start the text on the line after the opening """ and put the closing """ on its own line'
         if len(lines) < 2 or lines[0].strip(" \t"):
             self._error("E0115", 'a multi-line string starts on the line after its opening """', span, help)

@@ -227,7 +227,6 @@ class RunStore:
 
     def finalize_task(self, task_id: str, state: str, task_json: dict[str, Any], *, fsync: bool = True) -> Path:
         src = self.running_dir(task_id)
-        src.mkdir(parents=True, exist_ok=True)
         atomic_write_json(src / "task.json", {"schema_version": TASK_SCHEMA, **task_json}, fsync=fsync)
         dest = self.details / state / src.name
         if dest.exists():
