@@ -217,3 +217,15 @@ def test_defaults_params_without_an_id_that_another_provider_lacks(write: Writer
     assert (diag.code, diag.path, str(diag.span)) == ("E0203", "environment.params.workdir_root", "o.yaml:6:17")
     assert "unknown key `workdir_root` (set by orchestration defaults)" in diag.message
     assert "own `id`" in (diag.help or "")
+
+
+def test_cli_json_overrides_take_whole_field_env_refs(write: Writer) -> None:  # contract R6, R10
+    from acx.errors import AcxResolutionError
+
+    write("o.yaml", SWITCH)
+    compiled = compile_orchestration("o.yaml", execution_params={"max_retries": "${N}"}, environ={"N": "4"})
+    assert compiled.orchestration.requests[0].request.execution.max_retries == 4
+    # An unset variable is one E0302, never followed by a type error about the reference text.
+    with pytest.raises(AcxResolutionError) as info:
+        compile_orchestration("o.yaml", execution_params={"max_retries": "${N}"}, environ={})
+    assert [(d.code, d.path) for d in info.value.diagnostics] == [("E0302", "--execution-params.max_retries")]

@@ -111,6 +111,10 @@ def test_escaped_interpolation_is_literal_text_never_an_env_read(
 
 def test_help_lines_use_acx_syntax_in_acx_files(tmp_path: Path) -> None:  # contract R12
     found = _check(tmp_path, 'orchestration o {\n  run "r" { benchmark exact_match { dataset = "d" } model = 5 }\n}\n')
+    assert [m for _, m, _ in found] == [
+        "run `r` selects no harness",
+        '`run "r".model`: expected a mapping (ModelSpec), got an integer',
+    ]
     assert [(c, h) for c, _, h in found] == [
         ("E0305", "add `harness ID { ... }` to the run or to `defaults`; use `harness none {}` for a harness-free "
          "benchmark"),

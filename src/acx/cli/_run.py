@@ -184,6 +184,7 @@ def build_programs(args: argparse.Namespace, spec: str) -> tuple[Any, list[Any]]
         progs = []
         for run in orch.requests:
             rp = program.request(run.name)
+            _print_program_warnings(run.name, rp.warnings)
             bench, harness = _components(run.request, rp.base_dir)
             harness.spec_dir = rp.base_dir
             tasks = rp.tasks
@@ -246,6 +247,20 @@ def build_programs(args: argparse.Namespace, spec: str) -> tuple[Any, list[Any]]
             )
         )
     return orch, progs
+
+
+def _print_program_warnings(name: str, warnings: list[str]) -> None:
+    """The planner warnings recorded in a compiled program, on stderr before the run.
+
+    Same wording as ``acx run SPEC`` (the planner logs them there); a message the program records
+    for many tasks is printed once with its count instead of once per task.
+    """
+    counts: dict[str, int] = {}
+    for message in warnings:
+        counts[message] = counts.get(message, 0) + 1
+    for message, n in counts.items():
+        times = f" ({n} tasks)" if n > 1 else ""
+        sys.stderr.write(f"acx: warning: request {name!r}: {message}{times}\n")
 
 
 def _namespace(name: str) -> str:

@@ -32,7 +32,7 @@ from typing import Any
 
 import msgspec
 
-from acx.compiler._interpolate import Interpolation, format_path, interpolate
+from acx.compiler._interpolate import Interpolation, env_ref_name, format_path, interpolate
 from acx.compiler._merge import deep_copy
 from acx.compiler._redact import is_sensitive_path, redact, redact_value
 from acx.compiler._shapes import (
@@ -42,7 +42,7 @@ from acx.compiler._shapes import (
     output_namespace,
 )
 from acx.compiler._source import Path_, SourceDoc
-from acx.compiler._validate import select_help, split_msgspec_error
+from acx.compiler._validate import select_help, split_msgspec_error, value_at
 from acx.diagnostics import Diagnostic, Span, did_you_mean, unique
 from acx.errors import AcxResolutionError, AcxUserError
 from acx.ir import (
@@ -237,13 +237,21 @@ class _Resolver:
         self.spec = spec
         self.configs = list(configs)
         self.cli_task_concurrency = task_concurrency
-        self.execution_params = dict(execution_params or {})
-        self.runtime_params = dict(runtime_params or {})
         self.environ = environ
         self.diagnostics: list[Diagnostic] = []
+        self.execution_params = self.cli_json(execution_params, "execution", "--execution-params")
+        self.runtime_params = self.cli_json(runtime_params, "runtime", "--runtime-params")
         self._frag_cache: dict[tuple[int, Path_], _Frag | None] = {}
         #: single-run mode: the spec is synthesised from explicit arguments; section → flag name.
         self.cli_sections = cli_sections
+
+    def cli_json(self, params: Mapping[str, Any] | None, section: str, flag: str) -> dict[str, Any]:
+        """A JSON override with its whole-field ``${VAR}`` values substituted, as in files (R6)."""
+        data, info = interpolate(
+            dict(params or {}), self.environ, span_of=lambda rel: None, abs_prefix=(section,), display_prefix=(flag,)
+        )
+        self.diagnostics.extend(info.diagnostics)
+        return dict(data)
 
     # -- fragments --
 
@@ -620,7 +628,7 @@ class _Resolver:
         ones (reference §3.1 for environments; R5 — a later null replaces — for the others)."""
         out: list[_Frag] = []
         for cfg in self.configs:
-            if _present(cfg.doc.data, (table, cid)) and _get_path(cfg.doc.data, (table, cid)) is None:
+            if _present(cfg.doc.data, (table, cid)) and value_at(cfg.doc.data, (table, cid)) is None:
                 out = []
                 continue
             f = self.frag(cfg.layer, cfg.doc, (table, cid))
@@ -712,6 +720,8 @@ class _Resolver:
                 rec = merger.winner(full)
                 if rec is not None and rec.span is not None:
                     span = rec.span
+                if env_ref_name(value_at(data, sub)) is not None:
+                    return None  # a `${VAR}` left unsubstituted: its E0302 says all (no cascade)
             where = format_path(full)
             code = "E0204"
             if msg.startswith("object contains unknown field"):
@@ -879,12 +889,6 @@ def config_view(
                 defaults = {**{k: v for k, v in shared.items() if k in ENVIRONMENT_SPEC_FIELDS}, **defaults}
             merged((table, cid), defaults, f"{cid} default", drop_on_null=True)
     return view, prov
-
-
-def _get_path(data: Any, section: Path_) -> Any:
-    for part in section:
-        data = data.get(part) if isinstance(data, dict) else None
-    return data
 
 
 def _present(data: Any, section: Path_) -> bool:

@@ -54,6 +54,7 @@ __all__ = [
     "component_param_types",
     "select_help",
     "validate_document",
+    "value_at",
 ]
 
 #: Legacy params rejected with a pointer to their replacement (H3, V4).
@@ -131,7 +132,7 @@ class Checker:
             return f"{self.cli_flag}" if not path else f"{self.cli_flag} {shown}"
         if self.doc.path.endswith(".acx") and path[:1] == ("requests",) and len(path) > 1:
             # `.acx` users write `run "qa" { ... }`, not a `requests` list: name the run.
-            name = _get(self.doc.data, (*path[:2], "name"))
+            name = value_at(self.doc.data, (*path[:2], "name"))
             if isinstance(name, str):
                 rest = format_path(path[2:]) if len(path) > 2 else ""
                 return f'run "{name}"' + (f".{rest}" if rest else "")
@@ -290,10 +291,10 @@ class Checker:
     def type_error(self, text: str, path: Path_, cls: type[Any] | None, name: str, value: Any) -> None:
         msg, sub = split_msgspec_error(text)
         if "[...]" in text:  # msgspec names no key inside a mapping: find the entry it means
-            sub = (*sub, *_offending_key(_get(value, sub), msg))
+            sub = (*sub, *_offending_key(value_at(value, sub), msg))
         full = (*path, *sub)
         if ", got " not in msg:
-            msg += f", got {_describe(_get(value, sub))}"
+            msg += f", got {_describe(value_at(value, sub))}"
         described = field_descriptions(cls).get(name) if cls is not None else None
         help = f"`{name}`: {described}" if described else None
         if msg.startswith("expected `str`, got `int`") or msg.startswith("expected `str`, got `float`"):
@@ -590,7 +591,7 @@ class Checker:
         for (section, rid), paths in replaced.items():
             dropped = sorted(k for k in defaults[section] if k != "id")
             did = defaults[section]["id"]
-            names = [str(_get(self.doc.data, p).get("name", f"#{p[-1]}")) for p in paths]
+            names = [str(value_at(self.doc.data, p).get("name", f"#{p[-1]}")) for p in paths]
             shown = ", ".join(f"`{n}`" for n in names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
             related = tuple(
                 Related(span, f"request `{n}` selects {section} `{rid}`")
@@ -618,7 +619,8 @@ class Checker:
             sources = (request.get(section), defaults.get(section) if isinstance(defaults, dict) else None)
             if any(isinstance(s, dict) and "id" in s for s in sources):
                 continue
-            label = f"request `{request['name']}`" if isinstance(request.get("name"), str) else "this request"
+            noun = "run" if self.doc.path.endswith(".acx") else "request"
+            label = f"{noun} `{request['name']}`" if isinstance(request.get("name"), str) else f"this {noun}"
             self.err("E0305", f"{label} selects no {section}", path, help=select_help(section, self.doc.path))
 
     def check_request(
@@ -752,7 +754,8 @@ def _replaced_ids(request: dict[str, Any], defaults: Any) -> list[tuple[str, str
     return out
 
 
-def _get(value: Any, sub: Path_) -> Any:
+def value_at(value: Any, sub: Path_) -> Any:
+    """The value at ``sub`` inside ``value`` (None when any step is missing)."""
     for part in sub:
         try:
             value = value[part]

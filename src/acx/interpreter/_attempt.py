@@ -309,18 +309,22 @@ class AttemptRunner:
         ctx = self.ctx
         session_id = f"{ctx.store.run_id}-{uuid.uuid4().hex[:10]}"
         resources = env.evaluation_resources if role == "evaluate" else env.run_resources
+        labels = {
+            "acx.run_id": ctx.store.run_id,
+            "acx.request": ctx.name,
+            "acx.task": self.task.task_id[:63],
+            "acx.attempt": str(self.attempt),
+            "acx.session": session_id,
+            "acx.role": role,
+            "acx.pid": str(os.getpid()),
+            "acx.host": _HOST,
+        }
+        if self.plan.execution.keep_environment:
+            # Kept on purpose: garbage collection (`acx gc`, the docker orphan sweep) leaves it alone.
+            labels["acx.keep"] = "true"
         return OpenRequest(
             session_id=session_id,
-            labels={
-                "acx.run_id": ctx.store.run_id,
-                "acx.request": ctx.name,
-                "acx.task": self.task.task_id[:63],
-                "acx.attempt": str(self.attempt),
-                "acx.session": session_id,
-                "acx.role": role,
-                "acx.pid": str(os.getpid()),
-                "acx.host": _HOST,
-            },
+            labels=labels,
             setup=env.setup,
             resources=resources or env.resources,
             network_policy=policy,
@@ -363,7 +367,7 @@ class AttemptRunner:
         except Exception as exc:
             t.add("fatal", "setup", "environment_failed", self._msg(exc))
         if session is None:
-            await ctx.store.quick(ctx.store.drop_session, req.session_id)
+            await ctx.store.io.run(ctx.store.drop_session, req.session_id)
             return None
         ctx.live_sessions.add(session.id)
         return session

@@ -283,11 +283,11 @@ class _RequestRun:
             store = self.store
             # Journaled before the attempt's first side effect: the group commit that makes the
             # session record durable (right before the sandbox opens) covers this line too.
-            await store.quick(store.start_attempt, task.task_id, n)
+            await store.write(store.start_attempt, task.task_id, n)
             result = await AttemptRunner(ctx, task, n, plan).run()
             # result.json is the commit of an attempt: it exists iff the attempt is done (resume).
             # It becomes durable with the next group commit (the next open or the task's finish).
-            await store.quick(store.write_attempt, task.task_id, n, _result_json(result, prog), fsync=False)
+            await store.write(store.write_attempt, task.task_id, n, _result_json(result, prog))
             ctx.emit(
                 "attempt_finished",
                 task_id=task.task_id,
@@ -616,7 +616,7 @@ async def run_orchestration(
                 run_name=req.output.run_name,
                 run_id=req.output.run_id,
             )
-        store.io_threads = store.commit.threads = io_threads
+        store.io_threads = io_threads
         if invocation is not None:
             store.write_json(".acx/invocation.json", {**invocation, "request_name": prog.name})
         run = _RequestRun(prog, orch, store, limits, environ, console, first[prog.name], bool(resume_dir))

@@ -16,10 +16,10 @@ done iff its ``result.json`` exists; a task is done iff it sits in a final state
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import shutil
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import IO, Any, TypeVar
 
 from acx.errors import AcxResultsError
-from acx.interpreter._fs import GroupCommit, atomic_write_json, safe_name, task_dir_name
+from acx.interpreter._fs import IOWorker, atomic_write_json, safe_name, task_dir_name
 
 __all__ = ["FINAL_STATES", "RUN_INFO_SCHEMA", "RunStore", "find_reuse_source"]
 
@@ -50,10 +50,19 @@ class RunStore:
         self.details = run_dir / "details"
         self.journal_path = run_dir / "journal.jsonl"
         self.resources = run_dir / ".env-resources"
-        self.commit = GroupCommit(run_dir)
+        #: Blocking file operations run in one background thread, group-committed (``_fs``).
+        self.io = IOWorker(run_dir)
         self._journal: IO[str] | None = None
-        #: Blocking file I/O runs in worker threads; False runs it inline (MockClock tests).
-        self.io_threads = True
+        self._journal_lock = threading.Lock()  # written from the trio thread and the I/O thread
+
+    @property
+    def io_threads(self) -> bool:
+        """False runs file operations inline (tests on trio's MockClock)."""
+        return self.io.threads
+
+    @io_threads.setter
+    def io_threads(self, value: bool) -> None:
+        self.io.threads = value
 
     # ---- creation ----------------------------------------------------------------------------
     @classmethod
@@ -127,40 +136,28 @@ class RunStore:
     def journal(self, kind: str, *, fsync: bool = True, **fields: Any) -> None:
         """Append one record; written through at once (survives a SIGKILL), fsynced unless batched."""
         line = json.dumps({"t": _now(), "kind": kind, **fields}, default=str)
-        if self._journal is None or self._journal.closed:
-            self._journal = self.journal_path.open("a", encoding="utf-8")
-        self._journal.write(line + "\n")
-        self._journal.flush()
-        if fsync:
-            os.fsync(self._journal.fileno())
+        with self._journal_lock:
+            if self._journal is None or self._journal.closed:
+                self._journal = self.journal_path.open("a", encoding="utf-8")
+            self._journal.write(line + "\n")
+            self._journal.flush()
+            if fsync:
+                os.fsync(self._journal.fileno())
 
     def close(self) -> None:
-        self.commit.flush_unlinks()
-        if self._journal is not None:
-            self._journal.close()
-            self._journal = None
+        self.io.close()  # runs what is still queued (e.g. deleting released session records)
+        with self._journal_lock:
+            if self._journal is not None:
+                self._journal.close()
+                self._journal = None
 
-    async def off_loop(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run a store operation that may block (an ``fsync``) in a worker thread."""
-        import trio
-
-        if not self.io_threads:  # tests on MockClock: a worker thread would let virtual time jump
-            await trio.lowlevel.checkpoint()
-            return fn(*args, **kwargs)
-        return await trio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
-
-    async def quick(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run a small write without fsync inline: a thread hop costs more than the write."""
-        import trio
-
-        await trio.lowlevel.checkpoint()
-        return fn(*args, **kwargs)
+    async def write(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run a store write (``fsync=False``) in the I/O thread; returns once it is done."""
+        return await self.io.run(fn, *args, fsync=False, **kwargs)
 
     async def durably(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Write without a per-file fsync, then wait for the shared group commit (one syncfs)."""
-        out = await self.quick(fn, *args, fsync=False, **kwargs)
-        await self.commit.sync()
-        return out
+        """Run a store write in the I/O thread; returns once it is durable (its group commit)."""
+        return await self.io.run(fn, *args, fsync=False, durable=True, **kwargs)
 
     def read_journal(self) -> list[dict[str, Any]]:
         if not self.journal_path.exists():
@@ -208,9 +205,9 @@ class RunStore:
                     continue
         return out
 
-    def start_attempt(self, task_id: str, attempt: int) -> None:
+    def start_attempt(self, task_id: str, attempt: int, *, fsync: bool = True) -> None:
         self.archive_partial_attempt(task_id, attempt)
-        self.journal("attempt_started", fsync=False, task_id=task_id, attempt=attempt)
+        self.journal("attempt_started", fsync=fsync, task_id=task_id, attempt=attempt)
 
     def archive_partial_attempt(self, task_id: str, attempt: int) -> None:
         """An interrupted attempt's leftovers move to ``retries/<id>/`` before it reruns (A8)."""
@@ -265,12 +262,12 @@ class RunStore:
         )
 
     def drop_session_later(self, session_id: str) -> None:
-        """Delete a released session's record with the next group commit (or at the end).
+        """Delete a released session's record in the I/O thread, with its next batch.
 
         A crash in between leaves a record of a session that is already gone; resuming releases it
         again, which is a no-op.
         """
-        self.commit.unlinks.append(self.resources / f"{safe_name(session_id)}.json")
+        self.io.submit(self.drop_session, session_id)
 
     def drop_session(self, session_id: str) -> None:
         try:
