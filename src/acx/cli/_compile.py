@@ -49,11 +49,21 @@ def add_compile_inputs(p: argparse.ArgumentParser) -> None:
         help="run config layered over the user and project configs (repeatable; later wins)",
     )
     p.add_argument("--task-concurrency", type=int, metavar="N", help="global limit of concurrent attempts")
+    add_env_flag(p)
     p.add_argument(
         "--execution-params", metavar="JSON", help="execution overrides merged over every request's execution"
     )
     p.add_argument(
         "--runtime-params", metavar="JSON", help="process runtime overrides (results_dir, progress, ...)"
+    )
+
+
+def add_env_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--env",
+        metavar="ID",
+        help="run every request on this environment provider (host_process, docker); "
+        "shared environment fields still apply",
     )
 
 
@@ -83,6 +93,7 @@ def compile_from_args(args: argparse.Namespace) -> Any:
         task_concurrency=args.task_concurrency,
         execution_params=_json_arg(args.execution_params, "--execution-params"),
         runtime_params=_json_arg(args.runtime_params, "--runtime-params"),
+        environment=args.env,
     )
     if compiled.warnings:
         from acx.diagnostics import render_text

@@ -28,6 +28,9 @@ def register(sub: Any) -> None:
     p.add_argument("spec", metavar="SPEC|PLAN.json", nargs="?", help="orchestration/.acx spec or compiled program")
     p.add_argument("--config", action="append", default=[], metavar="FILE", help="run config layer (repeatable)")
     p.add_argument("--task-concurrency", type=int, metavar="N", help="global limit of concurrent attempts")
+    from acx.cli._compile import add_env_flag
+
+    add_env_flag(p)
     p.add_argument("--execution-params", metavar="JSON", help="execution overrides for every request")
     p.add_argument("--runtime-params", metavar="JSON", help="process runtime overrides")
     p.add_argument("--results-dir", metavar="DIR", help="results root (runtime.results_dir)")
@@ -166,12 +169,18 @@ def build_programs(args: argparse.Namespace, spec: str) -> tuple[Any, list[Any]]
     if _is_program(spec):
         from acx.errors import AcxConfigError
 
-        if args.config or _execution_overrides(args) or args.task_concurrency or args.tasks:
+        if (
+            args.config
+            or _execution_overrides(args)
+            or args.task_concurrency
+            or args.tasks
+            or getattr(args, "env", None)
+        ):
             raise AcxConfigError(
                 "a compiled program runs exactly as compiled",
                 code="E0614",
                 path=spec,
-                help="pass --config/--execution-params/--task-concurrency/--tasks to "
+                help="pass --config/--env/--execution-params/--task-concurrency/--tasks to "
                 "`acx compile`, or run the spec instead",
             )
         program = _load_program(spec)
@@ -217,7 +226,12 @@ def build_programs(args: argparse.Namespace, spec: str) -> tuple[Any, list[Any]]
         task_concurrency=args.task_concurrency,
         execution_params=_execution_overrides(args),
         runtime_params=runtime_over,
+        environment=getattr(args, "env", None),
     )
+    if compiled.warnings:
+        from acx.diagnostics import render_text
+
+        sys.stderr.write(render_text(compiled.warnings, sources=compiled.sources) + "\n")
     orch = compiled.orchestration
     progs = []
     for run in orch.requests:

@@ -87,8 +87,11 @@ def compile_orchestration(
     runtime_params: Mapping[str, Any] | None = None,
     cwd: str | None = None,
     environ: Mapping[str, str] | None = None,
+    environment: str | None = None,
 ) -> Compiled:
     """Compile ``spec_path`` with its config layers and overrides into a :class:`Compiled`.
+
+    ``environment`` (the ``--env`` flag) switches every request's environment provider.
 
     Raises :class:`acx.errors.AcxConfigError` (a document is malformed or breaks the schema) or
     :class:`acx.errors.AcxResolutionError` (layers do not resolve); both carry every
@@ -107,7 +110,14 @@ def compile_orchestration(
         configs, cwd=cwd, environ=env, exclude=[os.path.abspath(spec_display)]
     )
     return _check_and_resolve(
-        spec, list(validate_document(spec)), config_docs, task_concurrency, execution_params, runtime_params, env
+        spec,
+        list(validate_document(spec)),
+        config_docs,
+        task_concurrency,
+        execution_params,
+        runtime_params,
+        env,
+        environment=environment,
     )
 
 
@@ -188,6 +198,8 @@ def _check_and_resolve(
     runtime_params: Mapping[str, Any] | None,
     environ: Mapping[str, str],
     cli_sections: Mapping[str, str] | None = None,
+    *,
+    environment: str | None = None,
 ) -> Compiled:
     """Validate the config layers and CLI overrides (raise on any error), then resolve; the
     warnings of validation travel with the result."""
@@ -209,6 +221,8 @@ def _check_and_resolve(
         )
     if runtime_params is not None:
         diagnostics.extend(check_cli_params(runtime_params, ResolvedRuntimeOptions, "--runtime-params"))
+    if environment is not None:
+        diagnostics.extend(_check_environment_id(environment))
     errors = [d for d in diagnostics if d.severity == "error"]
     if errors:
         raise AcxConfigError(diagnostics=errors)
@@ -220,6 +234,7 @@ def _check_and_resolve(
         runtime_params=runtime_params,
         environ=environ,
         cli_sections=cli_sections,
+        environment=environment,
     )
     warnings = [d for d in diagnostics if d.severity != "error"]
     return dataclasses.replace(compiled, warnings=(*warnings, *compiled.warnings))
@@ -286,3 +301,24 @@ def dry_run_payload(compiled: Compiled, *, provenance: bool = False) -> dict[str
             path: msgspec.to_builtins(chain) for path, chain in compiled.orchestration_provenance.items()
         }
     return payload
+
+
+def _check_environment_id(env_id: str) -> list[Any]:
+    """``--env ID`` must name a registered environment provider (R12)."""
+    from acx.components._registry import ENVIRONMENTS
+    from acx.diagnostics import Diagnostic, did_you_mean
+
+    if env_id in ENVIRONMENTS:
+        return []
+    guess = did_you_mean(env_id, ENVIRONMENTS)
+    return [
+        Diagnostic(
+            code="E0301",
+            message=f"unknown environment id `{env_id}` given to --env",
+            path="--env",
+            help=(f"did you mean `{guess}`? " if guess else "")
+            + "known: "
+            + ", ".join(sorted(ENVIRONMENTS))
+            + " (acx list env)",
+        )
+    ]

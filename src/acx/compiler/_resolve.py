@@ -24,6 +24,8 @@ Precedence (R10, R11; low → high):
 
 from __future__ import annotations
 
+import dataclasses
+
 import hashlib
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -233,8 +235,11 @@ class _Resolver:
         runtime_params: Mapping[str, Any] | None,
         environ: Mapping[str, str],
         cli_sections: Mapping[str, str] | None = None,
+        environment: str | None = None,
     ) -> None:
         self.spec = spec
+        #: ``--env ID``: switches every request's environment provider (highest precedence).
+        self.environment_override = environment
         self.configs = list(configs)
         self.cli_task_concurrency = task_concurrency
         self.environ = environ
@@ -582,6 +587,8 @@ class _Resolver:
         from acx.components._registry import ENVIRONMENTS
 
         cid, id_chain, applied = self.select_id("environment", frags, DEFAULT_ENVIRONMENT, label, fallback)
+        if self.environment_override is not None:
+            cid, applied = self.override_environment(cid, frags, id_chain, label)
         if cid is None or cid not in ENVIRONMENTS:
             return None, {}
         info = ENVIRONMENTS[cid]
@@ -621,6 +628,37 @@ class _Resolver:
         final = {k: v for k, v in msgspec.to_builtins(spec).items() if k != "id"}
         prov = {"environment.id": id_chain, **_chains(merger, final, ("environment",))}
         return spec, prov
+
+    def override_environment(
+        self, selected: str | None, frags: list[_Frag], id_chain: list[Contribution], label: str
+    ) -> tuple[str, list[_Frag]]:
+        """``--env ID`` replaces the provider. Shared EnvironmentSpec fields (mode, network
+        policies, setup, env maps) written for the replaced provider still apply; its
+        provider-native params do not (they belong to another provider), with a warning."""
+        cid = self.environment_override
+        assert cid is not None
+        id_chain.append(Contribution(layer="--env", kind="cli", source="--env", value=cid))
+        applied: list[_Frag] = []
+        dropped: list[str] = []
+        for f in frags:
+            if f.data.get("id", cid) == cid:
+                applied.append(f)
+                continue
+            shared = {k: v for k, v in f.data.items() if k in ENVIRONMENT_SPEC_FIELDS}
+            dropped.extend(sorted(k for k in f.data if k not in ENVIRONMENT_SPEC_FIELDS and k != "id"))
+            applied.append(dataclasses.replace(f, data=shared))
+        if dropped:
+            self.diagnostics.append(
+                Diagnostic(
+                    code="W0303",
+                    severity="warning",
+                    message=f"{label}: --env {cid} replaces environment `{selected}`; its provider params "
+                    f"{', '.join(f'`{k}`' for k in dropped)} are not applied",
+                    path="--env",
+                    help=f"set params for `{cid}` under `environments.{cid}` in a run config",
+                )
+            )
+        return cid, applied
 
     def component_config_frags(self, table: str, cid: str) -> list[_Frag]:
         """Config layers of component ``cid`` in ``table`` (``benchmarks``, ``harnesses``,
@@ -823,6 +861,7 @@ def resolve_orchestration(
     runtime_params: Mapping[str, Any] | None = None,
     environ: Mapping[str, str],
     cli_sections: Mapping[str, str] | None = None,
+    environment: str | None = None,
 ) -> Compiled:
     """Resolve a validated orchestration SourceDoc against validated config docs (pure).
 
@@ -837,6 +876,7 @@ def resolve_orchestration(
         runtime_params=runtime_params,
         environ=environ,
         cli_sections=cli_sections,
+        environment=environment,
     )
     return resolver.resolve()
 
