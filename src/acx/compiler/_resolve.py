@@ -24,8 +24,6 @@ Precedence (R10, R11; low → high):
 
 from __future__ import annotations
 
-import dataclasses
-
 import hashlib
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -646,7 +644,7 @@ class _Resolver:
                 continue
             shared = {k: v for k, v in f.data.items() if k in ENVIRONMENT_SPEC_FIELDS}
             dropped.extend(sorted(k for k in f.data if k not in ENVIRONMENT_SPEC_FIELDS and k != "id"))
-            applied.append(dataclasses.replace(f, data=shared))
+            applied.append(replace(f, data=shared))
         if dropped:
             self.diagnostics.append(
                 Diagnostic(
