@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from acx.components._configs import BenchmarkConfig, HarnessConfig
+from acx.errors import AcxInternalError
 from acx.ir import (
     ArtifactSpec,
     BenchmarkPlan,
@@ -62,7 +63,7 @@ class BaseBenchmark:
         return self.evaluation_environment_mode
 
     def load_tasks(self, req: RunRequest) -> list[TaskSpec]:
-        raise NotImplementedError(f"benchmark {self.id} does not load tasks")
+        raise AcxInternalError(f"benchmark {self.id} must override load_tasks (a benchmark without tasks)")
 
     def select_tasks(self, tasks: list[TaskSpec], req: RunRequest) -> list[TaskSpec]:
         """Deterministic selection (B4): ``sample_ids`` (unknown → error) and subclass filters."""
@@ -93,7 +94,9 @@ class BaseBenchmark:
         plan: ExecutionPlan,
         session: Session | None,
     ) -> RunResult:
-        raise NotImplementedError(f"benchmark {self.id} is not harness-free")
+        raise AcxInternalError(
+            f"benchmark {self.id} is not harness-free; the planner pairs it with a harness, not `none`"
+        )
 
     async def evaluate(
         self,
@@ -104,7 +107,7 @@ class BaseBenchmark:
         plan: ExecutionPlan,
         session: Session | None = None,
     ) -> RunResult:
-        raise NotImplementedError(f"benchmark {self.id} does not evaluate")
+        raise AcxInternalError(f"benchmark {self.id} must override evaluate")
 
 
 class BaseHarness:
@@ -142,7 +145,7 @@ class BaseHarness:
         req: RunRequest,
         plan: ExecutionPlan,
     ) -> RunResult:
-        raise NotImplementedError(f"harness {self.id} does not execute tasks")
+        raise AcxInternalError(f"harness {self.id} must override execute_task")
 
     async def collect_result(
         self,

@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 
 from acx.components._base import BaseHarness
 from acx.components._configs import CommandHarnessConfig
+from acx.components.harnesses._common import agent_exit_issues
 from acx.ir import ExecutionIssue, ExecutionPlan, PreparedTask, RunRequest, RunResult
 
 __all__ = ["CommandHarness", "model_env"]
@@ -40,10 +41,6 @@ def model_env(req: RunRequest) -> dict[str, str]:
     if m.api_key:
         out["ACX_MODEL_API_KEY"] = resolve_value(m.api_key, os.environ)
     return out
-
-
-def _tail(text: str, n: int = 800) -> str:
-    return text if len(text) <= n else "…" + text[-n:]
 
 
 class CommandHarness(BaseHarness):
@@ -97,25 +94,7 @@ class CommandHarness(BaseHarness):
             "stderr_bytes": len(res.stderr.encode()),
             "output_truncated": res.output_truncated,
         }
-        if res.timed_out:
-            telemetry["timed_out"] = True
-            issues.append(
-                ExecutionIssue(
-                    severity="error",
-                    phase="run",
-                    code="harness_timeout",
-                    message=f"the agent command exceeded its budget of {plan.run_timeout_seconds} s",
-                )
-            )
-        elif res.returncode != 0:
-            issues.append(
-                ExecutionIssue(
-                    severity="error",
-                    phase="run",
-                    code="agent_exit_nonzero",
-                    message=f"the agent command exited with {res.returncode}: {_tail(res.stderr)}",
-                )
-            )
+        issues.extend(agent_exit_issues(res, "the agent command", plan.run_timeout_seconds, telemetry))
         answer: str | None = res.stdout
         if c.answer_file:
             try:

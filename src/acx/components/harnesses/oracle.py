@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 
 from acx.components._base import BaseHarness
 from acx.components._configs import OracleHarnessConfig
+from acx.components.harnesses._common import agent_exit_issues
 from acx.ir import ExecutionIssue, ExecutionPlan, PreparedTask, RunRequest, RunResult
 
 __all__ = ["OracleHarness"]
@@ -64,24 +65,5 @@ class OracleHarness(BaseHarness):
         started = time.monotonic()
         res = await session.exec(["bash", remote], timeout=plan.run_timeout_seconds)
         telemetry = {"returncode": res.returncode, "duration_seconds": round(time.monotonic() - started, 3)}
-        issues: list[ExecutionIssue] = []
-        if res.timed_out:
-            telemetry["timed_out"] = True
-            issues.append(
-                ExecutionIssue(
-                    severity="error",
-                    phase="run",
-                    code="harness_timeout",
-                    message=f"solve.sh exceeded its budget of {plan.run_timeout_seconds} s",
-                )
-            )
-        elif res.returncode != 0:
-            issues.append(
-                ExecutionIssue(
-                    severity="error",
-                    phase="run",
-                    code="agent_exit_nonzero",
-                    message=f"solve.sh exited with {res.returncode}: {res.stderr[-500:]}",
-                )
-            )
+        issues = agent_exit_issues(res, "solve.sh", plan.run_timeout_seconds, telemetry)
         return RunResult(task_id=prepared.task_id, final_answer=None, issues=issues, telemetry=telemetry)
