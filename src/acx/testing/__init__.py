@@ -5,3 +5,5 @@
 """
 
 __all__ = ["driver_conformance"]
+
+from acx.testing import driver_conformance as driver_conformance

@@ -1,0 +1,183 @@
+"""The public API is deliberate: each public module's ``__all__`` is pinned here.
+
+Changing a public name is a user-visible change: update this list, the docs and CHANGELOG.md.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+PUBLIC_API: dict[str, list[str]] = {
+    "acx": [
+        "AcxError",
+        "AcxUserError",
+        "__version__",
+    ],
+    "acx.ir": [
+        "ArtifactCollectCommand",
+        "ArtifactLimits",
+        "ArtifactSpec",
+        "AttemptsSpec",
+        "BenchmarkPlan",
+        "BenchmarkSpec",
+        "CompiledProgram",
+        "Contribution",
+        "DEFAULT_ENV_OPEN_QPS",
+        "DEFAULT_PROVIDER_LIMITS",
+        "ENVIRONMENT_SPEC_FIELDS",
+        "EnvironmentSetup",
+        "EnvironmentSpec",
+        "ExecutionIssue",
+        "ExecutionPlan",
+        "ExecutionSpec",
+        "FileRef",
+        "HarnessPlan",
+        "HarnessSpec",
+        "IRStruct",
+        "Message",
+        "MetricContract",
+        "MetricDisplay",
+        "MetricSpec",
+        "ModelSpec",
+        "NetworkPolicy",
+        "OrchestratedRun",
+        "Orchestration",
+        "OutputFileSpec",
+        "OutputSpec",
+        "PROGRAM_FORMAT_VERSION",
+        "PreparedTask",
+        "ProgramError",
+        "Provenance",
+        "RequestProgram",
+        "ResolvedRuntimeOptions",
+        "ResourceRequirements",
+        "RunMetadata",
+        "RunRequest",
+        "RunResult",
+        "RunRuntimeSpec",
+        "TaskInput",
+        "TaskOutput",
+        "TaskSpec",
+        "TaskStatus",
+        "UNSET",
+        "UnsetType",
+        "canonical_json",
+        "content_hash",
+        "decode",
+        "decode_program",
+        "status_from_issues",
+        "to_builtins",
+    ],
+    "acx.errors": [
+        "AcxConfigError",
+        "AcxError",
+        "AcxInternalError",
+        "AcxPlanError",
+        "AcxResolutionError",
+        "AcxResultsError",
+        "AcxRuntimeError",
+        "AcxSyntaxError",
+        "AcxUserError",
+        "CapabilityError",
+        "DriverError",
+        "EnvironmentSetupError",
+        "PhaseTimeoutError",
+    ],
+    "acx.diagnostics": [
+        "Diagnostic",
+        "Related",
+        "Span",
+        "did_you_mean",
+        "render_json",
+        "render_text",
+        "unique",
+    ],
+    "acx.compiler": [
+        "Compiled",
+        "DRY_RUN_FORMAT_VERSION",
+        "SourceDoc",
+        "compile_orchestration",
+        "compile_run",
+        "deep_merge",
+        "dry_run_payload",
+        "load_config_documents",
+        "orchestration_id",
+        "output_namespace",
+        "redact",
+        "validate_document",
+    ],
+    "acx.grammar": [
+        "format_source",
+        "parse",
+        "parse_file",
+        "print_module",
+    ],
+    "acx.drivers": [
+        "Driver",
+        "DriverCapabilities",
+        "EnvironmentConfig",
+        "ExecResult",
+        "FakeDriver",
+        "HostProcessDriver",
+        "OpenRequest",
+        "Session",
+        "create_driver",
+        "probe_capabilities",
+    ],
+    "acx.testing": [
+        "driver_conformance",
+    ],
+    "acx.interpreter": [
+        "OrchestrationResult",
+        "RequestOutcome",
+        "RequestProgram",
+        "plan_audit",
+        "preflight",
+        "run_orchestration",
+    ],
+    "acx.components": [
+        "BENCHMARKS",
+        "BaseBenchmark",
+        "BaseHarness",
+        "BenchmarkConfig",
+        "ComponentInfo",
+        "DEFAULT_ARTIFACTS_DIR",
+        "ENVIRONMENTS",
+        "HARNESSES",
+        "HarnessConfig",
+        "registry",
+    ],
+    "acx.schemas": [
+        "SCHEMA_FILES",
+        "generate_schemas",
+        "load_schema",
+    ],
+}
+
+
+@pytest.mark.parametrize("module", sorted(PUBLIC_API))
+def test_all_is_pinned(module: str) -> None:
+    mod = importlib.import_module(module)
+    assert sorted(mod.__all__) == PUBLIC_API[module]
+
+
+@pytest.mark.parametrize("module", sorted(PUBLIC_API))
+def test_every_public_name_resolves(module: str) -> None:
+    mod = importlib.import_module(module)
+    for name in mod.__all__:
+        assert hasattr(mod, name), f"{module}.{name} is listed in __all__ but missing"
+
+
+def test_heavy_dependencies_stay_at_their_edge() -> None:
+    """Importing the compiler must not import trio, the docker SDK or rich (fast dry runs)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, acx.compiler, acx.cli._compile; "
+        "bad = [m for m in ('trio', 'docker', 'rich', 'lark') if m in sys.modules]; print(','.join(bad))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == ""
