@@ -1,14 +1,20 @@
 """Interpreter overhead: 1,000 trivial tasks at concurrency 32 on host_process.
 
-Runs the same workload twice in one process:
+Runs the same workload both ways in one process, alternating, ``--repeats`` times each:
 
-* acx: an ``exact_match`` request whose ``command`` harness runs ``echo 1`` per task (full
-  interpreter: planning per attempt, phases, session directories, results store, journal,
-  metrics, summary);
-* a bare trio loop spawning the same ``echo 1`` processes under the same concurrency limit.
+* acx: an ``exact_match`` request whose ``command`` harness runs ``echo 1`` per task — the full
+  interpreter from compile to summary: compile + plan every task, per task a session directory,
+  phases and progress events, the session record, ``result.json``/``task.json`` written
+  atomically and group-committed (syncfs), the journal, metrics, summary;
+* a bare trio loop spawning the same ``echo 1`` processes under the same concurrency limit, each
+  in its own temporary directory (created and removed inline, as a naive loop would), with the
+  same process settings (new session, stdout/stderr captured, stdin closed).
 
-Prints acx tasks/s, the bare loop's time, their ratio (target ≤ 1.1× the bare loop's time) and
-the peak RSS of the process. Usage: ``python bench/run_overhead.py [--tasks N] [--concurrency C]``.
+Modules are imported before timing on both sides (start-up is not per-task overhead). Prints
+the median acx time and tasks/s, the median bare-loop time, their ratio (target ≤ 1.1× the bare
+loop's time), a spawn-only bare loop (no temporary directories) for reference, CPU seconds per
+side, peak RSS and the load average. Usage:
+``python bench/run_overhead.py [--tasks N] [--concurrency C] [--repeats R]``.
 """
 
 from __future__ import annotations
@@ -17,9 +23,11 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import trio
@@ -28,6 +36,7 @@ COMMAND = ["echo", "1"]
 
 
 def write_spec(root: Path, n: int, concurrency: int) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
     (root / "data.jsonl").write_text(
         "".join(json.dumps({"id": f"t{i}", "question": "1?", "answer": "1"}) + "\n" for i in range(n))
     )
@@ -48,11 +57,8 @@ requests:
     return spec
 
 
-def run_acx(spec: Path) -> tuple[float, str]:
-    from acx.cli._run import build_programs
-    from acx.interpreter import run_orchestration
-
-    args = argparse.Namespace(
+def _args() -> argparse.Namespace:
+    return argparse.Namespace(
         config=[],
         task_concurrency=None,
         execution_params=None,
@@ -68,51 +74,119 @@ def run_acx(spec: Path) -> tuple[float, str]:
         tasks=None,
         run_id=None,
     )
+
+
+def run_acx(spec: Path) -> tuple[float, str]:
+    from acx.cli._run import build_programs
+    from acx.interpreter import run_orchestration
+
     start = time.perf_counter()
-    orch, programs = build_programs(args, str(spec))
+    orch, programs = build_programs(_args(), str(spec))
     result = trio.run(lambda: run_orchestration(orch, programs, environ=os.environ))
     elapsed = time.perf_counter() - start
     assert result.status == "completed", result.status
+    assert result.requests[0].counts.get("normal") == len(programs[0].tasks), result.requests[0].counts
     return elapsed, str(result.requests[0].headline)
 
 
-async def bare_loop(n: int, concurrency: int) -> None:
+async def bare_loop(n: int, concurrency: int, *, tempdirs: bool = True) -> None:
     limiter = trio.CapacityLimiter(concurrency)
+
+    async def spawn(cwd: str | None) -> None:
+        await trio.run_process(
+            COMMAND,
+            cwd=cwd,
+            capture_stdout=True,
+            capture_stderr=True,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
 
     async def one() -> None:
         async with limiter:
-            with tempfile.TemporaryDirectory() as d:
-                await trio.run_process(
-                    COMMAND,
-                    cwd=d,
-                    capture_stdout=True,
-                    capture_stderr=True,
-                    stdin=subprocess.DEVNULL,
-                    start_new_session=True,
-                )
+            if tempdirs:
+                with tempfile.TemporaryDirectory() as d:
+                    await spawn(d)
+            else:
+                await spawn(None)
 
     async with trio.open_nursery() as nursery:
         for _ in range(n):
             nursery.start_soon(one)
 
 
+def _cpu() -> float:
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _timed(fn: Callable[[], float]) -> tuple[float, float]:
+    cpu = _cpu()
+    elapsed = fn()
+    return elapsed, _cpu() - cpu
+
+
+def _bare(n: int, c: int, tempdirs: bool) -> float:
+    start = time.perf_counter()
+    trio.run(lambda: bare_loop(n, c, tempdirs=tempdirs))
+    return time.perf_counter() - start
+
+
+def _warm_up() -> None:
+    import acx.cli._run
+    import acx.compiler
+    import acx.components.benchmarks.exact_match
+    import acx.components.harnesses.command
+    import acx.drivers.host_process
+    import acx.interpreter  # noqa: F401
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--tasks", type=int, default=1000)
     parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--repeats", type=int, default=3)
     ns = parser.parse_args()
+    _warm_up()
+    load_before = os.getloadavg()
+    acx_runs: list[tuple[float, float]] = []
+    bare_runs: list[tuple[float, float]] = []
+    spawn_runs: list[tuple[float, float]] = []
+    headline = ""
     with tempfile.TemporaryDirectory(prefix="acx-bench-") as tmp:
-        spec = write_spec(Path(tmp), ns.tasks, ns.concurrency)
-        start = time.perf_counter()
-        trio.run(bare_loop, ns.tasks, ns.concurrency)
-        bare = time.perf_counter() - start
-        acx_time, headline = run_acx(spec)
+        for i in range(ns.repeats):
+            spec = write_spec(Path(tmp) / f"r{i}", ns.tasks, ns.concurrency)
+
+            def acx_once(spec: Path = spec) -> float:
+                nonlocal headline
+                elapsed, headline = run_acx(spec)
+                return elapsed
+
+            def bare_once() -> float:
+                return _bare(ns.tasks, ns.concurrency, True)
+
+            # Alternate the order so neither side always runs on a warmer (or busier) machine.
+            first, second = (acx_once, bare_once) if i % 2 else (bare_once, acx_once)
+            a, b = _timed(first), _timed(second)
+            acx_t, bare_t = (a, b) if i % 2 else (b, a)
+            acx_runs.append(acx_t)
+            bare_runs.append(bare_t)
+            spawn_runs.append(_timed(lambda: _bare(ns.tasks, ns.concurrency, False)))
+    load_after = os.getloadavg()
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"tasks: {ns.tasks} at concurrency {ns.concurrency} on host_process")
-    print(f"acx:       {acx_time:7.3f} s  ({ns.tasks / acx_time:8.1f} tasks/s)  headline {headline}")
-    print(f"bare trio: {bare:7.3f} s  ({ns.tasks / bare:8.1f} tasks/s)")
-    print(f"ratio:     {acx_time / bare:7.2f}x the bare loop's time (target <= 1.1x)")
-    print(f"peak RSS:  {rss_mb:7.1f} MiB")
+    med = {name: statistics.median(t for t, _ in runs) for name, runs in (("acx", acx_runs), ("bare", bare_runs))}
+    cpu = {name: statistics.median(c for _, c in runs) for name, runs in (("acx", acx_runs), ("bare", bare_runs))}
+    spawn = statistics.median(t for t, _ in spawn_runs)
+    n = ns.tasks
+    print(f"tasks: {n} at concurrency {ns.concurrency} on host_process; median of {ns.repeats} alternating repeats")
+    print(f"acx:         {med['acx']:7.3f} s  ({n / med['acx']:8.1f} tasks/s)  cpu {cpu['acx']:6.2f} s  {headline}")
+    print(f"bare trio:   {med['bare']:7.3f} s  ({n / med['bare']:8.1f} tasks/s)  cpu {cpu['bare']:6.2f} s")
+    print(f"ratio:       {med['acx'] / med['bare']:7.2f}x the bare loop's time (target <= 1.1x)")
+    print(f"spawn only:  {spawn:7.3f} s  ({n / spawn:8.1f} tasks/s)  bare loop without temporary directories")
+    runs = " ".join(f"{t:.3f}" for t, _ in acx_runs) + " | bare " + " ".join(f"{t:.3f}" for t, _ in bare_runs)
+    print(f"runs (s):    acx {runs}")
+    print(f"peak RSS:    {rss_mb:7.1f} MiB")
+    print(f"load avg:    {load_before[0]:.2f} before, {load_after[0]:.2f} after (1 min), {os.cpu_count()} CPUs")
 
 
 if __name__ == "__main__":

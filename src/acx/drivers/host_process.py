@@ -90,6 +90,24 @@ async def _feed_stdin(stream: Any, data: bytes) -> None:
             await stream.aclose()
 
 
+def _write_stdin_now(stream: Any, data: bytes) -> bytes | None:
+    """Write what fits into the fresh (empty, non-blocking) stdin pipe and close it.
+
+    A prompt usually fits in the pipe buffer (64 KiB on Linux): no feeder task, no extra
+    scheduling. Returns the part that did not fit (the pipe stays open for the feeder), or None.
+    """
+    written = 0
+    try:
+        while written < len(data):
+            written += os.write(stream.fileno(), data[written : written + _READ_CHUNK])
+    except BlockingIOError:
+        return data[written:]
+    except (BrokenPipeError, OSError):
+        pass  # the command exited or closed its stdin: like _feed_stdin, not an error
+    stream.close()
+    return None
+
+
 def _group_alive(pgid: int) -> bool:
     try:
         os.killpg(pgid, 0)
@@ -120,7 +138,8 @@ class HostProcessSession(Session):
         self._config = config
         self._policy = network_policy
         self._live: set[int] = set()
-        self._groups_noted = False
+        #: Open (append) descriptor of the session's process-group record, created with the session.
+        self._groups_fd: int | None = None
 
     # ---- paths -------------------------------------------------------------------------------
     def host_path(self, path: str) -> Path:
@@ -176,7 +195,9 @@ class HostProcessSession(Session):
                     nursery.start_soon(_pump, proc.stdout, out)
                     nursery.start_soon(_pump, proc.stderr, err)
                     if stdin is not None:
-                        nursery.start_soon(_feed_stdin, proc.stdin, stdin)
+                        rest = _write_stdin_now(proc.stdin, stdin)
+                        if rest is not None:  # more than the pipe holds: fed as the command reads
+                            nursery.start_soon(_feed_stdin, proc.stdin, rest)
                     await proc.wait()
                     # Output still held open by a background child must not hang exec(): give the
                     # pipes a moment to drain, then the group is killed below.
@@ -286,12 +307,10 @@ class HostProcessSession(Session):
     # ---- lifecycle ---------------------------------------------------------------------------
     def _note_group(self, pgid: int) -> None:
         """Record a process group beside the session dir, so a later run can reap it after a crash."""
+        if self._groups_fd is None:
+            return
         try:
-            with open(_groups_file(self.root), "a", encoding="utf-8") as fh:
-                if not self._groups_noted:  # written with the first command: one file op per exec
-                    fh.write(f"#workdir {self.workdir}\n")
-                    self._groups_noted = True
-                fh.write(f"{pgid}\n")
+            os.write(self._groups_fd, f"{pgid}\n".encode())  # O_APPEND: one syscall per exec
         except OSError:
             pass
 
@@ -303,10 +322,13 @@ class HostProcessSession(Session):
                 pass
         self._live.clear()
         remove_root = self._own_root and not self._config.keep_workdir
-        groups = _groups_file(self.root) if self._groups_noted else None
-        if remove_root or groups is not None:
-            # Metadata operations can take milliseconds on a busy disk: one worker-thread hop.
-            await trio.to_thread.run_sync(_remove_session_files, self.root if remove_root else None, groups)
+        fd, self._groups_fd = self._groups_fd, None
+        if fd is not None:
+            os.close(fd)
+        # Inline: a worker-thread hop costs more than removing a small directory (measured: GIL
+        # hand-offs on a busy machine); the checkpoint keeps close() a scheduling point.
+        _remove_session_files(self.root if remove_root else None, _groups_file(self.root) if fd is not None else None)
+        await trio.lowlevel.checkpoint()
 
 
 def _groups_file(root: Path) -> Path:
@@ -344,6 +366,23 @@ def _reap_groups(root: Path) -> int:
             except (ProcessLookupError, PermissionError):
                 pass
     return killed
+
+
+def _make_session_files(parent: Path, prefix: str, workdir: str | None) -> tuple[Path, int]:
+    """The session directory and its process-group record (``<dir>.groups``, opened for append)."""
+    try:
+        root = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    except FileNotFoundError:  # the parent does not exist yet (first session)
+        parent.mkdir(parents=True, exist_ok=True)
+        root = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    try:
+        fd = os.open(_groups_file(root), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        if workdir:
+            os.write(fd, f"#workdir {workdir}\n".encode())
+    except OSError:
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+    return root, fd
 
 
 def _remove_session_files(root: Path | None, groups: Path | None) -> None:
@@ -392,36 +431,28 @@ class HostProcessDriver(Driver):
             )
         root_parent = Path(config.workdir_root) if config.workdir_root else Path(tempfile.gettempdir())
 
-        def _mkroot() -> Path:
-            prefix = f"acx-{_safe(request.session_id)}-"
-            try:
-                return Path(tempfile.mkdtemp(prefix=prefix, dir=root_parent))
-            except FileNotFoundError:  # the root does not exist yet (first session)
-                root_parent.mkdir(parents=True, exist_ok=True)
-                return Path(tempfile.mkdtemp(prefix=prefix, dir=root_parent))
-
+        if request.setup.workdir and not Path(request.setup.workdir).is_dir():
+            raise EnvironmentSetupError(
+                f"host_process: setup.workdir {request.setup.workdir} is a host path and does not exist; "
+                "create it, or unset setup.workdir so each session gets its own work directory"
+            )
         try:
-            root = _mkroot()  # one mkdir: cheaper inline than a thread hop
+            # Inline: two metadata operations cost less than a worker-thread hop (see _close).
+            prefix = f"acx-{_safe(request.session_id)}-"
+            root, groups_fd = _make_session_files(root_parent, prefix, request.setup.workdir)
         except OSError as exc:
             raise EnvironmentSetupError(f"host_process: cannot create a session directory: {exc}") from exc
-        workdir = root
-        if request.setup.workdir:
-            workdir = Path(request.setup.workdir)
-            if not workdir.is_dir():
-                shutil.rmtree(root, ignore_errors=True)
-                raise EnvironmentSetupError(
-                    f"host_process: setup.workdir {request.setup.workdir} is a host path and does not exist; "
-                    "create it, or unset setup.workdir so each session gets its own work directory"
-                )
-        return HostProcessSession(
+        session = HostProcessSession(
             session_id=request.session_id,
             root=root,
-            workdir=workdir,
+            workdir=Path(request.setup.workdir) if request.setup.workdir else root,
             own_root=True,
             config=config,
             public_env=request.startup_env,
             network_policy=policy,
         )
+        session._groups_fd = groups_fd
+        return session
 
     def _root_parent(self) -> Path:
         config = self.config

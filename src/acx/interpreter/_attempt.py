@@ -16,6 +16,7 @@ attempt's plan (P3); every discarded try is kept under ``attempt-N/retries/``.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import os
@@ -59,6 +60,8 @@ log = logging.getLogger("acx.interpreter")
 
 _PUBLIC = NetworkPolicy()
 _HOST = socket.gethostname()
+_PROCESS_TOKEN = uuid.uuid4().hex[:6]
+_SESSION_COUNTER = itertools.count(1)
 
 
 class Scrubber:
@@ -307,7 +310,9 @@ class AttemptRunner:
         self, env: EnvironmentSpec, role: str, policy: NetworkPolicy, startup_env: dict[str, str]
     ) -> OpenRequest:
         ctx = self.ctx
-        session_id = f"{ctx.store.run_id}-{uuid.uuid4().hex[:10]}"
+        # Unique across processes resuming the same run (random per process) and within one
+        # (a counter): cheaper than a uuid4 per session.
+        session_id = f"{ctx.store.run_id}-{_PROCESS_TOKEN}{next(_SESSION_COUNTER):x}"
         resources = env.evaluation_resources if role == "evaluate" else env.run_resources
         labels = {
             "acx.run_id": ctx.store.run_id,
@@ -367,7 +372,7 @@ class AttemptRunner:
         except Exception as exc:
             t.add("fatal", "setup", "environment_failed", self._msg(exc))
         if session is None:
-            await ctx.store.io.run(ctx.store.drop_session, req.session_id)
+            await ctx.store.write(ctx.store.drop_session, req.session_id)
             return None
         ctx.live_sessions.add(session.id)
         return session

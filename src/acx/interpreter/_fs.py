@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import re
-import tempfile
-import threading
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
-
-import outcome
+from typing import Any
 
 __all__ = [
-    "IOWorker",
+    "GroupCommit",
     "append_line",
     "atomic_write_bytes",
     "atomic_write_json",
@@ -23,23 +19,30 @@ __all__ = [
     "task_dir_name",
 ]
 
-T = TypeVar("T")
+
+_TMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+_tmp_counter = itertools.count()
 
 
-def atomic_write_bytes(path: Path, data: bytes, *, fsync: bool = True) -> None:
-    """Readers see the old file or the new one, never a torn write."""
+def atomic_write_bytes(path: Path | str, data: bytes, *, fsync: bool = True) -> None:
+    """Readers see the old file or the new one, never a torn write (temp file + rename).
+
+    The temp name is pid + counter, created with ``O_EXCL``: cheaper than ``mkstemp``'s random
+    names; a leftover of a killed process with a recycled pid is skipped, never overwritten.
+    """
+    path = os.fspath(path)
+    parent, name = os.path.split(path)
+    fd, tmp = _open_temp(parent, name)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except FileNotFoundError:  # create parents only when missing (saves a syscall per write)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            os.fchmod(fh.fileno(), 0o644)  # mkstemp creates 0600; results are shareable files
-            fh.write(data)
+        try:
+            os.fchmod(fd, 0o644)  # whatever the umask: results are shareable files
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
             if fsync:
-                fh.flush()
-                os.fsync(fh.fileno())
+                os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -47,6 +50,19 @@ def atomic_write_bytes(path: Path, data: bytes, *, fsync: bool = True) -> None:
         except OSError:
             pass
         raise
+
+
+def _open_temp(parent: str, name: str) -> tuple[int, str]:
+    for _ in range(100):
+        tmp = os.path.join(parent, f".{name}.{os.getpid()}.{next(_tmp_counter)}.tmp")
+        try:
+            return os.open(tmp, _TMP_FLAGS, 0o644), tmp
+        except FileNotFoundError:  # create parents only when missing (saves a syscall per write)
+            os.makedirs(parent, exist_ok=True)
+            return os.open(tmp, _TMP_FLAGS, 0o644), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name for {os.path.join(parent, name)}")
 
 
 def atomic_write_text(path: Path, text: str, *, fsync: bool = True) -> None:
@@ -86,114 +102,34 @@ def task_dir_name(task_id: str) -> str:
     return f"{safe_name(task_id)}--{digest}"
 
 
-class IOWorker:
-    """Runs the results store's blocking file operations in a few background threads, in batches.
+class GroupCommit:
+    """Makes recent writes durable with one ``syncfs`` per round, shared by every waiter.
 
-    Creating, renaming and deleting files costs 0.1–1 ms each on a busy disk, mostly spent
-    waiting; done on the trio thread it stalls every task. Operations are queued and an idle worker
-    runs everything queued so far as one batch, in order (a task awaits each of its writes, so its
-    own writes land in the order it issued them). Durability is group-committed: if any operation of a batch asked for it, the
-    batch ends with one ``syncfs`` of the results filesystem (instead of an ``fsync`` per file),
-    and only then are its waiters woken — so a caller proceeds to its side effect (opening a
-    sandbox, reporting a task done) only after its writes are durable. Waiters are woken with
-    one callback per batch. A waiting task cannot be cancelled out of an operation in flight
-    (they are short); the cancellation is delivered right after.
-
-    ``threads=False`` runs operations inline (tests on trio's MockClock, where a real thread
-    would let virtual time jump).
+    A per-file ``fsync`` costs a journal commit each (≈1 ms even in parallel); the interpreter
+    writes several small files per task, so durability is batched: writers rename their temp
+    files into place (atomic), then ``await commit.sync()``. The first waiter runs a round
+    (``syncfs`` on the results filesystem in a worker thread, shielded from cancellation) and
+    wakes every waiter of the round; writes that arrive meanwhile go into the next round. A
+    caller proceeds to its side effect (opening a sandbox, reporting a task) only after its
+    round completed, so the journal-before-side-effect rule holds.
     """
 
-    def __init__(self, root: Path, *, threads: bool = True, workers: int = 1) -> None:
+    def __init__(self, root: Path) -> None:
         self.root = root
-        self.threads = threads
-        self.workers = workers
-        self.rounds = 0  #: completed group commits (syncfs calls)
-        self._queue: list[_Op] = []
-        self._cv = threading.Condition()
-        self._threads: list[threading.Thread] = []
+        self._pending: list[Any] = []
+        self._busy = False
+        self.rounds = 0
+        self.threads = True
+        #: Files to delete with the next round (deleting is as slow as writing on a busy disk).
+        self.unlinks: list[Path] = []
 
-    # ---- the trio side -------------------------------------------------------------------------
-    async def run(self, fn: Callable[..., T], *args: Any, durable: bool = False, **kwargs: Any) -> T:
-        """Run ``fn(*args, **kwargs)`` in the worker; with ``durable``, return after its group commit."""
-        import trio
+    def flush_unlinks(self) -> None:
+        todo, self.unlinks = self.unlinks, []
+        _unlink_all(todo)
 
-        if not self.threads:
-            out = fn(*args, **kwargs)
-            if durable:
-                self._syncfs()
-                self.rounds += 1
-            await trio.lowlevel.checkpoint()
-            return out
-        op = _Op(fn, args, kwargs, durable, trio.lowlevel.current_task(), trio.lowlevel.current_trio_token())
-        self._put(op)
-        result: T = await trio.lowlevel.wait_task_rescheduled(lambda _: trio.lowlevel.Abort.FAILED)
-        return result
-
-    def submit(self, fn: Callable[..., Any], *args: Any) -> None:
-        """Fire and forget (deleting a released session's record): runs with the next batch."""
-        if not self.threads:
-            fn(*args)
-            return
-        self._put(_Op(fn, args, {}, False, None, None))
-
-    def _put(self, op: _Op) -> None:
-        with self._cv:
-            if not self._threads:
-                self._threads = [
-                    threading.Thread(target=self._loop, name=f"acx-io-{i}", daemon=True) for i in range(self.workers)
-                ]
-                for thread in self._threads:
-                    thread.start()
-            self._queue.append(op)
-            self._cv.notify()
-
-    def close(self) -> None:
-        """Run what is queued, then stop the threads (end of the run)."""
-        with self._cv:
-            threads, self._threads = self._threads, []
-            self._queue.extend(_STOP for _ in threads)
-            self._cv.notify_all()
-        for thread in threads:
-            thread.join()
-
-    # ---- the worker thread ---------------------------------------------------------------------
-    def _loop(self) -> None:
-        while True:
-            with self._cv:
-                while not self._queue:
-                    self._cv.wait()
-                if self._queue[0] is _STOP:  # queued after everything else: the queue is drained
-                    self._queue.pop(0)
-                    return
-                # Everything queued so far is one batch; an idle sibling takes what arrives meanwhile
-                # (the operations mostly wait on the disk, so a few threads overlap their waits).
-                cut = self._queue.index(_STOP) if _STOP in self._queue else len(self._queue)
-                batch, self._queue = self._queue[:cut], self._queue[cut:]
-            self._run_batch(batch)
-
-    def _run_batch(self, batch: list[_Op]) -> None:
-        durable = False
-        for op in batch:
-            try:
-                op.result = outcome.Value(op.fn(*op.args, **op.kwargs))
-            except BaseException as exc:  # handed to the waiting task, which re-raises it
-                op.result = outcome.Error(exc)
-            durable = durable or (op.durable and isinstance(op.result, outcome.Value))
-        if durable:
-            try:
-                self._syncfs()
-                self.rounds += 1
-            except OSError as exc:
-                for op in batch:
-                    if op.durable:
-                        op.result = outcome.Error(exc)
-        waiting = [op for op in batch if op.task is not None]
-        if waiting:
-            token = waiting[0].token
-            try:
-                token.run_sync_soon(_wake, waiting)
-            except Exception:  # the trio run is gone (it crashed): nobody waits any more
-                pass
+    def _round(self, unlinks: list[Path]) -> None:
+        _unlink_all(unlinks)
+        self._syncfs()
 
     def _syncfs(self) -> None:
         fd = os.open(self.root, os.O_RDONLY)
@@ -204,26 +140,38 @@ class IOWorker:
         finally:
             os.close(fd)
 
+    async def sync(self) -> None:
+        import trio
 
-class _Op:
-    __slots__ = ("args", "durable", "fn", "kwargs", "result", "task", "token")
+        done = trio.Event()
+        self._pending.append(done)
+        if self._busy:
+            await done.wait()
+            return
+        self._busy = True
+        try:
+            with trio.CancelScope(shield=True):
+                while self._pending:
+                    batch, self._pending = self._pending, []
+                    unlinks, self.unlinks = self.unlinks, []
+                    if self.threads:
+                        await trio.to_thread.run_sync(self._round, unlinks)
+                    else:
+                        self._round(unlinks)
+                        await trio.lowlevel.checkpoint()
+                    self.rounds += 1
+                    for event in batch:
+                        event.set()
+        finally:
+            self._busy = False
 
-    def __init__(
-        self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], durable: bool, task: Any, token: Any
-    ) -> None:
-        self.fn, self.args, self.kwargs, self.durable = fn, args, kwargs, durable
-        self.task, self.token = task, token
-        self.result: Any = None
 
-
-_STOP = _Op(lambda: None, (), {}, False, None, None)
-
-
-def _wake(ops: list[_Op]) -> None:
-    import trio
-
-    for op in ops:
-        trio.lowlevel.reschedule(op.task, op.result)
+def _unlink_all(paths: list[Path]) -> None:
+    for path in paths:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
 
 
 def _load_syncfs() -> Any:

@@ -127,6 +127,39 @@ def _redacted_request(req: Any) -> Any:
         return to_builtins(req)
 
 
+class _RunLogHandler(logging.FileHandler):
+    """run.log, flushed at most every 0.5 s (and at once for warnings and errors, and at the end).
+
+    A write syscall per record costs more than the record itself at a few per task; the journal
+    and result files, not run.log, are what a resume relies on.
+    """
+
+    FLUSH_INTERVAL = 0.5
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, encoding="utf-8")
+        self._flushed = time.monotonic()
+
+    def flush(self) -> None:  # called by StreamHandler.emit after every record
+        pass
+
+    def emit(self, record: logging.LogRecord) -> None:
+        super().emit(record)
+        now = time.monotonic()
+        if record.levelno >= logging.WARNING or now - self._flushed >= self.FLUSH_INTERVAL:
+            self._flushed = now
+            self.flush_now()
+
+    def flush_now(self) -> None:
+        with self.lock:  # type: ignore[union-attr]  # created by Handler.__init__
+            if self.stream is not None and not self.stream.closed:
+                self.stream.flush()
+
+    def close(self) -> None:
+        self.flush_now()
+        super().close()
+
+
 def _task_state(attempts: Sequence[RunResult]) -> str:
     sev = {i.severity for a in attempts for i in a.issues}
     return "fatal" if "fatal" in sev else "error" if "error" in sev else "normal"
@@ -194,7 +227,7 @@ class _RequestRun:
 
     # ---- set-up ------------------------------------------------------------------------------
     def start(self) -> None:
-        handler = logging.FileHandler(self.store.run_dir / "run.log", encoding="utf-8")
+        handler = _RunLogHandler(self.store.run_dir / "run.log")
         handler.setLevel(getattr(logging, str(self.orch.runtime.file_log_level).upper(), logging.DEBUG))
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         # One logger for the process; each run.log keeps only its own request's records.

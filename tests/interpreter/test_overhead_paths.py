@@ -1,0 +1,97 @@
+"""The cheap paths behind the overhead bench keep their guarantees (R: atomic results, resume, logs)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import stat
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from interp_helpers import FakeBench, PyHarness, program, run, run_dir, tasks
+
+from acx.drivers.fake import FakeDriver
+from acx.interpreter import _fs
+from acx.interpreter._orchestrator import _RunLogHandler
+from acx.interpreter._store import RunStore
+
+
+def test_atomic_write_replaces_whole_file_with_mode_0644(tmp_path: Path) -> None:  # contract R13
+    target = tmp_path / "a" / "b" / "result.json"  # parents are created on demand
+    _fs.atomic_write_bytes(target, b"old", fsync=False)
+    old = os.umask(0o077)
+    try:
+        _fs.atomic_write_bytes(target, b"new" * 10000)
+    finally:
+        os.umask(old)
+    assert target.read_bytes() == b"new" * 10000
+    assert stat.S_IMODE(target.stat().st_mode) == 0o644  # shareable whatever the umask
+    assert [p.name for p in target.parent.iterdir()] == ["result.json"]  # no temp file left
+
+
+def test_atomic_write_skips_a_stale_temp_name_and_cleans_up_on_failure(tmp_path: Path) -> None:  # R13
+    target = tmp_path / "x.json"
+    n = next(_fs._tmp_counter) + 1
+    stale = tmp_path / f".x.json.{os.getpid()}.{n}.tmp"  # a killed process with our pid left it
+    stale.write_bytes(b"stale")
+    _fs.atomic_write_bytes(target, b"fresh", fsync=False)
+    assert target.read_bytes() == b"fresh" and stale.read_bytes() == b"stale"
+    (tmp_path / "dir.json").mkdir()
+    with pytest.raises(OSError):
+        _fs.atomic_write_bytes(tmp_path / "dir.json", b"x")  # rename onto a directory fails
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([stale.name, "dir.json", "x.json"])
+
+
+def test_start_attempt_creates_the_directory_and_archives_leftovers(tmp_path: Path) -> None:  # contract R13
+    store = RunStore.create(tmp_path, "ns", run_id="r1")
+    store.start_attempt("t/1", 1, fsync=False)
+    d = store.attempt_dir("t/1", 1)
+    assert d.is_dir() and not list(d.iterdir())
+    (d / "partial.txt").write_text("interrupted")
+    store.start_attempt("t/1", 1, fsync=False)  # the same attempt again (resume): leftovers archived
+    archived = list((d / "retries").glob("interrupted-*/partial.txt"))
+    assert len(archived) == 1 and not (d / "partial.txt").exists()
+    store.start_attempt("t/1", 2, fsync=False)
+    assert store.attempt_dir("t/1", 2).is_dir()
+    store.close()
+    kinds = [(e["kind"], e["attempt"]) for e in store.read_journal()]
+    assert kinds == [("attempt_started", 1), ("attempt_started", 1), ("attempt_started", 2)]
+
+
+def test_run_log_is_complete_after_close_and_warnings_are_flushed_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "run.log"
+    handler = _RunLogHandler(path)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    logger = logging.getLogger("acx.test_overhead_paths")
+    logger.propagate = False
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        handler._flushed = time.monotonic() + 3600  # as if just flushed: info records stay buffered
+        logger.info("first")
+        assert path.read_text() == ""
+        logger.warning("second")  # flushed immediately, with what came before
+        assert path.read_text().splitlines() == ["INFO first", "WARNING second"]
+        for i in range(3):
+            logger.info("more %d", i)
+    finally:
+        logger.removeHandler(handler)
+        handler.close()
+    assert path.read_text().splitlines()[-1] == "INFO more 2"
+
+
+def test_session_ids_are_unique_and_name_the_run(tmp_path: Path) -> None:  # contract E1
+    driver = FakeDriver()
+    result = run([program(FakeBench(), PyHarness(), tasks(6), driver=driver)], tmp_path)
+    ids = [r.session_id for r in driver.opened]
+    assert len(set(ids)) == 6
+    run_id = run_dir(result).name
+    assert all(i.startswith(f"{run_id}-") and len(i) <= len(run_id) + 12 for i in ids)
+    # records are gone after a clean run; the journal has one start per attempt
+    assert not list((run_dir(result) / ".env-resources").glob("*.json"))
+    journal = [json.loads(line) for line in (run_dir(result) / "journal.jsonl").read_text().splitlines()]
+    starts: list[Any] = [e for e in journal if e["kind"] == "attempt_started"]
+    assert len(starts) == 6
