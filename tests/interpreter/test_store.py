@@ -216,3 +216,16 @@ def test_reuse_verifies_artifact_bytes(tmp_path: Path) -> None:
     copied = next(dst.glob("details/normal/t0--*/attempt-1/artifacts/out/a.txt"))
     assert copied.read_bytes() == b"good"
     assert os.stat(copied).st_ino != os.stat(attempts["t0"] / "artifacts/out/a.txt").st_ino
+
+
+def test_journal_records_are_json_lines_with_utc_seconds(tmp_path: Path) -> None:  # contract R13
+    import re
+
+    store = RunStore.create(tmp_path, "ns", run_id="j")
+    store.journal("attempt_started", fsync=False, task_id="tâche/1", attempt=1, where=tmp_path)
+    store.journal("attempt_finished", task_id="tâche/1", attempt=1, status="normal")
+    store.close()
+    records = store.read_journal()
+    assert [r["kind"] for r in records] == ["attempt_started", "attempt_finished"]
+    assert records[0]["task_id"] == "tâche/1" and records[0]["where"] == str(tmp_path)
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", r["t"]) for r in records)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import os
@@ -96,6 +97,7 @@ def safe_name(text: str, limit: int = 80) -> str:
     return _UNSAFE.sub("_", text)[:limit] or "_"
 
 
+@functools.lru_cache(maxsize=8192)  # asked for several times per task (running, attempt, final dirs)
 def task_dir_name(task_id: str) -> str:
     """``<readable id ≤ 80 chars>--<sha256(task_id)[:16]>``: unique, path-safe, stable."""
     digest = hashlib.sha256(task_id.encode("utf-8")).hexdigest()[:16]
