@@ -12,8 +12,9 @@ Runs the same workload both ways in one process, alternating, ``--repeats`` time
 
 Modules are imported before timing on both sides (start-up is not per-task overhead). Prints
 the median acx time and tasks/s, the median bare-loop time, their ratio (target ≤ 1.1× the bare
-loop's time), a spawn-only bare loop (no temporary directories) for reference, CPU seconds per
-side, peak RSS and the load average. Usage:
+loop's time), a spawn-only bare loop (no temporary directories) and the bare loop plus only the
+durable per-task result files (``bare+files``: what the results contract alone costs) for
+reference, CPU seconds per side, peak RSS and the load average. Usage:
 ``python bench/run_overhead.py [--tasks N] [--concurrency C] [--repeats R]``.
 """
 
@@ -115,6 +116,77 @@ async def bare_loop(n: int, concurrency: int, *, tempdirs: bool = True) -> None:
             nursery.start_soon(one)
 
 
+async def files_loop(n: int, concurrency: int, run_dir: Path) -> None:
+    """The bare loop plus the files the results contract asks for, written the cheapest correct way.
+
+    Per task: ``running/<task>/attempt-1/result.json`` (temp + rename), ``task.json``, the
+    directory's rename into ``normal/``, made durable by a shared ``syncfs`` round (group commit) —
+    no interpreter, no events, no journal. What the durable results layout alone costs here.
+    """
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    running, final = run_dir / "details" / "running", run_dir / "details" / "normal"
+    running.mkdir(parents=True)
+    final.mkdir(parents=True)
+    limiter = trio.CapacityLimiter(concurrency)
+    waiters: list[trio.Event] = []
+    busy = [False]
+
+    def syncfs() -> None:
+        fd = os.open(run_dir, os.O_RDONLY)
+        libc.syncfs(fd)
+        os.close(fd)
+
+    async def commit() -> None:
+        done = trio.Event()
+        waiters.append(done)
+        if busy[0]:
+            await done.wait()
+            return
+        busy[0] = True
+        while waiters:
+            batch = waiters[:]
+            waiters.clear()
+            await trio.to_thread.run_sync(syncfs)
+            for event in batch:
+                event.set()
+        busy[0] = False
+
+    def write(path: str, data: bytes, tmp: bool) -> None:
+        target = path + ".tmp" if tmp else path
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        os.write(fd, data)
+        os.close(fd)
+        if tmp:
+            os.replace(target, path)
+
+    async def one(i: int) -> None:
+        async with limiter:
+            with tempfile.TemporaryDirectory() as d:
+                res = await trio.run_process(
+                    COMMAND,
+                    cwd=d,
+                    capture_stdout=True,
+                    capture_stderr=True,
+                    stdin=b"1?",
+                    start_new_session=True,
+                )
+        name = f"t{i}--{i:016x}"
+        task_dir = f"{running}/{name}"
+        os.mkdir(task_dir)
+        os.mkdir(task_dir + "/attempt-1")
+        result = {"task_id": f"t{i}", "status": "normal", "metrics": {"correct": res.stdout.strip() == b"1"}}
+        write(task_dir + "/attempt-1/result.json", json.dumps(result, indent=2).encode(), True)
+        write(task_dir + "/task.json", json.dumps({"task_id": f"t{i}", "state": "normal"}).encode(), False)
+        os.rename(task_dir, f"{final}/{name}")
+        await commit()
+
+    async with trio.open_nursery() as nursery:
+        for i in range(n):
+            nursery.start_soon(one, i)
+
+
 def _cpu() -> float:
     own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
@@ -129,6 +201,12 @@ def _timed(fn: Callable[[], float]) -> tuple[float, float]:
 def _bare(n: int, c: int, tempdirs: bool) -> float:
     start = time.perf_counter()
     trio.run(lambda: bare_loop(n, c, tempdirs=tempdirs))
+    return time.perf_counter() - start
+
+
+def _files(n: int, c: int, run_dir: Path) -> float:
+    start = time.perf_counter()
+    trio.run(lambda: files_loop(n, c, run_dir))
     return time.perf_counter() - start
 
 
@@ -152,6 +230,7 @@ def main() -> None:
     acx_runs: list[tuple[float, float]] = []
     bare_runs: list[tuple[float, float]] = []
     spawn_runs: list[tuple[float, float]] = []
+    files_runs: list[tuple[float, float]] = []
     headline = ""
     with tempfile.TemporaryDirectory(prefix="acx-bench-") as tmp:
         for i in range(ns.repeats):
@@ -172,6 +251,8 @@ def main() -> None:
             acx_runs.append(acx_t)
             bare_runs.append(bare_t)
             spawn_runs.append(_timed(lambda: _bare(ns.tasks, ns.concurrency, False)))
+            files_dir = Path(tmp) / f"files{i}"
+            files_runs.append(_timed(lambda d=files_dir: _files(ns.tasks, ns.concurrency, d)))
     load_after = os.getloadavg()
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     med = {name: statistics.median(t for t, _ in runs) for name, runs in (("acx", acx_runs), ("bare", bare_runs))}
@@ -183,6 +264,11 @@ def main() -> None:
     print(f"bare trio:   {med['bare']:7.3f} s  ({n / med['bare']:8.1f} tasks/s)  cpu {cpu['bare']:6.2f} s")
     print(f"ratio:       {med['acx'] / med['bare']:7.2f}x the bare loop's time (target <= 1.1x)")
     print(f"spawn only:  {spawn:7.3f} s  ({n / spawn:8.1f} tasks/s)  bare loop without temporary directories")
+    files = statistics.median(t for t, _ in files_runs)
+    print(
+        f"bare+files:  {files:7.3f} s  ({files / med['bare']:5.2f}x bare)  the bare loop plus the durable"
+        " per-task result files alone"
+    )
     runs = " ".join(f"{t:.3f}" for t, _ in acx_runs) + " | bare " + " ".join(f"{t:.3f}" for t, _ in bare_runs)
     print(f"runs (s):    acx {runs}")
     print(f"peak RSS:    {rss_mb:7.1f} MiB")

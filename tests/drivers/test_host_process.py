@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -128,37 +132,145 @@ def test_background_child_holding_stdout_does_not_hang_exec(tmp_path: Path) -> N
     assert out == "started\n" and elapsed < 10
 
 
+def _wait_for_file(path: Path, timeout: float = 10.0) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.is_file() and (text := path.read_text().strip()):
+            return text
+        time.sleep(0.02)
+    raise AssertionError(f"{path} never appeared")
+
+
+def _gone(pid: int, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not Path(f"/proc/{pid}").exists() or _zombie(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+# Detaches from exec (new session, stdio closed), ignores SIGTERM, leaves the session directory.
+_ESCAPEE = """
+import os, signal, sys, time
+if os.fork():
+    sys.exit(0)
+os.setsid()
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+null = os.open(os.devnull, os.O_RDWR)
+for fd in (0, 1, 2):
+    os.dup2(null, fd)
+os.chdir("/")
+with open(sys.argv[1] + ".tmp", "w") as fh:
+    fh.write(str(os.getpid()))
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+time.sleep(300)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
 def test_close_session_reaps_a_crashed_session(tmp_path: Path) -> None:
-    # After a crash (no close), the session's process groups and directory can be released by id.
-    import subprocess
-    import time
+    # After a crash (no close), close_session(id) finds the session's processes by their
+    # ACX_SESSION_ID marker (or a cwd inside the session dir) and removes the directory.
+    pidfile = tmp_path / "escapee.pid"
 
-    async def start() -> tuple[str, int]:
-        d = _driver(tmp_path)
-        s = await d.open(OpenRequest(session_id="crashed"))
-        await s.exec(["true"])  # records the session's first process group
-        # A detached survivor inside the session dir, like an agent orphaned by SIGKILL.
-        proc = subprocess.Popen(["sleep", "300"], cwd=s.workdir, start_new_session=True)
-        with open(tmp_path / "s" / (Path(str(s.workdir)).name + ".groups"), "a") as fh:
-            fh.write(f"{proc.pid}\n")
-        return str(s.workdir), proc.pid
+    async def start() -> str:
+        s = await _driver(tmp_path).open(OpenRequest(session_id="crashed"))
+        res = await s.exec([sys.executable, "-c", _ESCAPEE, str(pidfile)], timeout=30)
+        assert res.returncode == 0, res
+        return str(s.workdir)  # never closed: the "crash"
 
-    workdir, pid = trio.run(start)
-    unrelated = subprocess.Popen(["sleep", "300"], cwd=tmp_path, start_new_session=True)
+    workdir = trio.run(start)
+    escapee = int(_wait_for_file(pidfile))
+    assert os.readlink(f"/proc/{escapee}/cwd") == "/"  # out of the session dir: only the marker finds it
+    # A survivor without the marker, but working inside the session dir (like an agent that
+    # cleared its environment).
+    in_dir = subprocess.Popen(["sleep", "300"], cwd=workdir, env={"PATH": os.defpath}, start_new_session=True)
+    # Unrelated processes: similar but different marker entries, outside the session dir.
+    unrelated = [
+        subprocess.Popen(["sleep", "300"], cwd=tmp_path, env={**os.environ, "ACX_SESSION_ID": value})
+        for value in ("crashed-2", "xcrashed", "crashe")
+    ]
+    unrelated.append(
+        subprocess.Popen(["sleep", "300"], cwd=tmp_path, env={"PATH": os.defpath, "OTHER_ACX_SESSION_ID": "crashed"})
+    )
+    other = _driver(tmp_path)
     try:
-        listed = trio.run(_driver(tmp_path).list_sessions)
-        assert [r.id for r in listed] == [Path(workdir).name]
-        trio.run(_driver(tmp_path).close_session, "crashed")
-        for _ in range(50):
-            if subprocess.run(["kill", "-0", str(pid)], capture_output=True).returncode != 0 or _zombie(pid):
-                break
-            time.sleep(0.05)
-        assert _zombie(pid) or subprocess.run(["kill", "-0", str(pid)], capture_output=True).returncode != 0
+        listed = trio.run(other.list_sessions)
+        assert [(r.id, r.labels["path"]) for r in listed] == [("crashed", workdir)]  # the id close_session takes
+        trio.run(other.close_session, listed[0].id)
+        assert _gone(escapee), "the escaped process (SIGTERM ignored, cwd elsewhere) survived"
+        in_dir.wait(timeout=5)
         assert not Path(workdir).exists()
-        assert unrelated.poll() is None  # a process outside the session is never touched
+        assert trio.run(other.list_sessions) == []
+        assert all(p.poll() is None for p in unrelated), "a process of another session was killed"
     finally:
-        unrelated.kill()
-        unrelated.wait()
+        for p in [in_dir, *unrelated]:
+            p.kill()
+            p.wait()
+        if not _gone(escapee, 0):
+            os.kill(escapee, signal.SIGKILL)
+
+
+def test_every_command_carries_the_session_marker(tmp_path: Path) -> None:
+    async def go(inherit: bool) -> list[str]:
+        s = await _driver(tmp_path, inherit_env=inherit).open(OpenRequest(session_id="marked"))
+        try:
+            plain = await s.exec(["printenv", "ACX_SESSION_ID"])
+            forged = await s.exec(["printenv", "ACX_SESSION_ID"], env={"ACX_SESSION_ID": "other"})
+            with s.env_scope({"ACX_SESSION_ID": "scoped"}):
+                scoped = await s.exec(["printenv", "ACX_SESSION_ID"])
+            return [r.stdout.strip() for r in (plain, forged, scoped)]
+        finally:
+            await s.close()
+
+    assert trio.run(go, True) == ["marked"] * 3
+    assert trio.run(go, False) == ["marked"] * 3
+
+
+def test_sessions_whose_ids_share_a_prefix_are_kept_apart(tmp_path: Path) -> None:
+    # "x" must not match the directory of "x-y"; ids changed for the file system get a hash.
+    long_a, long_b = "r" * 50 + "a", "r" * 50 + "b"
+    ids = ["x", "x-y", long_a, long_b, "we/ird:id", "we_ird_id"]
+
+    async def go() -> tuple[dict[str, str], list[str]]:
+        d = _driver(tmp_path)
+        sessions = {i: await d.open(OpenRequest(session_id=i)) for i in ids}
+        dirs = {i: str(s.workdir) for i, s in sessions.items()}
+        await d.close_session("x")
+        await d.close_session(long_a)
+        await d.close_session("we/ird:id")
+        left = sorted(r.id for r in await d.list_sessions())
+        for s in sessions.values():
+            await s.close()
+        return dirs, left
+
+    dirs, left = trio.run(go)
+    assert len(set(dirs.values())) == len(ids)
+    # listed by the id close_session takes: the id itself, or for a changed one its hashed form
+    assert left == sorted(["x-y", Path(dirs[long_b]).name[len("acx-") : -9], "we_ird_id"])
+
+
+def test_list_sessions_finds_leftover_and_kept_directories_only(tmp_path: Path) -> None:
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "acx-not-a-dir").write_text("")
+    (tmp_path / "s" / "other-dir").mkdir()
+
+    async def go() -> tuple[list[str], list[str]]:
+        d = _driver(tmp_path)
+        closed = await d.open(OpenRequest(session_id="closed"))
+        await closed.close()
+        kept = await _driver(tmp_path, keep_workdir=True).open(OpenRequest(session_id="kept"))
+        await kept.close()
+        crashed = await d.open(OpenRequest(session_id="crashed"))
+        other_run = await d.open(OpenRequest(session_id="run2-a1"))
+        names = sorted((r.id, r.labels["path"]) for r in await d.list_sessions())
+        of_run2 = [r.id for r in await d.list_sessions({"acx.run_id": "run2"})]
+        assert of_run2 == ["run2-a1"]  # one run's sessions (ids are <run id>-<suffix>)
+        return names, sorted((s.id, str(s.workdir)) for s in (kept, crashed, other_run))
+
+    names, expected = trio.run(go)
+    assert names == expected
 
 
 def _zombie(pid: int) -> bool:

@@ -1,4 +1,4 @@
-"""host_process bookkeeping on the fast path: the process-group record and stdin (E1, E2)."""
+"""host_process bookkeeping on the fast path: session directories, stdin, cwd and env (E1, E2)."""
 
 from __future__ import annotations
 
@@ -17,25 +17,37 @@ def _driver(tmp_path: Path) -> HostProcessDriver:
     return HostProcessDriver(HostProcessConfig(workdir_root=str(tmp_path)))
 
 
-def test_groups_record_exists_from_open_and_lists_every_exec(tmp_path: Path) -> None:  # contract E1
+def test_no_bookkeeping_file_beside_the_session_dir(tmp_path: Path) -> None:  # contract E1
+    # Crash recovery needs nothing written per session or per exec: the session directory (found
+    # by list_sessions) and the ACX_SESSION_ID marker of every command (found by close_session).
     async def go() -> None:
         driver = _driver(tmp_path)
         s = await driver.open(OpenRequest(session_id="g"))
         root = Path(str(s.workdir))
-        groups = root.with_name(root.name + ".groups")
-        # Recorded before any command runs: a crash right after the first spawn is still reapable.
-        assert groups.is_file()
-        assert [r.id for r in await driver.list_sessions()] == [root.name]
-        pids = []
+        assert [(r.id, r.labels["path"]) for r in await driver.list_sessions()] == [("g", str(root))]
         for _ in range(2):
-            res = await s.exec(["sh", "-c", "echo $$"])
-            pids.append(res.stdout.strip())
-        assert groups.read_text().split() == pids
+            assert (await s.exec(["sh", "-c", "echo $ACX_SESSION_ID"])).stdout == "g\n"
+        assert sorted(p.name for p in tmp_path.iterdir()) == [root.name]
         await s.close()
-        assert not groups.exists() and not root.exists()
+        assert not root.exists() and not any(tmp_path.iterdir())
         assert await driver.list_sessions() == []
 
     trio.run(go)
+
+
+@pytest.mark.parametrize("size", [0, 1, 4096, 4097, 65536, 65537, 300_000])
+def test_stdin_of_any_size_arrives_whole(tmp_path: Path, size: int) -> None:  # contract E2
+    payload = (bytes(range(256)) * (size // 256 + 1))[:size]
+
+    async def go() -> str:
+        s = await _driver(tmp_path).open(OpenRequest(session_id="sz"))
+        try:
+            res = await s.exec(["wc", "-c"], stdin=payload, timeout=30)
+            return res.stdout.strip()
+        finally:
+            await s.close()
+
+    assert trio.run(go) == str(size)
 
 
 def test_stdin_larger_than_the_pipe_buffer_arrives_whole(tmp_path: Path) -> None:  # contract E2
@@ -80,7 +92,7 @@ def test_empty_and_populated_session_dirs_are_both_removed(tmp_path: Path) -> No
 
     for root in trio.run(go):
         assert not root.exists()
-        assert not root.with_name(root.name + ".groups").exists()
+    assert not any(tmp_path.iterdir())
 
 
 def test_missing_working_directory_is_a_driver_error_not_127(tmp_path: Path) -> None:  # contract E2

@@ -15,6 +15,11 @@ import time
 from pathlib import Path
 
 import pytest
+import trio
+
+from acx.drivers._specs import HostProcessConfig
+from acx.drivers.host_process import HostProcessDriver
+from acx.interpreter._store import RunStore
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -192,7 +197,9 @@ def test_sigkill_then_resume_runs_every_task_exactly_once(tmp_path: Path) -> Non
         f"echo $ACX_TASK_ID >> {log}; "
         f"case $ACX_TASK_ID in q6|q7) echo $$ >> {pids}; [ -e {flag} ] && sleep 300;; esac; sleep 0.2"
     )
-    spec = write_spec(tmp_path, n=8, concurrency=2, command=command)
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    spec = write_spec(tmp_path, n=8, concurrency=2, command=command, extra_env=f", workdir_root: {sessions}")
     proc = spawn("run", str(spec), cwd=tmp_path)
     _wait_for(lambda: pids.exists() and len(pids.read_text().split()) == 2, timeout=60)
     proc.send_signal(signal.SIGKILL)
@@ -202,7 +209,9 @@ def test_sigkill_then_resume_runs_every_task_exactly_once(tmp_path: Path) -> Non
     assert done_before == {f"q{i}" for i in range(6)}
     orphans = [int(p) for p in pids.read_text().split()]
     assert all(_alive(p) for p in orphans)  # the killed run could not clean up
-    assert len(list((d / ".env-resources").iterdir())) == 2
+    # the two sessions the killed run left are found by the driver under this run's id
+    driver = HostProcessDriver(HostProcessConfig(workdir_root=str(sessions)))
+    assert len(trio.run(driver.list_sessions, {"acx.run_id": d.name})) == 2
     flag.unlink()
     res = acx("run", "--resume", str(d), "--progress", "none", cwd=tmp_path)
     assert res.returncode == 0, res.stderr + res.stdout
@@ -214,6 +223,8 @@ def test_sigkill_then_resume_runs_every_task_exactly_once(tmp_path: Path) -> Non
         assert ran.count(task_id) == 1, f"{task_id} was run again after resume"
     assert not any(_alive(p) for p in orphans)  # reaped on resume
     assert list((d / ".env-resources").iterdir()) == []
+    assert RunStore.open_existing(d).live_session_records() == []  # reaped: closed in the journal
+    assert trio.run(driver.list_sessions) == []
     metrics = json.loads((d / "metrics.json").read_text())
     assert metrics["counts"]["tasks"] == 8 and metrics["metrics"]["correct.avg@1"] == 1.0
 

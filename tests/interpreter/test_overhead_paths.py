@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 from interp_helpers import FakeBench, PyHarness, program, run, run_dir, tasks
 
 from acx.drivers.fake import FakeDriver
@@ -19,14 +20,22 @@ from acx.interpreter._orchestrator import _RunLogHandler
 from acx.interpreter._store import RunStore
 
 
-def test_atomic_write_replaces_whole_file_with_mode_0644(tmp_path: Path) -> None:  # contract R13
+def test_atomic_write_replaces_whole_file_with_mode_0644(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # contract R13
     target = tmp_path / "a" / "b" / "result.json"  # parents are created on demand
     _fs.atomic_write_bytes(target, b"old", fsync=False)
     old = os.umask(0o077)
     try:
+        # acx reads the umask once per process (a run does not change it); re-read it here.
+        monkeypatch.setattr(_fs, "_UMASK_HIDES_644", _fs._umask_hides_644())
+        assert _fs._UMASK_HIDES_644
         _fs.atomic_write_bytes(target, b"new" * 10000)
+        _fs.write_new_bytes(str(target.parent / "task.json"), b"{}")
     finally:
         os.umask(old)
+    assert stat.S_IMODE((target.parent / "task.json").stat().st_mode) == 0o644
+    (target.parent / "task.json").unlink()
     assert target.read_bytes() == b"new" * 10000
     assert stat.S_IMODE(target.stat().st_mode) == 0o644  # shareable whatever the umask
     assert [p.name for p in target.parent.iterdir()] == ["result.json"]  # no temp file left
@@ -45,20 +54,47 @@ def test_atomic_write_skips_a_stale_temp_name_and_cleans_up_on_failure(tmp_path:
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([stale.name, "dir.json", "x.json"])
 
 
-def test_start_attempt_creates_the_directory_and_archives_leftovers(tmp_path: Path) -> None:  # contract R13
+def test_start_attempt_is_lazy_and_a_resumed_run_archives_leftovers(tmp_path: Path) -> None:  # contract R13
     store = RunStore.create(tmp_path, "ns", run_id="r1")
     store.start_attempt("t/1", 1, fsync=False)
     d = store.attempt_dir("t/1", 1)
-    assert d.is_dir() and not list(d.iterdir())
+    assert not d.exists()  # created by the first write into it, not up front
+    d.mkdir(parents=True)
     (d / "partial.txt").write_text("interrupted")
-    store.start_attempt("t/1", 1, fsync=False)  # the same attempt again (resume): leftovers archived
+    store.close()
+    (store.run_dir / "run_info.json").write_text('{"schema_version": "acx.run_info.v1", "run_id": "r1"}')
+    resumed = RunStore.open_existing(store.run_dir)
+    resumed.start_attempt("t/1", 1, fsync=False)  # the same attempt again (resume): leftovers archived
     archived = list((d / "retries").glob("interrupted-*/partial.txt"))
     assert len(archived) == 1 and not (d / "partial.txt").exists()
-    store.start_attempt("t/1", 2, fsync=False)
-    assert store.attempt_dir("t/1", 2).is_dir()
+    resumed.start_attempt("t/1", 2, fsync=False)
+    resumed.write_attempt("t/1", 2, {"status": "normal"})
+    assert (store.attempt_dir("t/1", 2) / "result.json").is_file()
+    resumed.close()
+    kinds = [(e["kind"], e["attempt"]) for e in resumed.read_journal()]
+    assert kinds == [("attempt_started", 1), ("attempt_started", 1), ("attempt_started", 2), ("attempt_finished", 2)]
+
+
+def test_queued_writes_run_in_order_and_a_failed_requirement_skips_the_commit(tmp_path: Path) -> None:  # R13
+    store = RunStore.create(tmp_path, "ns", run_id="r1")
+    store.io_threads = False
+    ok = store.queue_attempt("t", 1, {"status": "normal"})
+    bad = store.queue(_raise_oserror)
+    seen: list[str] = []
+
+    async def main() -> None:
+        with pytest.raises(OSError, match="disk full"):
+            await store.durably(seen.append, "committed", requires=(ok, bad))
+        assert await store.durably(seen.append, "second", requires=(ok,)) is None
+
+    trio.run(main)
+    assert seen == ["second"] and ok.error is None
+    assert (store.attempt_dir("t", 1) / "result.json").is_file()
     store.close()
-    kinds = [(e["kind"], e["attempt"]) for e in store.read_journal()]
-    assert kinds == [("attempt_started", 1), ("attempt_started", 1), ("attempt_started", 2)]
+
+
+def _raise_oserror() -> None:
+    raise OSError("disk full")
 
 
 def test_run_log_is_complete_after_close_and_warnings_are_flushed_at_once(tmp_path: Path) -> None:

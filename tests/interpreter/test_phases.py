@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +10,9 @@ import msgspec
 import trio
 from interp_helpers import FakeBench, PyHarness, program, read_results, run, run_dir, tasks
 
+from acx.drivers._base import OpenRequest, Session, SessionRecord
 from acx.drivers.fake import FakeDriver
+from acx.interpreter._store import RunStore
 from acx.ir import EnvironmentSpec, ExecutionIssue, ExecutionSpec, NetworkPolicy, RunResult
 
 
@@ -314,3 +317,63 @@ def test_fresh_verifier_startup_env(tmp_path: Path) -> None:
         )
         assert driver.opened[0].startup_env == {"PUB": "p"}
         assert driver.opened[1].startup_env == expected
+
+
+class _JournalCheckingDriver(FakeDriver):
+    """Non-discoverable: the session's journal line must be on disk when open() runs."""
+
+    seen: list[bool]
+
+    async def open(self, request: OpenRequest) -> Session:
+        journal = Path(str(request.state_dir)).parents[3] / "journal.jsonl"
+        lines = [json.loads(x) for x in journal.read_text().splitlines()] if journal.exists() else []
+        self.seen.append(any(e["kind"] == "session_opened" and e["id"] == request.session_id for e in lines))
+        return await super().open(request)
+
+
+def test_session_is_journaled_before_a_non_discoverable_driver_opens_it(tmp_path: Path) -> None:  # contract E1
+    driver = _JournalCheckingDriver()
+    driver.seen = []
+    result = run([program(FakeBench(), PyHarness(), tasks(3), driver=driver)], tmp_path)
+    assert driver.seen == [True, True, True]
+    journal = [json.loads(x) for x in (run_dir(result) / "journal.jsonl").read_text().splitlines()]
+    opened = {e["id"] for e in journal if e["kind"] == "session_opened"}
+    closed = {e["id"] for e in journal if e["kind"] == "session_closed" and e["how"] == "released"}
+    assert opened == closed and len(opened) == 3
+
+
+class _ListingDriver(FakeDriver):
+    """Discoverable: lists leftovers of earlier processes and closes them by id."""
+
+    sessions_discoverable = True
+
+    def __init__(self, leftovers: list[str]) -> None:
+        super().__init__()
+        self.leftovers = leftovers
+        self.reaped: list[str] = []
+
+    async def list_sessions(self, labels: Any = None) -> list[SessionRecord]:
+        return [SessionRecord(id=i, provider="fake") for i in self.leftovers]
+
+    async def close_session(self, session_id: str) -> None:
+        self.reaped.append(session_id)
+
+
+def test_resume_reaps_journaled_and_listed_leftovers_but_not_closed_or_kept_ones(tmp_path: Path) -> None:
+    first = run([program(FakeBench(), PyHarness(), tasks(2), driver=FakeDriver())], tmp_path)
+    d = run_dir(first)
+    rid = d.name
+    store = RunStore.open_existing(d)
+    # a killed process (pid 1 is never ours) left: one session journaled open, one closed, one kept
+    store.session_opened(f"{rid}-journaled", {"provider": "fake", "pid": 1})
+    store.session_opened(f"{rid}-closed", {"provider": "fake", "pid": 1})
+    store.session_closed(f"{rid}-closed")
+    store.session_opened(f"{rid}-kept", {"provider": "fake", "pid": 1})
+    store.session_closed(f"{rid}-kept", "kept")
+    store.close()
+    # …and the driver lists one the journal never saw, plus the closed and kept ones, plus another run's
+    driver = _ListingDriver([f"{rid}-unjournaled", f"{rid}-closed", f"{rid}-kept", "other-run-x"])
+    run([program(FakeBench(), PyHarness(), tasks(2), driver=driver)], tmp_path, resume_dirs={"req": str(d)})
+    assert sorted(driver.reaped) == sorted([f"{rid}-journaled", f"{rid}-unjournaled"])
+    states = RunStore.open_existing(d).session_records()
+    assert states[f"{rid}-journaled"]["state"] == "closed" and states[f"{rid}-kept"]["state"] == "kept"

@@ -65,7 +65,9 @@ def _show(args: argparse.Namespace) -> int:
     )
     out.write("  tasks: " + ", ".join(f"{k} {v}" for k, v in tasks.items()) + "\n")
     if live:
-        out.write(f"  {len(live)} environment record(s) still present in .env-resources/ (kept or not released)\n")
+        states = ", ".join(sorted({str(r.get("state", "active")) for r in live}))
+        out.write(f"  {len(live)} environment(s) not released ({states}): kept, failed to release, or left by an\n")
+        out.write("  interrupted run (--resume releases those); see journal.jsonl and .env-resources/\n")
     if info.get("status") == "running":
         out.write("  the run did not finish; continue it with: acx run --resume " + str(store.run_dir) + "\n")
     summary = store.run_dir / "summary.md"

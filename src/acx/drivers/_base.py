@@ -247,6 +247,10 @@ class Driver(ABC):
 
     id: ClassVar[str]
     config_class: ClassVar[type[EnvironmentConfig]]
+    #: Whether ``list_sessions``/``close_session`` find this driver's sandboxes by themselves after a
+    #: crash (labels, directories). If not, the interpreter makes each session's journal record
+    #: durable (a group commit) before opening it; if so, writing it through is enough.
+    sessions_discoverable: ClassVar[bool] = False
 
     def __init__(self, config: EnvironmentConfig | None = None) -> None:
         self.config = config if config is not None else self.config_class()

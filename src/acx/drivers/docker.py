@@ -213,6 +213,7 @@ def _sanitize(text: str, limit: int = 40) -> str:
 class DockerDriver(Driver):
     id = "docker"
     config_class = DockerConfig
+    sessions_discoverable = True  # every object carries acx.* labels
 
     def __init__(self, config: DockerConfig | None = None) -> None:
         super().__init__(config)

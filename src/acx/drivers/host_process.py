@@ -2,8 +2,9 @@
 
 What it enforces and what it does not:
 
-* Every session gets its own work directory (``<workdir_root>/acx-<session id>``), removed on close
-  unless ``keep_workdir``. Relative paths (cwd, files) resolve against it. **Absolute paths are
+* Every session gets its own work directory (``<workdir_root>/acx-<session id>-<8 random hex
+  digits>``), removed on close unless ``keep_workdir``; ``list_sessions`` lists the ones left
+  (crashed or kept sessions). Relative paths (cwd, files) resolve against it. **Absolute paths are
   host paths**: there is no filesystem isolation, so benchmarks that write ``/logs`` or ``/tests``
   are refused at planning (they need ``--env docker``).
 * ``setup.workdir`` is a host directory; it must exist (acx never creates directories outside the
@@ -15,13 +16,24 @@ What it enforces and what it does not:
 * Commands start in their own session (``setsid``); a timeout or a cancellation sends SIGTERM to the
   whole process group, then SIGKILL after ``kill_grace_seconds`` — children and commands that
   ignore SIGTERM included.
-* Commands inherit the host environment (V2) unless ``inherit_env = false``.
+* Commands inherit the host environment (V2) unless ``inherit_env = false``: ``os.environ`` as it
+  is when the driver opens its first session (read once per driver).
+* Every command also gets ``ACX_SESSION_ID=<session id>`` in its environment (it cannot be
+  overridden, and commands may read it). That is how acx finds a crashed session's leftover
+  processes: ``close_session`` (``--resume``, gc) SIGKILLs every process of the same user whose
+  initial environment holds exactly that entry, or whose working directory is inside the
+  session directory, then removes the directory. A process that drops the variable (``env -i``)
+  and leaves the session directory is out of its reach.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
+import random
+import re
+import select
 import shutil
 import signal
 import stat
@@ -29,7 +41,7 @@ import subprocess
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import trio
 
@@ -41,6 +53,9 @@ from acx.ir import NetworkPolicy
 __all__ = ["HostProcessDriver", "HostProcessSession"]
 
 _READ_CHUNK = 65536
+#: Environment entry ``ACX_SESSION_ID=<session id>`` of every command: finds a crashed session's processes.
+_MARKER_KEY = b"ACX_SESSION_ID"
+_SAFE_ID = re.compile(r"[A-Za-z0-9_.-]{0,40}")
 _DRAIN_SECONDS = 2.0
 
 
@@ -68,54 +83,206 @@ class _Capture:
         return b"".join(self.chunks).decode("utf-8", errors="replace")
 
 
-async def _pump(stream: Any, capture: _Capture) -> None:
-    try:
-        while True:
-            data = await stream.receive_some(_READ_CHUNK)
-            if not data:
-                return
-            capture.feed(data)
-    except (trio.ClosedResourceError, trio.BrokenResourceError):
-        return
+class _Command:
+    """A started command, watched from the exec task alone: its output pipes, the rest of its
+    stdin, its exit (a pidfd where there is one, else polling)."""
 
+    def __init__(
+        self, proc: subprocess.Popen[bytes], out_r: int, err_r: int, in_w: int, rest: memoryview | None, limit: int
+    ) -> None:
+        self.proc = proc
+        self.pidfd = _pidfd(proc.pid)
+        self.out, self.err = _Capture(limit), _Capture(limit)
+        self.readers = {out_r: self.out, err_r: self.err}
+        self.in_w = in_w
+        self.rest = rest
+        self.exited = False
 
-async def _feed_stdin(stream: Any, data: bytes) -> None:
-    try:
+    def _on_exit(self, scope: trio.CancelScope) -> None:
+        self.exited = True
+        if self.readers or self.in_w >= 0:
+            # Output still held open by a background child must not hang exec(): give the pipes a
+            # moment to drain, then the group is killed.
+            scope.deadline = min(scope.deadline, trio.current_time() + _DRAIN_SECONDS)
+
+    async def watch(self, scope: trio.CancelScope) -> None:
+        """Read both pipes, feed stdin, notice the exit; return when all are done."""
+        if not _EPOLL:
+            await self._watch_with_tasks(scope)
+            return
+        # One private epoll set for the command's descriptors, itself waited on through trio: a
+        # single task and (usually) a single wake-up per command, instead of a nursery, a reader
+        # task per pipe and a trio registration per descriptor.
+        ep = select.epoll(4)
+        try:
+            for fd in self.readers:
+                ep.register(fd, _IN_ONCE)
+            if self.pidfd >= 0:
+                ep.register(self.pidfd, _IN_ONCE)
+            if self.in_w >= 0:
+                ep.register(self.in_w, _OUT_ONCE)
+            epfd = ep.fileno()
+            delay = 0.001
+            while self.readers or self.in_w >= 0 or not self.exited:
+                if self.pidfd < 0 and not self.exited:  # no pidfd: poll for the exit
+                    with trio.move_on_after(delay):
+                        await trio.lowlevel.wait_readable(epfd)
+                    delay = min(delay * 2, 0.05)
+                    if self.proc.poll() is not None:
+                        self._on_exit(scope)
+                else:
+                    await trio.lowlevel.wait_readable(epfd)
+                for fd, events in ep.poll(0, 4):  # 4: not the default 1023-entry buffer per call
+                    if fd == self.pidfd:
+                        self.proc.wait()  # it has exited: returns at once
+                        self._on_exit(scope)
+                    elif fd == self.in_w:
+                        self._feed(ep)
+                    else:
+                        self._read(ep, fd, events)
+        finally:
+            ep.close()
+
+    def _read(self, ep: select.epoll, fd: int, events: int) -> None:
+        capture = self.readers[fd]
+        if events & _GONE:
+            # No writer is left: what the pipe holds, then EOF, can be read now without blocking.
+            while data := os.read(fd, _READ_CHUNK):
+                capture.feed(data)
+            del self.readers[fd]
+            return
+        # Readable: a read of this blocking descriptor returns at once.
+        data = os.read(fd, _READ_CHUNK)
         if data:
-            await stream.send_all(data)
-    except (trio.BrokenResourceError, trio.ClosedResourceError):
-        pass
-    finally:
-        with trio.CancelScope(shield=True):
-            await stream.aclose()
+            capture.feed(data)
+            ep.modify(fd, _IN_ONCE)
+        else:
+            del self.readers[fd]
+
+    def _feed(self, ep: select.epoll | None) -> None:
+        """Write the next piece of stdin; at the end (or EPIPE) close the pipe: EOF."""
+        assert self.rest is not None
+        try:
+            self.rest = self.rest[os.write(self.in_w, self.rest[:_READ_CHUNK]) :]
+        except BlockingIOError:
+            pass
+        except OSError:  # EPIPE: the command exited or closed its stdin, not an error
+            self.rest = self.rest[:0]
+        if self.rest:
+            if ep is not None:
+                ep.modify(self.in_w, _OUT_ONCE)
+            return
+        if ep is not None:
+            ep.unregister(self.in_w)
+        self.in_w = _closed(self.in_w)
+
+    async def _watch_with_tasks(self, scope: trio.CancelScope) -> None:
+        """The same without epoll: a task per pipe, the exit polled (or waited on a pidfd)."""
+
+        async def pump(fd: int, capture: _Capture) -> None:
+            while True:
+                await trio.lowlevel.wait_readable(fd)
+                data = os.read(fd, _READ_CHUNK)  # readable: returns at once
+                if not data:
+                    break
+                capture.feed(data)
+            del self.readers[fd]
+
+        async def feed() -> None:
+            while self.in_w >= 0:
+                await trio.lowlevel.wait_writable(self.in_w)
+                self._feed(None)
+
+        async with trio.open_nursery() as nursery:
+            for fd, capture in list(self.readers.items()):
+                nursery.start_soon(pump, fd, capture)
+            if self.in_w >= 0:
+                nursery.start_soon(feed)
+            await _wait_exit(self.proc, self.pidfd)
+            self._on_exit(scope)
 
 
-def _write_stdin_now(stream: Any, data: bytes) -> bytes | None:
-    """Write what fits into the fresh (empty, non-blocking) stdin pipe and close it.
+@functools.cache
+def _unshare() -> str:
+    return shutil.which("unshare") or "unshare"
 
-    A prompt usually fits in the pipe buffer (64 KiB on Linux): no feeder task, no extra
-    scheduling. Returns the part that did not fit (the pipe stays open for the feeder), or None.
+
+def _spawn(
+    argv: list[str], stdin: int, stdout: int, stderr: int, cwd: str, env: dict[bytes, bytes]
+) -> subprocess.Popen[bytes]:
+    """Start a command in its own session (``setsid``): its process group is ours to kill."""
+    return subprocess.Popen(argv, stdin=stdin, stdout=stdout, stderr=stderr, cwd=cwd, env=env, start_new_session=True)
+
+
+def _prefill(fd: int, data: bytes) -> memoryview | None:
+    """Write what fits of ``data`` into the fresh, empty, non-blocking stdin pipe ``fd``.
+
+    A prompt usually fits in the pipe buffer (64 KiB on Linux): it is written before the command
+    starts, the pipe is closed, and nothing is left to feed. Returns what did not fit, or None.
     """
-    written = 0
+    view = memoryview(data)
     try:
-        while written < len(data):
-            written += os.write(stream.fileno(), data[written : written + _READ_CHUNK])
+        while view:
+            view = view[os.write(fd, view[:_READ_CHUNK]) :]
     except BlockingIOError:
-        return data[written:]
-    except (BrokenPipeError, OSError):
-        pass  # the command exited or closed its stdin: like _feed_stdin, not an error
-    stream.close()
+        return view
     return None
 
 
-def _group_alive(pgid: int) -> bool:
+def _closed(fd: int) -> int:
+    os.close(fd)
+    return -1
+
+
+def _close_fds(*fds: int) -> None:
+    for fd in fds:
+        if fd >= 0:
+            os.close(fd)
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
+    """Send ``sig`` to the process group; False when nothing (of ours) is left in it."""
     try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists but not ours any more: treat as gone from our side
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):  # PermissionError: not ours any more
         return False
     return True
+
+
+def _group_alive(pgid: int) -> bool:
+    return _signal_group(pgid, 0)
+
+
+_EPOLL = hasattr(select, "epoll")
+_IN_ONCE = getattr(select, "EPOLLIN", 0) | getattr(select, "EPOLLONESHOT", 0)
+_OUT_ONCE = getattr(select, "EPOLLOUT", 0) | getattr(select, "EPOLLONESHOT", 0)
+_GONE = getattr(select, "EPOLLHUP", 0) | getattr(select, "EPOLLERR", 0)
+_PIDFD = hasattr(os, "pidfd_open")
+_RANDOM = random.Random()
+_PIPE_BUF = getattr(select, "PIPE_BUF", 512)
+
+
+def _pidfd(pid: int) -> int:
+    """A pidfd for ``pid`` (readable once it exits), or -1 where there is none (then: polling)."""
+    global _PIDFD
+    if _PIDFD:
+        try:
+            return os.pidfd_open(pid)
+        except OSError:  # an old kernel, or a sandbox that forbids it: poll from now on
+            _PIDFD = False
+    return -1
+
+
+async def _wait_exit(proc: subprocess.Popen[bytes], pidfd: int) -> None:
+    """Wait (without blocking trio) until ``proc`` exits, and reap it."""
+    if pidfd >= 0:
+        await trio.lowlevel.wait_readable(pidfd)
+        proc.wait()  # it has exited: returns at once
+        return
+    delay = 0.001
+    while proc.poll() is None:
+        await trio.sleep(delay)
+        delay = min(delay * 2, 0.05)
 
 
 class HostProcessSession(Session):
@@ -125,40 +292,41 @@ class HostProcessSession(Session):
         self,
         *,
         session_id: str,
-        root: Path,
-        workdir: Path,
+        root: str,
+        workdir: str,
         own_root: bool,
         config: HostProcessConfig,
         public_env: Mapping[str, str],
         network_policy: NetworkPolicy,
+        base_env: dict[bytes, bytes],
     ) -> None:
-        super().__init__(session_id=session_id, workdir=str(workdir), public_env=public_env)
+        super().__init__(session_id=session_id, workdir=workdir, public_env=public_env)
         self.root = root
         self._own_root = own_root
         self._config = config
         self._policy = network_policy
         self._live: set[int] = set()
-        #: Open (append) descriptor of the session's process-group record, created with the session.
-        self._groups_fd: int | None = None
+        self._base_env = base_env
+        self._marker = os.fsencode(session_id)
 
     # ---- paths -------------------------------------------------------------------------------
     def host_path(self, path: str) -> Path:
         """Absolute paths are host paths; relative ones resolve against the session workdir."""
         p = Path(path)
-        return p if p.is_absolute() else Path(self.workdir or self.root) / p
+        return p if p.is_absolute() else Path(self.workdir or self.root, p)
 
     def _argv(self, argv: list[str]) -> list[str]:
         if self._policy.network_mode == "no-network":
-            unshare = shutil.which("unshare") or "unshare"
-            return [unshare, "--net", "--map-root-user", "--", *argv]
+            return [_unshare(), "--net", "--map-root-user", "--", *argv]
         return argv
 
-    def _env(self, env: dict[str, str]) -> dict[str, str] | None:
-        if not self._config.inherit_env:
-            return {"PATH": os.defpath, **env}
-        # Nothing to add: the child inherits our environment as is (None), which spares a copy
-        # of os.environ per command.
-        return {**os.environ, **env} if env else None
+    def _env(self, env: dict[str, str]) -> dict[bytes, bytes]:
+        """The command's environment, already encoded (subprocess would encode every entry)."""
+        out = self._base_env.copy()
+        for key, value in env.items():
+            out[os.fsencode(key)] = os.fsencode(value)
+        out[_MARKER_KEY] = self._marker  # last: the crash-recovery marker always wins
+        return out
 
     # ---- exec --------------------------------------------------------------------------------
     async def _exec(
@@ -171,81 +339,89 @@ class HostProcessSession(Session):
         stdin: bytes | None,
         max_output_bytes: int,
     ) -> ExecResult:
-        workdir = self.host_path(cwd) if cwd is not None else Path(self.workdir or self.root)
-        # The working directory is checked only when the spawn fails (a stat per command saved).
+        base = self.workdir or self.root
+        workdir = base if cwd is None else cwd if os.path.isabs(cwd) else os.path.join(base, cwd)
+        # Plain pipes, no trio stream objects: _Command reads them. A stdin that fits the pipe
+        # buffer is written before the command starts and its pipe closed (EOF) at once.
+        out_r = out_w = err_r = err_w = in_r = in_w = -1
+        rest: memoryview | None = None
         try:
-            proc = await trio.lowlevel.open_process(
+            out_r, out_w = os.pipe()
+            err_r, err_w = os.pipe()
+            if stdin is not None:
+                in_r, in_w = os.pipe()
+                if len(stdin) <= _PIPE_BUF:  # fits an empty pipe whole: this write cannot block
+                    if stdin:
+                        os.write(in_w, stdin)
+                    in_w = _closed(in_w)
+                else:
+                    os.set_blocking(in_w, False)
+                    rest = _prefill(in_w, stdin)
+                    if rest is None:
+                        in_w = _closed(in_w)
+            # In a worker thread, as trio.run_process does: the spawn's wait (vfork until exec)
+            # then overlaps other tasks (measured: spawning inline is slower at concurrency 32).
+            proc = await trio.to_thread.run_sync(
+                _spawn,
                 self._argv(argv),
-                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=str(workdir),
-                env=self._env(env),
-                start_new_session=True,
+                in_r if stdin is not None else subprocess.DEVNULL,
+                out_w,
+                err_w,
+                workdir,
+                self._env(env),
             )
         except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
-            if not workdir.is_dir():
+            _close_fds(out_r, err_r, in_w)
+            # The working directory is checked only when the spawn fails (a stat per command saved).
+            if not os.path.isdir(workdir):
                 raise DriverError(f"working directory {workdir} does not exist in session {self.id}") from exc
             # Same contract as a shell: command not found / not executable → 126/127.
             code = 127 if isinstance(exc, FileNotFoundError) else 126
             return ExecResult(returncode=code, stderr=f"{argv[0]}: {exc.strerror}\n")
-        out, err = _Capture(max_output_bytes), _Capture(max_output_bytes)
-        self._live.add(proc.pid)
-        self._note_group(proc.pid)
-        deadline = trio.move_on_after(timeout) if timeout is not None else trio.CancelScope()
+        except BaseException:
+            _close_fds(out_r, err_r, in_w)
+            raise
+        finally:
+            _close_fds(out_w, err_w, in_r)  # the command's ends: it has its own copies now
+        pid = proc.pid
+        self._live.add(pid)
+        cmd = _Command(proc, out_r, err_r, in_w, rest, max_output_bytes)
         try:
-            with deadline:
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(_pump, proc.stdout, out)
-                    nursery.start_soon(_pump, proc.stderr, err)
-                    if stdin is not None:
-                        rest = _write_stdin_now(proc.stdin, stdin)
-                        if rest is not None:  # more than the pipe holds: fed as the command reads
-                            nursery.start_soon(_feed_stdin, proc.stdin, rest)
-                    await proc.wait()
-                    # Output still held open by a background child must not hang exec(): give the
-                    # pipes a moment to drain, then the group is killed below.
-                    nursery.cancel_scope.deadline = min(
-                        nursery.cancel_scope.deadline, trio.current_time() + _DRAIN_SECONDS
-                    )
+            # One cancel scope for the timeout and, once the command has exited, the drain
+            # deadline: cancelled before the exit = timed out.
+            with trio.CancelScope() as scope:
+                if timeout is not None:
+                    scope.deadline = trio.current_time() + timeout
+                await cmd.watch(scope)
         finally:
             # Runs on success, timeout and caller cancellation alike: nothing outlives exec().
-            with trio.CancelScope(shield=True):
-                await self._kill_group(proc)
-                self._live.discard(proc.pid)
-                for stream in (proc.stdout, proc.stderr):
-                    if stream is not None:
-                        await stream.aclose()
-        timed_out = deadline.cancelled_caught
+            # After a normal exit this SIGTERM is the only syscall: it finds the group empty.
+            if _signal_group(pid, signal.SIGTERM) or proc.returncode is None:
+                with trio.CancelScope(shield=True):
+                    await self._kill_group(proc, cmd.pidfd)
+            self._live.discard(pid)
+            _close_fds(out_r, err_r, cmd.pidfd, cmd.in_w)
+        timed_out = not cmd.exited
         returncode = proc.returncode if proc.returncode is not None else -signal.SIGKILL
         if timed_out:
             returncode = 124 if returncode >= 0 else returncode
         return ExecResult(
             returncode=returncode,
-            stdout=out.text(),
-            stderr=err.text(),
+            stdout=cmd.out.text(),
+            stderr=cmd.err.text(),
             timed_out=timed_out,
-            output_truncated=out.truncated or err.truncated,
+            output_truncated=cmd.out.truncated or cmd.err.truncated,
         )
 
-    async def _kill_group(self, proc: Any) -> None:
-        """SIGTERM the process group, SIGKILL what is left after the grace period, reap."""
+    async def _kill_group(self, proc: subprocess.Popen[bytes], pidfd: int) -> None:
+        """The group has been sent SIGTERM: SIGKILL what is left after the grace period, reap."""
         pgid = proc.pid
-        if proc.returncode is None or _group_alive(pgid):
-            if _group_alive(pgid):
-                try:
-                    os.killpg(pgid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-            with trio.move_on_after(self.kill_grace_seconds):
-                while proc.poll() is None or _group_alive(pgid):
-                    await trio.sleep(0.02)
-            if _group_alive(pgid):
-                try:
-                    os.killpg(pgid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-        await proc.wait()
+        with trio.move_on_after(self.kill_grace_seconds):
+            while proc.poll() is None or _group_alive(pgid):
+                await trio.sleep(0.02)
+        _signal_group(pgid, signal.SIGKILL)
+        if proc.returncode is None:
+            await _wait_exit(proc, pidfd)
 
     # ---- files -------------------------------------------------------------------------------
     async def write_bytes(self, path: str, data: bytes, *, mode: int = 0o644) -> None:
@@ -309,15 +485,6 @@ class HostProcessSession(Session):
         self._policy = policy
 
     # ---- lifecycle ---------------------------------------------------------------------------
-    def _note_group(self, pgid: int) -> None:
-        """Record a process group beside the session dir, so a later run can reap it after a crash."""
-        if self._groups_fd is None:
-            return
-        try:
-            os.write(self._groups_fd, f"{pgid}\n".encode())  # O_APPEND: one syscall per exec
-        except OSError:
-            pass
-
     async def _close(self) -> None:
         for pgid in list(self._live):
             try:
@@ -325,81 +492,103 @@ class HostProcessSession(Session):
             except (ProcessLookupError, PermissionError):
                 pass
         self._live.clear()
-        remove_root = self._own_root and not self._config.keep_workdir
-        fd, self._groups_fd = self._groups_fd, None
-        if fd is not None:
-            os.close(fd)
-        # Inline: a worker-thread hop costs more than removing a small directory (measured: GIL
-        # hand-offs on a busy machine); the checkpoint keeps close() a scheduling point.
-        _remove_session_files(self.root if remove_root else None, _groups_file(self.root) if fd is not None else None)
+        if self._own_root and not self._config.keep_workdir:
+            # Inline: a worker-thread hop costs more than removing a small directory (measured: GIL
+            # hand-offs on a busy machine); the checkpoint keeps close() a scheduling point.
+            _remove_session_dir(self.root)
         await trio.lowlevel.checkpoint()
 
 
-def _groups_file(root: Path) -> Path:
-    return root.with_name(root.name + ".groups")
-
-
-def _reap_groups(root: Path) -> int:
-    """SIGKILL the recorded process groups of a dead session; only processes whose cwd is inside
-    the session's directories are touched (a recycled pgid of an unrelated process is left alone)."""
-    gfile = _groups_file(root)
+def _session_dirs(parent: str, session_id: str) -> list[str]:
+    """The directories of session ``session_id`` under ``parent``: exactly ``acx-<id>-`` plus the
+    8-character suffix ``mkdtemp`` adds (no dash), so ``x`` never matches the session ``x-y``."""
+    prefix = _prefix(session_id)
     try:
-        lines = gfile.read_text(encoding="utf-8").splitlines()
+        names = os.listdir(parent)
     except OSError:
-        return 0
-    allowed = [str(root.resolve())]
-    groups: set[int] = set()
-    for line in lines:
-        if line.startswith("#workdir "):
-            allowed.append(str(Path(line[len("#workdir ") :]).resolve()))
-        elif line.strip().isdigit():
-            groups.add(int(line))
-    killed = 0
-    for entry in Path("/proc").glob("[0-9]*"):
+        return []
+    out = []
+    for name in names:
+        rest = name[len(prefix) :]
+        if name.startswith(prefix) and len(rest) == 8 and "-" not in rest:
+            path = os.path.join(parent, name)
+            if _is_real_dir(path):
+                out.append(path)
+    return out
+
+
+def _reap(session_id: str, roots: list[str]) -> int:
+    """SIGKILL every process of a dead session: its environment holds the exact marker entry
+    ``ACX_SESSION_ID=<session id>``, or its cwd is inside one of ``roots``. Never this process,
+    never another user's (permission denied: skipped). Repeats while it finds some, so children
+    forked during a pass are caught by the next one."""
+    entry = b"\0" + _MARKER_KEY + b"=" + os.fsencode(session_id) + b"\0"
+    allowed = [os.path.realpath(r) for r in roots]
+    own, uid = os.getpid(), os.getuid()
+    total = 0
+    for _ in range(5):
+        killed = 0
         try:
-            pgrp = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[2])
-            if pgrp not in groups:
+            pids = [int(n) for n in os.listdir("/proc") if n.isdigit()]
+        except OSError:
+            return total
+        for pid in pids:
+            if pid == own or not (_environ_has(pid, entry) or _cwd_inside(pid, allowed)):
                 continue
-            cwd = os.readlink(entry / "cwd")
-        except (OSError, ValueError, IndexError):
-            continue
-        if any(cwd == a or cwd.startswith(a + os.sep) for a in allowed):
             try:
-                os.kill(int(entry.name), signal.SIGKILL)
+                if os.stat(f"/proc/{pid}").st_uid != uid:  # another user's, even when we are root
+                    continue
+                os.kill(pid, signal.SIGKILL)
                 killed += 1
-            except (ProcessLookupError, PermissionError):
+            except (ProcessLookupError, PermissionError, FileNotFoundError):
                 pass
-    return killed
+        total += killed
+        if not killed:
+            break
+    return total
 
 
-def _make_session_files(parent: Path, prefix: str, workdir: str | None) -> tuple[Path, int]:
-    """The session directory and its process-group record (``<dir>.groups``, opened for append)."""
+def _environ_has(pid: int, entry: bytes) -> bool:
     try:
-        root = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
-    except FileNotFoundError:  # the parent does not exist yet (first session)
-        parent.mkdir(parents=True, exist_ok=True)
-        root = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            data = fh.read()
+    except OSError:  # gone, another user's (PermissionError), a kernel thread
+        return False
+    return entry in b"\0" + data + (b"" if data.endswith(b"\0") else b"\0")
+
+
+def _cwd_inside(pid: int, allowed: list[str]) -> bool:
+    if not allowed:
+        return False
     try:
-        fd = os.open(_groups_file(root), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
-        if workdir:
-            os.write(fd, f"#workdir {workdir}\n".encode())
+        cwd = os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        return False
+    cwd = cwd.removesuffix(" (deleted)")
+    return any(cwd == a or cwd.startswith(a + os.sep) for a in allowed)
+
+
+def _make_session_dir(parent: str, prefix: str) -> str:
+    """``<parent>/<prefix>XXXXXXXX`` (mode 0700), like ``tempfile.mkdtemp`` minus its per-call
+    overhead: 8 random hex digits, a new name on a collision."""
+    for _ in range(100):
+        path = f"{parent}/{prefix}{_RANDOM.getrandbits(32):08x}"
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            continue
+        except FileNotFoundError:  # the parent does not exist yet (first session)
+            os.makedirs(parent, exist_ok=True)
+            continue
+        return path
+    raise FileExistsError(f"no free session directory name under {parent}")
+
+
+def _remove_session_dir(root: str) -> None:
+    try:
+        os.rmdir(root)  # usually empty: one syscall instead of rmtree's open/scandir/rmdir
     except OSError:
         shutil.rmtree(root, ignore_errors=True)
-        raise
-    return root, fd
-
-
-def _remove_session_files(root: Path | None, groups: Path | None) -> None:
-    if groups is not None:
-        try:
-            groups.unlink()
-        except OSError:
-            pass
-    if root is not None:
-        try:
-            os.rmdir(root)  # usually empty: one syscall instead of rmtree's open/scandir/rmdir
-        except OSError:
-            shutil.rmtree(root, ignore_errors=True)
 
 
 def _check_tree(root: Path) -> None:
@@ -420,6 +609,9 @@ def _check_tree(root: Path) -> None:
 class HostProcessDriver(Driver):
     id: ClassVar[str] = "host_process"
     config_class = HostProcessConfig
+    sessions_discoverable = True  # acx-<session id>-* directories under the workdir root
+    _env_snapshot: dict[bytes, bytes] | None = None
+    _parent_dir: str | None = None
 
     def capabilities(self) -> DriverCapabilities:
         return probe_capabilities("host_process")
@@ -436,58 +628,112 @@ class HostProcessDriver(Driver):
                 code="E0452",
                 help="use --env docker, or a policy host_process enforces: " + ", ".join(caps.network_modes),
             )
-        root_parent = Path(config.workdir_root) if config.workdir_root else Path(tempfile.gettempdir())
-
-        if request.setup.workdir and not Path(request.setup.workdir).is_dir():
+        if request.setup.workdir and not os.path.isdir(request.setup.workdir):
             raise EnvironmentSetupError(
                 f"host_process: setup.workdir {request.setup.workdir} is a host path and does not exist; "
                 "create it, or unset setup.workdir so each session gets its own work directory"
             )
         try:
-            # Inline: two metadata operations cost less than a worker-thread hop (see _close).
-            prefix = f"acx-{_safe(request.session_id)}-"
-            root, groups_fd = _make_session_files(root_parent, prefix, request.setup.workdir)
+            # Inline: one mkdir costs less than a worker-thread hop (see _close).
+            root = _make_session_dir(self._parent(), _prefix(request.session_id))
         except OSError as exc:
             raise EnvironmentSetupError(f"host_process: cannot create a session directory: {exc}") from exc
-        session = HostProcessSession(
+        return HostProcessSession(
             session_id=request.session_id,
             root=root,
-            workdir=Path(request.setup.workdir) if request.setup.workdir else root,
+            workdir=str(Path(request.setup.workdir)) if request.setup.workdir else root,
             own_root=True,
             config=config,
             public_env=request.startup_env,
             network_policy=policy,
+            base_env=self._base_env(),
         )
-        session._groups_fd = groups_fd
-        return session
 
-    def _root_parent(self) -> Path:
-        config = self.config
-        assert isinstance(config, HostProcessConfig)
-        return Path(config.workdir_root) if config.workdir_root else Path(tempfile.gettempdir())
+    def _parent(self) -> str:
+        """The absolute directory that holds the session directories (cached per driver)."""
+        parent = self._parent_dir
+        if parent is None:
+            config = self.config
+            assert isinstance(config, HostProcessConfig)
+            parent = self._parent_dir = os.path.abspath(config.workdir_root or tempfile.gettempdir())
+        return parent
+
+    def _base_env(self) -> dict[bytes, bytes]:
+        """What every command starts from, encoded once per driver: a snapshot of ``os.environ``
+        taken at the first session (V2), or only ``PATH`` when ``inherit_env = false``."""
+        env = self._env_snapshot
+        if env is None:
+            config = self.config
+            assert isinstance(config, HostProcessConfig)
+            if config.inherit_env:
+                env = (
+                    dict(os.environb)
+                    if os.supports_bytes_environ
+                    else {os.fsencode(k): os.fsencode(v) for k, v in os.environ.items()}
+                )
+            else:
+                env = {b"PATH": os.fsencode(os.defpath)}
+            self._env_snapshot = env
+        return env
 
     async def list_sessions(self, labels: Mapping[str, str] | None = None) -> list[SessionRecord]:
-        """Session directories (of any run) that were not closed: crashed or kept sessions."""
-        parent = self._root_parent()
+        """Session directories that were not closed (crashed or kept); ``labels={"acx.run_id": ...}``
+        keeps those of one run. A record's id is the session id when the directory name holds it."""
+        parent = self._parent()
+
+        def _scan() -> list[str]:
+            try:
+                names = os.listdir(parent)
+            except OSError:
+                return []
+            return sorted(n for n in names if n.startswith("acx-") and _is_real_dir(os.path.join(parent, n)))
+
+        names = await trio.to_thread.run_sync(_scan)
         out = []
-        for gfile in sorted(parent.glob("acx-*.groups")):
-            root = gfile.with_name(gfile.name[: -len(".groups")])
-            out.append(SessionRecord(id=root.name, provider=self.id, labels={"path": str(root)}))
+        for name in names:
+            session_id = _session_id_of(name)
+            run_id = (labels or {}).get("acx.run_id")
+            if run_id and not (session_id or "").startswith(f"{run_id}-"):
+                continue
+            out.append(
+                SessionRecord(
+                    id=session_id or name,
+                    provider=self.id,
+                    labels={"path": os.path.join(parent, name), "acx.session": session_id or ""},
+                )
+            )
         return out
 
     async def close_session(self, session_id: str) -> None:
-        """Kill the leftover processes of a crashed session and remove its directory."""
-        parent = self._root_parent()
-        for root in parent.glob(f"acx-{_safe(session_id)}-*"):
-            if not root.is_dir():
-                continue
-            await trio.to_thread.run_sync(_reap_groups, root)
+        """Kill the leftover processes of a crashed session (found by their ``ACX_SESSION_ID``
+        marker, or a cwd inside the session directory) and remove its directory."""
+        roots = await trio.to_thread.run_sync(_session_dirs, self._parent(), session_id)
+        await trio.to_thread.run_sync(_reap, session_id, roots)
+        for root in roots:
             await trio.to_thread.run_sync(functools.partial(shutil.rmtree, root, ignore_errors=True))
-            try:
-                _groups_file(root).unlink()
-            except OSError:
-                pass
+
+
+def _is_real_dir(path: str) -> bool:
+    return os.path.isdir(path) and not os.path.islink(path)
+
+
+def _session_id_of(dir_name: str) -> str | None:
+    """The id ``close_session`` takes for a directory ``acx-<id>-<8 chars>``: the session id when
+    the name holds it whole (ids acx generates always do), else its hashed form."""
+    if not dir_name.startswith("acx-") or len(dir_name) < 13 or dir_name[-9] != "-":
+        return None
+    candidate = dir_name[4:-9]
+    return candidate if _safe(candidate) == candidate else None
+
+
+def _prefix(session_id: str) -> str:
+    return f"acx-{_safe(session_id)}-"
 
 
 def _safe(text: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)[:40]
+    """``text`` as a directory-name part; an id that had to be changed (cut at 40 characters, or
+    characters replaced) gets a hash of the whole id, so two ids never share a directory prefix."""
+    if _SAFE_ID.fullmatch(text):
+        return text
+    safe = "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in text)[:29]
+    return f"{safe}-{hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()[:10]}"

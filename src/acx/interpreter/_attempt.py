@@ -16,6 +16,7 @@ attempt's plan (P3); every discarded try is kept under ``attempt-N/retries/``.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import math
@@ -62,6 +63,11 @@ _PUBLIC = NetworkPolicy()
 _HOST = socket.gethostname()
 _PROCESS_TOKEN = uuid.uuid4().hex[:6]
 _SESSION_COUNTER = itertools.count(1)
+_PID = os.getpid()
+
+
+def _no_write() -> None:
+    """Nothing to write: waiting for a group commit makes the earlier journal line durable."""
 
 
 class Scrubber:
@@ -168,7 +174,6 @@ class AttemptRunner:
         self.task = task
         self.attempt = attempt
         self.plan = plan
-        self.attempt_dir = ctx.store.attempt_dir(task.task_id, attempt)
         env = plan.environment
         # Resolved right before use (V1); missing names were refused before any environment opened.
         self.public_env = resolve_map(env.env_variables, ctx.environ)
@@ -176,6 +181,10 @@ class AttemptRunner:
         self.eval_env = resolve_map(env.evaluation_env_variables, ctx.environ)
         for m in (self.public_env, self.run_env, self.eval_env):
             ctx.scrub.add(m)
+
+    @functools.cached_property
+    def attempt_dir(self) -> Path:
+        return self.ctx.store.attempt_dir(self.task.task_id, self.attempt)
 
     # ---- events ------------------------------------------------------------------------------
     def phase(self, name: str) -> None:
@@ -200,15 +209,17 @@ class AttemptRunner:
                 tried = await self._one_try(retries)
             final = self._final(tried)
             reason = retry_reason(final.issues, ex.retry_pattern_list)
-            log.info(
-                "task %s attempt %d try %d: %s%s",
-                self.task.task_id,
-                self.attempt,
-                retries + 1,
-                final.status,
-                "".join(f"; {i.severity} {i.phase}/{i.code}: {i.message[:200]}" for i in final.issues),
-                extra={"request": self.ctx.name},
-            )
+            if final.issues or retries:
+                # A clean try is in the journal and progress.jsonl already; run.log is for what went wrong.
+                log.info(
+                    "task %s attempt %d try %d: %s%s",
+                    self.task.task_id,
+                    self.attempt,
+                    retries + 1,
+                    final.status,
+                    "".join(f"; {i.severity} {i.phase}/{i.code}: {i.message[:200]}" for i in final.issues),
+                    extra={"request": self.ctx.name},
+                )
             if reason is None or retries >= ex.max_retries:
                 return msgspec.structs.replace(final, retry_count=retries)
             delay = backoff_seconds(retries, ex.retry_min_delay_seconds, ex.retry_max_delay_seconds, self.ctx.rng)
@@ -335,7 +346,7 @@ class AttemptRunner:
             network_policy=policy,
             startup_env=startup_env,
             build_context=self.task.metadata.get("environment_dir") if isinstance(self.task.metadata, dict) else None,
-            state_dir=str(self.attempt_dir),
+            state_dir=self.ctx.store.attempt_dir_str(self.task.task_id, self.attempt),
         )
 
     async def _open(
@@ -349,17 +360,19 @@ class AttemptRunner:
         ctx = self.ctx
         self.phase("open_environment" if role == "run" else "evaluate_environment")
         req = self._open_request(env, role, policy, self.public_env if startup_env is None else startup_env)
-        record = {
-            "provider": env.id,
-            "task_id": self.task.task_id,
-            "attempt": self.attempt,
-            "role": role,
-            "labels": req.labels,
-            "pid": os.getpid(),
-        }
         await ctx.limits.wait_open_turn(env.id)
-        # Recorded before the sandbox exists, so a crash in between still leaves a trace for gc.
-        await ctx.store.durably(ctx.store.record_session, req.session_id, {**record, "state": "active"})
+        # A killed run's sandboxes must be found on --resume. A driver that finds its own again
+        # (host_process directories, docker labels) needs only the journal line; for any other, the
+        # line is durable (a group commit) before the sandbox exists.
+        store = ctx.store
+        discoverable = bool(getattr(ctx.driver, "sessions_discoverable", False))
+        store.session_opened(
+            req.session_id,
+            {"provider": env.id, "task_id": self.task.task_id, "attempt": self.attempt, "role": role, "pid": _PID},
+            through=not discoverable,
+        )
+        if not discoverable:
+            await store.durably(_no_write)
         budget = env.setup.build_timeout_seconds
         session: Session | None = None
         try:
@@ -372,14 +385,15 @@ class AttemptRunner:
         except Exception as exc:
             t.add("fatal", "setup", "environment_failed", self._msg(exc))
         if session is None:
-            await ctx.store.write(ctx.store.drop_session, req.session_id)
+            store.session_closed(req.session_id, "open_failed")
             return None
         ctx.live_sessions.add(session.id)
         return session
 
     async def _release(self, t: _Try, session: Session) -> None:
         ctx = self.ctx
-        with trio.CancelScope(shield=True):
+        # One scope: shielded from the caller's cancellation, bounded by the cleanup grace period.
+        with trio.CancelScope(shield=True, deadline=trio.current_time() + ctx.grace):
             self.phase("release")
             if self.plan.execution.keep_environment:
                 ctx.store.record_session(
@@ -388,44 +402,45 @@ class AttemptRunner:
                         "provider": self.plan.environment.id,
                         "task_id": self.task.task_id,
                         "attempt": self.attempt,
+                        "pid": _PID,
                         "state": "kept",
                     },
                 )
+                ctx.store.session_closed(session.id, "kept")
                 ctx.live_sessions.discard(session.id)
                 log.info("environment retained (keep_environment): %s", session.id, extra={"request": ctx.name})
                 return
-            ok = False
-            with trio.move_on_after(ctx.grace):
-                try:
-                    await session.close()
-                    ok = True
-                except Exception as exc:
-                    t.add(
-                        "warning",
-                        "cleanup",
-                        "release_failed",
-                        f"environment release failed; resource record retained: {self._msg(exc)}",
-                    )
-            if ok:
-                ctx.store.drop_session_later(session.id)
-                ctx.live_sessions.discard(session.id)
-            else:
-                ctx.store.record_session(
-                    session.id,
-                    {
-                        "provider": self.plan.environment.id,
-                        "task_id": self.task.task_id,
-                        "attempt": self.attempt,
-                        "state": "release_failed",
-                    },
+            try:
+                await session.close()
+            except Exception as exc:
+                t.add(
+                    "warning",
+                    "cleanup",
+                    "release_failed",
+                    f"environment release failed; resource record retained: {self._msg(exc)}",
                 )
-                if not any(i.code == "release_failed" for i in t.issues):
-                    t.add(
-                        "warning",
-                        "cleanup",
-                        "release_failed",
-                        "environment release timed out; record retained",
-                    )
+            else:
+                ctx.store.session_closed(session.id)
+                ctx.live_sessions.discard(session.id)
+                return
+        # Failed or timed out (the scope's deadline): no await from here on.
+        ctx.store.record_session(
+            session.id,
+            {
+                "provider": self.plan.environment.id,
+                "task_id": self.task.task_id,
+                "attempt": self.attempt,
+                "pid": _PID,
+                "state": "release_failed",
+            },
+        )
+        if not any(i.code == "release_failed" for i in t.issues):
+            t.add(
+                "warning",
+                "cleanup",
+                "release_failed",
+                "environment release timed out; record retained",
+            )
 
     async def _switch(
         self, t: _Try, session: Session, policy: NetworkPolicy | None, current: NetworkPolicy, phase: str
@@ -520,7 +535,7 @@ class AttemptRunner:
                     f"collecting the harness result exceeded {plan.runresult_collect_timeout_seconds} s",
                 )
         finally:
-            with trio.CancelScope(shield=True), trio.move_on_after(self.ctx.grace):
+            with trio.CancelScope(shield=True, deadline=trio.current_time() + self.ctx.grace):
                 try:
                     await harness.close_session(state, session)
                 except Exception as exc:

@@ -82,6 +82,7 @@ class RunProgress:
     def __init__(self, run_dir: Path, *, header: dict[str, Any], total: int) -> None:
         self.run_dir = run_dir
         self._log: IO[bytes] = (run_dir / "progress.jsonl").open("ab")
+        self._pending: list[ProgressEvent] = []
         self.header = header
         self.total = total
         self.reused = 0
@@ -96,13 +97,22 @@ class RunProgress:
         self._last_snapshot = 0.0
 
     def emit(self, event: ProgressEvent) -> None:
-        self._log.write(_ENCODER.encode(event) + b"\n")
+        self._pending.append(event)
         self._track(event)
-        now = time.monotonic()
-        # The log is flushed with each snapshot (every 0.5 s), not per event: cheap and still live.
-        if event.event in ("run_started", "run_finished") or now - self._last_snapshot >= self.SNAPSHOT_INTERVAL:
-            self._log.flush()
+        # Encoded and written in batches with each snapshot (every 0.5 s), not per event: one
+        # encoder call and one write per batch, and the log is still live.
+        if (
+            event.event in ("run_started", "run_finished")
+            or time.monotonic() - self._last_snapshot >= self.SNAPSHOT_INTERVAL
+        ):
+            self.flush()
             self.write_snapshot()
+
+    def flush(self) -> None:
+        if self._pending:
+            batch, self._pending = self._pending, []
+            self._log.write(_ENCODER.encode_lines(batch))
+        self._log.flush()
 
     def _track(self, e: ProgressEvent) -> None:
         if e.event == "task_started" and e.task_id:
@@ -151,6 +161,7 @@ class RunProgress:
         atomic_write_json(self.run_dir / "progress.json", self.snapshot(), fsync=False)
 
     def close(self) -> None:
+        self.flush()
         self.write_snapshot()
         self._log.close()
 

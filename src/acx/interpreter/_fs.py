@@ -5,19 +5,23 @@ from __future__ import annotations
 import functools
 import hashlib
 import itertools
+import math
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 __all__ = [
     "GroupCommit",
+    "QueuedOp",
     "append_line",
     "atomic_write_bytes",
     "atomic_write_json",
     "atomic_write_text",
     "encode_json",
     "task_dir_name",
+    "write_new_bytes",
 ]
 
 
@@ -36,7 +40,8 @@ def atomic_write_bytes(path: Path | str, data: bytes, *, fsync: bool = True) -> 
     fd, tmp = _open_temp(parent, name)
     try:
         try:
-            os.fchmod(fd, 0o644)  # whatever the umask: results are shareable files
+            if _UMASK_HIDES_644:
+                os.fchmod(fd, 0o644)  # whatever the umask: results are shareable files
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
@@ -51,6 +56,35 @@ def atomic_write_bytes(path: Path | str, data: bytes, *, fsync: bool = True) -> 
         except OSError:
             pass
         raise
+
+
+def _umask_hides_644() -> bool:
+    """Whether files created with mode 0o644 come out with fewer bits (then each write fchmods)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return bool(int(line.split()[1], 8) & 0o644)
+    except (OSError, ValueError):
+        pass
+    return True
+
+
+_UMASK_HIDES_644 = _umask_hides_644()
+
+
+def write_new_bytes(path: str, data: bytes) -> None:
+    """Create or truncate ``path`` and write ``data`` — for files inside a directory that is itself
+    renamed into place afterwards (the directory rename is the atomic step)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        if _UMASK_HIDES_644:
+            os.fchmod(fd, 0o644)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
 
 
 def _open_temp(parent: str, name: str) -> tuple[int, str]:
@@ -105,32 +139,47 @@ def task_dir_name(task_id: str) -> str:
 
 
 class GroupCommit:
-    """Makes recent writes durable with one ``syncfs`` per round, shared by every waiter.
+    """Runs queued store writes and makes them durable with one ``syncfs`` per round.
 
     A per-file ``fsync`` costs a journal commit each (≈1 ms even in parallel); the interpreter
-    writes several small files per task, so durability is batched: writers rename their temp
-    files into place (atomic), then ``await commit.sync()``. The first waiter runs a round
-    (``syncfs`` on the results filesystem in a worker thread, shielded from cancellation) and
-    wakes every waiter of the round; writes that arrive meanwhile go into the next round. A
-    caller proceeds to its side effect (opening a sandbox, reporting a task) only after its
-    round completed, so the journal-before-side-effect rule holds.
+    writes several small files per task, so durability is batched, and so is the writing: callers
+    :meth:`queue` file operations (a result file, a task directory's final rename), then
+    ``await commit.sync()``. The first waiter runs a round — in a worker thread, shielded from
+    cancellation: every queued operation in order, then ``syncfs`` on the results filesystem — and
+    wakes every waiter of the round; operations and waiters that arrive meanwhile go into the next
+    round. A caller proceeds to its side effect (reporting a task done) only after its round
+    completed, so the write-before-side-effect rule holds, and the trio thread spends its time on
+    tasks, not on filesystem metadata.
     """
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self._pending: list[Any] = []
+        self._ops: list[QueuedOp] = []
         self._busy = False
         self.rounds = 0
         self.threads = True
-        #: Files to delete with the next round (deleting is as slow as writing on a busy disk).
-        self.unlinks: list[Path] = []
+        #: Seconds between the starts of two rounds. A round's syncfs stalls every metadata operation
+        #: on the filesystem (session directories included) while it commits, so rounds are spaced;
+        #: waiting for a round holds no concurrency slot, so the wait costs latency, not throughput.
+        self.min_interval = 0.05
+        self._last_round = -math.inf
+        #: Called on the trio thread before each round (the store writes its buffered journal).
+        self.before_round: Callable[[], None] | None = None
 
-    def flush_unlinks(self) -> None:
-        todo, self.unlinks = self.unlinks, []
-        _unlink_all(todo)
+    def queue(self, fn: Callable[..., Any], *args: Any, requires: tuple[QueuedOp, ...] = ()) -> QueuedOp:
+        """Run ``fn(*args)`` in the next round (skipped, with their error, if a ``requires`` op failed)."""
+        op = QueuedOp(fn, args, requires)
+        self._ops.append(op)
+        return op
 
-    def _round(self, unlinks: list[Path]) -> None:
-        _unlink_all(unlinks)
+    def run_queued(self) -> None:
+        """Run what is queued now, on this thread (the end of a run: no waiter may be left behind)."""
+        ops, self._ops = self._ops, []
+        _run_ops(ops)
+
+    def _round(self, ops: list[QueuedOp]) -> None:
+        _run_ops(ops)
         self._syncfs()
 
     def _syncfs(self) -> None:
@@ -154,12 +203,17 @@ class GroupCommit:
         try:
             with trio.CancelScope(shield=True):
                 while self._pending:
-                    batch, self._pending = self._pending, []
-                    unlinks, self.unlinks = self.unlinks, []
                     if self.threads:
-                        await trio.to_thread.run_sync(self._round, unlinks)
+                        await trio.sleep_until(self._last_round + self.min_interval)
+                    self._last_round = trio.current_time()
+                    batch, self._pending = self._pending, []
+                    ops, self._ops = self._ops, []
+                    if self.before_round is not None:
+                        self.before_round()
+                    if self.threads:
+                        await trio.to_thread.run_sync(self._round, ops)
                     else:
-                        self._round(unlinks)
+                        self._round(ops)
                         await trio.lowlevel.checkpoint()
                     self.rounds += 1
                     for event in batch:
@@ -168,12 +222,34 @@ class GroupCommit:
             self._busy = False
 
 
-def _unlink_all(paths: list[Path]) -> None:
-    for path in paths:
+class QueuedOp:
+    """A file operation waiting for a group-commit round; ``error`` is set if it failed."""
+
+    __slots__ = ("args", "error", "fn", "requires", "value")
+
+    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], requires: tuple[QueuedOp, ...]) -> None:
+        self.fn = fn
+        self.args = args
+        self.requires = requires
+        self.error: BaseException | None = None
+        self.value: Any = None
+
+    def result(self) -> Any:
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
+def _run_ops(ops: list[QueuedOp]) -> None:
+    for op in ops:
+        failed = next((r.error for r in op.requires if r.error is not None), None)
+        if failed is not None:
+            op.error = failed
+            continue
         try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
+            op.value = op.fn(*op.args)
+        except Exception as exc:  # reported to the op's waiter, never lost in the worker thread
+            op.error = exc
 
 
 def _load_syncfs() -> Any:

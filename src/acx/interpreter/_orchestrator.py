@@ -291,13 +291,16 @@ class _RequestRun:
         self.store.write_json("run_info.json", info)
 
     # ---- the task loop -----------------------------------------------------------------------
-    async def run_task(self, task: TaskSpec) -> None:
+    async def run_task(self, task: TaskSpec, free_slot: Callable[[], None] = lambda: None) -> None:
+        """All attempts of ``task``, then its final commit. ``free_slot`` is called once no sandbox
+        of the task is left: the wait for the durable commit does not hold a concurrency slot."""
         ctx, prog = self.ctx, self.prog
         ctx.emit("task_started", task_id=task.task_id, category=task.category)
         ex = prog.request.execution
         k, strategy = ex.attempts.k, ex.attempts.strategy
         primary = prog.benchmark.metric_contract.primary_id()
         done: dict[int, RunResult] = {}
+        written: list[Any] = []  # queued result.json writes, required by the final rename
         previous = self.store.completed_attempts(task.task_id) if self.resumed else {}
         for n, data in previous.items():
             done[n] = decode(msgspec.json.encode(_result_fields(data)), RunResult)
@@ -314,13 +317,11 @@ class _RequestRun:
                     payload={"applied_recipes": list(plan.applied_recipes)},
                 )
             store = self.store
-            # Journaled before the attempt's first side effect: the group commit that makes the
-            # session record durable (right before the sandbox opens) covers this line too.
             await store.write(store.start_attempt, task.task_id, n)
             result = await AttemptRunner(ctx, task, n, plan).run()
             # result.json is the commit of an attempt: it exists iff the attempt is done (resume).
-            # It becomes durable with the next group commit (the next open or the task's finish).
-            await store.write(store.write_attempt, task.task_id, n, _result_json(result, prog))
+            # Written by the next group commit (at the latest the task's own, which requires it).
+            written.append(store.queue_attempt(task.task_id, n, _result_json(result, prog)))
             ctx.emit(
                 "attempt_finished",
                 task_id=task.task_id,
@@ -351,9 +352,10 @@ class _RequestRun:
                     break
                 if n not in done:
                     done[n] = await one(n)
-        await self._finish_task(task, [done[n] for n in sorted(done)])
+        free_slot()
+        await self._finish_task(task, [done[n] for n in sorted(done)], tuple(written))
 
-    async def _finish_task(self, task: TaskSpec, attempts: list[RunResult]) -> None:
+    async def _finish_task(self, task: TaskSpec, attempts: list[RunResult], written: tuple[Any, ...] = ()) -> None:
         ex = self.prog.request.execution
         state = _task_state(attempts)
         task_json = {
@@ -365,7 +367,7 @@ class _RequestRun:
             "retry_counts": {str(a.attempt): a.retry_count for a in attempts},
             "state": state,
         }
-        await self.store.durably(self.store.finalize_task, task.task_id, state, task_json)
+        await self.store.durably(self.store.finalize_task, task.task_id, state, task_json, requires=written)
         self.outcomes[task.task_id] = TaskOutcome(task.task_id, task.category, attempts, state)
         summary = ", ".join(f"{k}={v}" for k, v in (attempts[-1].metrics.items() if attempts else []))
         self.ctx.emit("partial_saved", task_id=task.task_id, category=task.category)
@@ -378,21 +380,41 @@ class _RequestRun:
         )
 
     async def reap_stale(self) -> int:
-        """On resume: release sandboxes the interrupted run left behind (records with a dead pid)."""
-        reaped = 0
+        """On resume: release sandboxes the interrupted run left behind — opened by another process
+        and neither closed nor kept per the journal, recorded as failed to release, or (drivers that
+        find their own sandboxes) listed by the driver under this run's session ids and not known
+        to be closed or kept."""
         driver = self.prog.driver
-        for record in self.store.live_session_records():
-            if record.get("pid") == os.getpid() or record.get("state") == "kept":
-                continue
-            if record.get("provider") != getattr(driver, "id", None):
-                continue
+        records = self.store.session_records()
+        stale = {
+            sid: rec
+            for sid, rec in records.items()
+            if rec.get("state") in ("active", "release_failed")
+            and rec.get("pid") != os.getpid()
+            and rec.get("provider") == getattr(driver, "id", None)
+        }
+        if getattr(driver, "sessions_discoverable", False):
+            prefix = f"{self.store.run_id}-"
+            with trio.move_on_after(self.orch.runtime.cleanup_grace_seconds):
+                try:
+                    listed = await driver.list_sessions({"acx.run_id": self.store.run_id})
+                except Exception as exc:
+                    listed = []
+                    log.warning("could not list sandboxes: %s", exc, extra={"request": self.prog.name})
+                for rec in listed:
+                    known = records.get(rec.id, {}).get("state")
+                    if rec.id.startswith(prefix) and known not in ("closed", "kept"):
+                        stale.setdefault(rec.id, {"id": rec.id})
+        reaped = 0
+        for sid in stale:
             try:
                 with trio.move_on_after(self.orch.runtime.cleanup_grace_seconds):
-                    await driver.close_session(str(record["id"]))
-                    self.store.drop_session(str(record["id"]))
+                    await driver.close_session(sid)
+                    self.store.drop_session(sid)
+                    self.store.session_closed(sid, "reaped")
                     reaped += 1
             except Exception as exc:  # leave the record for `acx env` / `acx gc`
-                log.warning("could not release %s: %s", record.get("id"), exc, extra={"request": self.prog.name})
+                log.warning("could not release %s: %s", sid, exc, extra={"request": self.prog.name})
         if reaped:
             log.info("released %d sandbox(es) left by the interrupted run", reaped, extra={"request": self.prog.name})
         return reaped
@@ -686,13 +708,20 @@ async def run_orchestration(
                     dispatched = trio.Event()
 
                     async def task_slot(r: _RequestRun, task: TaskSpec) -> None:
+                        held = [True]
+
+                        def free_slot() -> None:
+                            if held[0]:
+                                held[0] = False
+                                slots.release()
+
                         try:
-                            await r.run_task(task)
+                            await r.run_task(task, free_slot)
                         except Exception as exc:
                             # A task-level failure (not an attempt failure) fails its request only.
                             r.task_crashed(task, exc)
                         finally:
-                            slots.release()
+                            free_slot()
 
                     async def run_request(r: _RequestRun, tasks: list[TaskSpec], handed: trio.Event) -> None:
                         async with trio.open_nursery() as rn:

@@ -3,15 +3,20 @@
 Layout (reference §4)::
 
     run_info.json  metrics.json  summary.md  progress.jsonl  progress.json  run.log
-    journal.jsonl              append-only, fsynced: state changes before their side effects
+    journal.jsonl              append-only: run, attempt, task and session records
     .acx/invocation.json       how to recompile this run (resume), no secrets
-    .env-resources/<session>.json   live sandboxes (deleted after a successful close)
+    .env-resources/<session>.json   sandboxes that outlive their attempt (kept, or failed to release)
     details/running/<task-dir>/     unfinished tasks: attempt-N/result.json as attempts finish
     details/{normal,error,fatal}/<task-dir>/task.json + attempt-N/result.json
 
-Every file is written atomically (temp + fsync + rename); a task moves from ``running`` to its
-final state directory with one ``rename``. What is on disk is the truth on resume: an attempt is
-done iff its ``result.json`` exists; a task is done iff it sits in a final state directory.
+Every file is written atomically (temp + rename, made durable by a group-committed ``syncfs``); a
+task moves from ``running`` to its final state directory with one ``rename``. What is on disk is the
+truth on resume: an attempt is done iff its ``result.json`` exists; a task is done iff it sits in a
+final state directory.
+
+Journal lines are buffered and written with the next group commit (or within 0.5 s); a
+``session_opened`` line is written through before the sandbox opens, so a killed run's sandboxes are
+found on resume (opened and neither closed nor kept).
 """
 
 from __future__ import annotations
@@ -29,7 +34,16 @@ from typing import IO, Any, TypeVar
 import msgspec
 
 from acx.errors import AcxResultsError
-from acx.interpreter._fs import GroupCommit, atomic_write_json, safe_name, task_dir_name
+from acx.interpreter._fs import (
+    GroupCommit,
+    QueuedOp,
+    atomic_write_bytes,
+    atomic_write_json,
+    encode_json,
+    safe_name,
+    task_dir_name,
+    write_new_bytes,
+)
 
 __all__ = ["FINAL_STATES", "RUN_INFO_SCHEMA", "RunStore", "find_reuse_source"]
 
@@ -64,8 +78,14 @@ class RunStore:
         self.commit = GroupCommit(run_dir)
         self._journal: IO[bytes] | None = None
         self._journal_lock = threading.Lock()  # lines stay whole if a caller writes from a thread
+        self._journal_buffer: list[bytes] = []
+        self._journal_flushed = time.monotonic()
+        # The group commit writes buffered journal lines before its syncfs: one write per round.
+        self.commit.before_round = self.flush_journal
         #: False: the group commit's syncfs runs inline (tests on trio's MockClock).
         self.io_threads = True
+        #: Opened to continue an interrupted run (attempt directories may hold leftovers).
+        self.resumed = False
 
     # ---- creation ----------------------------------------------------------------------------
     @classmethod
@@ -133,49 +153,80 @@ class RunStore:
                 code="E0604",
                 help="runs written by another tool or version cannot be resumed; rerun the evaluation",
             )
-        return cls._init(path, str(info.get("run_id") or path.name))
+        store = cls._init(path, str(info.get("run_id") or path.name))
+        store.resumed = True
+        return store
 
     # ---- journal -----------------------------------------------------------------------------
-    def journal(self, kind: str, *, fsync: bool = True, **fields: Any) -> None:
-        """Append one record; written through at once (survives a SIGKILL), fsynced unless batched."""
+    JOURNAL_FLUSH_INTERVAL = 0.5
+
+    def journal(self, kind: str, *, fsync: bool = True, through: bool = False, **fields: Any) -> None:
+        """Append one record.
+
+        ``fsync=True`` (rare records: run started/finished): written and fsynced at once.
+        ``fsync=False``: buffered, written with the next group commit round, within
+        :attr:`JOURNAL_FLUSH_INTERVAL`, or at close — the records a resume depends on are files, not
+        these lines. ``through=True``: written at once without fsync, so it survives a SIGKILL that
+        follows (a session about to open).
+        """
         line = _JOURNAL_ENCODER.encode({"t": _now(), "kind": kind, **fields}) + b"\n"
         with self._journal_lock:
-            if self._journal is None or self._journal.closed:
-                self._journal = self.journal_path.open("ab")
-            self._journal.write(line)
-            self._journal.flush()
-            if fsync:
-                os.fsync(self._journal.fileno())
+            self._journal_buffer.append(line)
+            if fsync or through or time.monotonic() - self._journal_flushed >= self.JOURNAL_FLUSH_INTERVAL:
+                self._flush_journal_locked(fsync=fsync)
+
+    def flush_journal(self) -> None:
+        with self._journal_lock:
+            if self._journal_buffer:
+                self._flush_journal_locked(fsync=False)
+
+    def _flush_journal_locked(self, *, fsync: bool) -> None:
+        if self._journal is None or self._journal.closed:
+            # Unbuffered: each flush is exactly one write of whole lines.
+            self._journal = self.journal_path.open("ab", buffering=0)
+            if self._journal.tell() > 0 and _last_byte(self.journal_path) != b"\n":
+                self._journal_buffer.insert(0, b"\n")  # end a line torn by a SIGKILL before appending
+        data, self._journal_buffer = b"".join(self._journal_buffer), []
+        self._journal_flushed = time.monotonic()
+        view = memoryview(data)
+        while view:
+            view = view[self._journal.write(view) or 0 :]
+        if fsync:
+            os.fsync(self._journal.fileno())
 
     def close(self) -> None:
-        self.commit.flush_unlinks()
+        self.commit.run_queued()
         with self._journal_lock:
+            if self._journal_buffer:
+                self._flush_journal_locked(fsync=True)
             if self._journal is not None:
                 self._journal.close()
                 self._journal = None
 
     async def write(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run a small store write (``fsync=False``) inline on the trio thread.
-
-        A file write is a few syscalls; a worker-thread hop costs more than that (measured: GIL
-        hand-offs on a busy machine), so writes stay here and only the shared ``syncfs`` of a
-        group commit runs in a thread.
-        """
+        """Run a small store write (``fsync=False``) inline on the trio thread."""
         import trio
 
         await trio.lowlevel.checkpoint()
         return fn(*args, fsync=False, **kwargs)
 
-    async def durably(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Write inline without a per-file fsync, then wait for the shared group commit (one syncfs)."""
+    def queue(self, fn: Callable[..., Any], *args: Any, requires: tuple[QueuedOp, ...] = ()) -> QueuedOp:
+        """Queue a write for the next group-commit round (runs in its worker thread); not awaited."""
+        self.commit.threads = self.io_threads
+        return self.commit.queue(fn, *args, requires=requires)
+
+    async def durably(self, fn: Callable[..., T], *args: Any, requires: tuple[QueuedOp, ...] = ()) -> T:
+        """Queue ``fn(*args)`` and wait for its round: written (after ``requires``) and synced.
+
+        Raises what the write raised — or what a required write raised, in which case ``fn`` did
+        not run.
+        """
         import trio
 
-        # No scheduling point before the write: the group commit below yields anyway.
         await trio.lowlevel.checkpoint_if_cancelled()
-        out = fn(*args, fsync=False, **kwargs)
-        self.commit.threads = self.io_threads
+        op = self.queue(fn, *args, requires=requires)
         await self.commit.sync()
-        return out
+        return op.result()  # type: ignore[no-any-return]
 
     def read_journal(self) -> list[dict[str, Any]]:
         if not self.journal_path.exists():
@@ -202,11 +253,38 @@ class RunStore:
     def attempt_dir(self, task_id: str, attempt: int) -> Path:
         return self.running_dir(task_id) / f"attempt-{attempt}"
 
-    def write_attempt(self, task_id: str, attempt: int, result: dict[str, Any], *, fsync: bool = True) -> Path:
-        path = self.attempt_dir(task_id, attempt) / "result.json"
-        atomic_write_json(path, {"schema_version": RESULT_SCHEMA, **result}, fsync=fsync)
-        self.journal("attempt_finished", fsync=False, task_id=task_id, attempt=attempt, status=result.get("status"))
-        return path
+    def attempt_dir_str(self, task_id: str, attempt: int) -> str:
+        return f"{self._running(task_id)}/attempt-{attempt}"
+
+    def _running(self, task_id: str) -> str:
+        # str paths on the per-task path: a pathlib join costs more than the syscall it feeds.
+        return f"{self.details}/running/{task_dir_name(task_id)}"
+
+    def write_attempt(self, task_id: str, attempt: int, result: dict[str, Any], *, fsync: bool = False) -> Path:
+        """``attempt-N/result.json`` (atomic; the directories are created when missing)."""
+        return self.write_attempt_bytes(task_id, attempt, encode_json({"schema_version": RESULT_SCHEMA, **result}))
+
+    def write_attempt_bytes(self, task_id: str, attempt: int, data: bytes) -> Path:
+        running = self._running(task_id)
+        d = f"{running}/attempt-{attempt}"
+        for directory in (running, d):  # two mkdirs; cheaper than an open failing into makedirs
+            try:
+                os.mkdir(directory)
+            except FileExistsError:
+                pass
+        path = f"{d}/result.json"
+        atomic_write_bytes(path, data, fsync=False)
+        self.journal("attempt_finished", fsync=False, task_id=task_id, attempt=attempt)
+        return Path(path)
+
+    def queue_attempt(self, task_id: str, attempt: int, result: dict[str, Any]) -> QueuedOp:
+        """Encode ``result.json`` here, write it with the next group commit (not awaited).
+
+        An attempt is done iff its result.json exists: a crash before the round reruns the attempt
+        on resume, and the task's final rename requires this write (see :meth:`durably`).
+        """
+        data = encode_json({"schema_version": RESULT_SCHEMA, **result})
+        return self.queue(self.write_attempt_bytes, task_id, attempt, data)
 
     def completed_attempts(self, task_id: str) -> dict[int, dict[str, Any]]:
         """Attempts of an unfinished task whose result.json exists (resume: never redone)."""
@@ -224,20 +302,15 @@ class RunStore:
         return out
 
     def start_attempt(self, task_id: str, attempt: int, *, fsync: bool = True) -> None:
-        """Create the attempt directory (archiving an interrupted attempt's leftovers), journal it."""
-        d = self.attempt_dir(task_id, attempt)
-        if attempt == 1:
-            try:
-                os.mkdir(d.parent)  # a fresh task: running/<task dir>
-            except FileExistsError:
-                pass
-        try:
-            os.mkdir(d)
-        except FileNotFoundError:  # a later attempt of a task whose directory was not made yet
-            os.makedirs(d, exist_ok=True)
-        except FileExistsError:
-            self.archive_partial_attempt(task_id, attempt)  # resume, or the same attempt again
-        self.journal("attempt_started", fsync=fsync, task_id=task_id, attempt=attempt)
+        """Journal an attempt's start; on a resumed run, archive an interrupted attempt's leftovers.
+
+        Directories are created when something is written into them (a result, artifacts, a
+        retry record), so a fresh attempt costs no metadata operation here. The journal line is
+        buffered (``fsync`` is accepted for :meth:`write`).
+        """
+        if self.resumed:
+            self.archive_partial_attempt(task_id, attempt)
+        self.journal("attempt_started", fsync=False, task_id=task_id, attempt=attempt)
 
     def archive_partial_attempt(self, task_id: str, attempt: int) -> None:
         """An interrupted attempt's leftovers move to ``retries/<id>/`` before it reruns (A8)."""
@@ -253,14 +326,29 @@ class RunStore:
             p.rename(dest / p.name)
 
     def finalize_task(self, task_id: str, state: str, task_json: dict[str, Any], *, fsync: bool = True) -> Path:
-        src = self.running_dir(task_id)
-        atomic_write_json(src / "task.json", {"schema_version": TASK_SCHEMA, **task_json}, fsync=fsync)
-        dest = self.details / state / src.name
-        if dest.exists():
-            shutil.rmtree(dest)
-        os.replace(src, dest)  # the rename is the commit; the journal line is informational
+        """Write ``task.json`` into the running directory, then move the directory to ``state``.
+
+        ``task.json`` needs no temp file: nobody reads it before the directory's rename, which is the
+        commit (a torn file left in ``running/`` by a crash is rewritten on resume). Durability comes
+        from the group commit this runs in (``fsync`` is unused).
+        """
+        src = self._running(task_id)
+        data = encode_json({"schema_version": TASK_SCHEMA, **task_json})
+        try:
+            write_new_bytes(f"{src}/task.json", data)
+        except FileNotFoundError:  # no attempt wrote anything (all were loaded from elsewhere)
+            os.makedirs(src, exist_ok=True)
+            write_new_bytes(f"{src}/task.json", data)
+        dest = f"{self.details}/{state}/{task_dir_name(task_id)}"
+        try:
+            os.rename(src, dest)  # the rename is the commit; the journal line is informational
+        except OSError:
+            if not os.path.isdir(dest):
+                raise
+            shutil.rmtree(dest)  # the same task finished before (a resumed run's stale copy)
+            os.rename(src, dest)
         self.journal("task_finished", fsync=False, task_id=task_id, state=state)
-        return dest
+        return Path(dest)
 
     def finished_tasks(self) -> dict[str, tuple[str, Path]]:
         """task_id → (state, dir) of every task in a final state directory."""
@@ -279,7 +367,17 @@ class RunStore:
         return out
 
     # ---- environment resources -----------------------------------------------------------------
+    def session_opened(self, session_id: str, payload: dict[str, Any], *, through: bool = True) -> None:
+        """Journal a session about to open; ``through``: written at once (survives a SIGKILL that
+        follows) — not needed when the driver finds its own sandboxes again."""
+        self.journal("session_opened", fsync=False, through=through, id=session_id, **payload)
+
+    def session_closed(self, session_id: str, how: str = "released") -> None:
+        """Journal a released session (``how``: released, open_failed, kept, reaped)."""
+        self.journal("session_closed", fsync=False, id=session_id, how=how)
+
     def record_session(self, session_id: str, payload: dict[str, Any], *, fsync: bool = True) -> None:
+        """A sandbox that outlives its attempt (kept, or failed to release): a file in .env-resources/."""
         atomic_write_json(
             self.resources / f"{safe_name(session_id)}.json",
             {
@@ -291,25 +389,43 @@ class RunStore:
             fsync=fsync,
         )
 
-    def drop_session_later(self, session_id: str) -> None:
-        """Delete a released session's record with the next group commit (or at the end).
-
-        A crash in between leaves a record of a session that is already gone; resuming releases it
-        again, which is a no-op.
-        """
-        self.commit.unlinks.append(self.resources / f"{safe_name(session_id)}.json")
-
     def drop_session(self, session_id: str, *, fsync: bool = False) -> None:
-        """Delete a session's record now (``fsync`` is accepted for :meth:`write`; unused)."""
+        """Delete a session's record file if any (``fsync`` is accepted for :meth:`write`; unused)."""
         try:
             (self.resources / f"{safe_name(session_id)}.json").unlink()
         except FileNotFoundError:
             pass
 
     def live_session_records(self) -> list[dict[str, Any]]:
-        if not self.resources.is_dir():
-            return []
-        return [read_json(p) for p in sorted(self.resources.glob("*.json"))]
+        """Sandboxes not known to be released: record files (kept, release failed) and sessions the
+        journal shows opened and neither closed nor kept (left by an interrupted run)."""
+        return [r for r in self.session_records().values() if r.get("state") != "closed"]
+
+    def session_records(self) -> dict[str, dict[str, Any]]:
+        """Every session this run journaled or recorded, by id; ``state``: active (opened, never
+        closed), closed, kept or release_failed. A record file wins over the journal."""
+        out: dict[str, dict[str, Any]] = {}
+        for rec in self.read_journal():
+            kind = rec.get("kind")
+            if kind == "session_opened":
+                out[str(rec.get("id"))] = {**rec, "state": "active"}
+            elif kind == "session_closed":
+                sid = str(rec.get("id"))
+                out[sid] = {**out.get(sid, {"id": sid}), "state": "kept" if rec.get("how") == "kept" else "closed"}
+        if self.resources.is_dir():
+            for p in sorted(self.resources.glob("*.json")):
+                try:
+                    rec = read_json(p)
+                except (OSError, ValueError):
+                    continue
+                out[str(rec.get("id"))] = rec
+        return out
+
+
+def _last_byte(path: Path) -> bytes:
+    with path.open("rb") as fh:
+        fh.seek(-1, os.SEEK_END)
+        return fh.read(1)
 
 
 def read_json(path: Path) -> Any:
