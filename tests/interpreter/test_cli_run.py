@@ -206,7 +206,9 @@ def test_sigkill_then_resume_runs_every_task_exactly_once(tmp_path: Path) -> Non
     proc.wait(timeout=10)
     d = _run_dir(tmp_path)
     done_before = {json.loads(p.read_text())["task_id"] for p in d.glob("details/normal/*/task.json")}
-    assert done_before == {f"q{i}" for i in range(6)}
+    # q6 and q7 start once q4 and q5 free their slots; a task's final commit (its group-commit
+    # round) may still be pending then, so q4/q5 may or may not have been reported done
+    assert {f"q{i}" for i in range(4)} <= done_before <= {f"q{i}" for i in range(6)}
     orphans = [int(p) for p in pids.read_text().split()]
     assert all(_alive(p) for p in orphans)  # the killed run could not clean up
     # the two sessions the killed run left are found by the driver under this run's id

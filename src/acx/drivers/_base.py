@@ -21,7 +21,7 @@ import contextlib
 import contextvars
 import types
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import msgspec
@@ -45,6 +45,28 @@ DEFAULT_MAX_OUTPUT_BYTES = 16 * 1024 * 1024
 _SCOPES: contextvars.ContextVar[Mapping[str, Mapping[str, str]]] = contextvars.ContextVar(
     "acx_env_scopes", default=types.MappingProxyType({})
 )
+
+
+class _EnvScope:
+    """Sets the session's stage variables in the ContextVar; resets them on exit (class-based:
+    cheaper than a generator context manager, entered several times per task)."""
+
+    __slots__ = ("_session_id", "_token", "_variables")
+
+    def __init__(self, session_id: str, variables: Mapping[str, str]) -> None:
+        self._session_id = session_id
+        self._variables = variables
+        self._token: contextvars.Token[Mapping[str, Mapping[str, str]]] | None = None
+
+    def __enter__(self) -> None:
+        current = dict(_SCOPES.get())
+        current[self._session_id] = {**current.get(self._session_id, {}), **self._variables}
+        self._token = _SCOPES.set(current)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _SCOPES.reset(self._token)
+            self._token = None
 
 
 class ExecResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -96,17 +118,10 @@ class Session(ABC):
         self.closed = False
 
     # ---- env scopes (V2) -------------------------------------------------------------------
-    @contextlib.contextmanager
-    def env_scope(self, variables: Mapping[str, str]) -> Iterator[None]:
-        """Stage variables for commands run in this async context on this session."""
-        current = dict(_SCOPES.get())
-        merged = {**current.get(self.id, {}), **variables}
-        current[self.id] = merged
-        token = _SCOPES.set(current)
-        try:
-            yield
-        finally:
-            _SCOPES.reset(token)
+    def env_scope(self, variables: Mapping[str, str]) -> contextlib.AbstractContextManager[None]:
+        """Stage variables for commands run in this async context on this session (a context
+        manager: restored on exit, whether by success, failure or cancellation)."""
+        return _EnvScope(self.id, variables)
 
     def scoped_env(self) -> dict[str, str]:
         return dict(_SCOPES.get().get(self.id, {}))

@@ -359,10 +359,12 @@ class HostProcessSession(Session):
                     rest = _prefill(in_w, stdin)
                     if rest is None:
                         in_w = _closed(in_w)
-            # In a worker thread, as trio.run_process does: the spawn's wait (vfork until exec)
-            # then overlaps other tasks (measured: spawning inline is slower at concurrency 32).
-            proc = await trio.to_thread.run_sync(
-                _spawn,
+            # Inline, not in a worker thread as trio.run_process does: the spawn blocks this thread
+            # until the child has exec'd (vfork), ~0.1-0.3 ms, but a thread hop per command costs
+            # more CPU than that, and a full run is CPU-bound (bench/run_overhead.py: 1.61x → 1.37x
+            # the bare loop; only a driver-only loop with nothing else to do prefers the thread).
+            await trio.lowlevel.checkpoint()
+            proc = _spawn(
                 self._argv(argv),
                 in_r if stdin is not None else subprocess.DEVNULL,
                 out_w,

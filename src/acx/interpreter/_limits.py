@@ -8,8 +8,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
+from typing import Any
 
 import trio
 
@@ -38,14 +39,10 @@ class Limits:
             self._providers[env_id] = trio.CapacityLimiter(limit)
         return self._providers[env_id]
 
-    @asynccontextmanager
-    async def provider_slot(self, env_id: str) -> AsyncIterator[None]:
+    def provider_slot(self, env_id: str) -> AbstractAsyncContextManager[Any]:
+        """A slot of ``env_id``'s session limit (an async context manager; a no-op when unlimited)."""
         limiter = self.provider(env_id)
-        if limiter is None:
-            yield
-            return
-        async with limiter:
-            yield
+        return _NO_LIMIT if limiter is None else limiter
 
     async def wait_open_turn(self, env_id: str) -> None:
         """Space environment opens of ``env_id`` at least ``1/qps`` seconds apart."""
@@ -60,3 +57,16 @@ class Limits:
             if last is not None and now - last < interval:
                 await trio.sleep(interval - (now - last))
             self._last_open[env_id] = trio.current_time()
+
+
+class _NoLimit:
+    """``async with`` that does nothing (cheaper than a generator-based context manager)."""
+
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
+_NO_LIMIT = _NoLimit()

@@ -220,6 +220,7 @@ class _RequestRun:
         self.crashed: list[str] = []
         self.done = trio.Event()
         self._log_handler: logging.Handler | None = None
+        self._kept_info: dict[str, Any] | None = None
 
     def _emit(self, event: ProgressEvent) -> None:
         self.progress.emit(event)
@@ -284,10 +285,15 @@ class _RequestRun:
             "resolved_execution_plans": self.plans_audit,
             **extra,
         }
-        prev = self.store.read_run_info()
+        # Kept from the previous write (or the interrupted run's file): not re-read every time.
+        if self._kept_info is None:
+            prev = self.store.read_run_info()
+            self._kept_info = {k: prev[k] for k in ("reused_from", "resumes") if k in prev}
         for keep in ("reused_from", "resumes"):
-            if keep in prev and keep not in info:
-                info[keep] = prev[keep]
+            if keep in info:
+                self._kept_info[keep] = info[keep]
+            elif keep in self._kept_info:
+                info[keep] = self._kept_info[keep]
         self.store.write_json("run_info.json", info)
 
     # ---- the task loop -----------------------------------------------------------------------
