@@ -269,6 +269,7 @@ def main() -> None:
         f"bare+files:  {files:7.3f} s  ({files / med['bare']:5.2f}x bare)  the bare loop plus the durable"
         " per-task result files alone"
     )
+    print(f"acx/files:   {med['acx'] / files:7.2f}x  acx against the bare loop plus the result files")
     runs = " ".join(f"{t:.3f}" for t, _ in acx_runs) + " | bare " + " ".join(f"{t:.3f}" for t, _ in bare_runs)
     print(f"runs (s):    acx {runs}")
     print(f"peak RSS:    {rss_mb:7.1f} MiB")

@@ -211,7 +211,34 @@ def _spawn(
     argv: list[str], stdin: int, stdout: int, stderr: int, cwd: str, env: dict[bytes, bytes]
 ) -> subprocess.Popen[bytes]:
     """Start a command in its own session (``setsid``): its process group is ours to kill."""
-    return subprocess.Popen(argv, stdin=stdin, stdout=stdout, stderr=stderr, cwd=cwd, env=env, start_new_session=True)
+    return subprocess.Popen(
+        argv,
+        executable=_resolve(argv[0], env.get(b"PATH")),
+        stdin=stdin,
+        stdout=stdout,
+        stderr=stderr,
+        cwd=cwd,
+        env=env,
+        start_new_session=True,
+    )
+
+
+_RESOLVED: dict[tuple[str, bytes | None], str] = {}
+
+
+def _resolve(name: str, path: bytes | None) -> str | None:
+    """``name`` looked up in the command's PATH once, then remembered (subprocess would build the
+    candidate list for every spawn); None leaves the lookup — and its error — to subprocess."""
+    if "/" in name:
+        return None
+    key = (name, path)
+    found = _RESOLVED.get(key)
+    if found is None:
+        found = shutil.which(name, path=os.fsdecode(path) if path is not None else os.defpath)
+        if found is None or not os.path.isabs(found):
+            return None
+        _RESOLVED[key] = found
+    return found
 
 
 def _prefill(fd: int, data: bytes) -> memoryview | None:
