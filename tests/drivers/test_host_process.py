@@ -255,6 +255,8 @@ def test_list_sessions_finds_leftover_and_kept_directories_only(tmp_path: Path) 
     (tmp_path / "s").mkdir()
     (tmp_path / "s" / "acx-not-a-dir").write_text("")
     (tmp_path / "s" / "other-dir").mkdir()
+    for name in ("acx-clean", "acx-bench-zq_k2x9p", "acx-x-1234567"):  # not session directory names
+        (tmp_path / "s" / name).mkdir()
 
     async def go() -> tuple[list[str], list[str]]:
         d = _driver(tmp_path)

@@ -56,6 +56,8 @@ _READ_CHUNK = 65536
 #: Environment entry ``ACX_SESSION_ID=<session id>`` of every command: finds a crashed session's processes.
 _MARKER_KEY = b"ACX_SESSION_ID"
 _SAFE_ID = re.compile(r"[A-Za-z0-9_.-]{0,40}")
+#: A session directory's name: ``acx-<id as _safe makes it>-<8 hex digits>``.
+_SESSION_DIR = re.compile(r"acx-([A-Za-z0-9_.-]{0,40})-[0-9a-f]{8}")
 _DRAIN_SECONDS = 2.0
 
 
@@ -715,7 +717,7 @@ class HostProcessDriver(Driver):
                 names = os.listdir(parent)
             except OSError:
                 return []
-            return sorted(n for n in names if n.startswith("acx-") and _is_real_dir(os.path.join(parent, n)))
+            return sorted(n for n in names if _SESSION_DIR.fullmatch(n) and _is_real_dir(os.path.join(parent, n)))
 
         names = await trio.to_thread.run_sync(_scan)
         out = []
@@ -749,9 +751,10 @@ def _is_real_dir(path: str) -> bool:
 def _session_id_of(dir_name: str) -> str | None:
     """The id ``close_session`` takes for a directory ``acx-<id>-<8 chars>``: the session id when
     the name holds it whole (ids acx generates always do), else its hashed form."""
-    if not dir_name.startswith("acx-") or len(dir_name) < 13 or dir_name[-9] != "-":
+    match = _SESSION_DIR.fullmatch(dir_name)
+    if match is None:
         return None
-    candidate = dir_name[4:-9]
+    candidate = match.group(1)
     return candidate if _safe(candidate) == candidate else None
 
 
