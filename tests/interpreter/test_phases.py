@@ -12,6 +12,7 @@ from interp_helpers import FakeBench, PyHarness, program, read_results, run, run
 
 from acx.drivers._base import OpenRequest, Session, SessionRecord
 from acx.drivers.fake import FakeDriver
+from acx.errors import DriverError
 from acx.interpreter._store import RunStore
 from acx.ir import EnvironmentSpec, ExecutionIssue, ExecutionSpec, NetworkPolicy, RunResult
 
@@ -356,6 +357,8 @@ class _ListingDriver(FakeDriver):
         return [SessionRecord(id=i, provider="fake") for i in self.leftovers]
 
     async def close_session(self, session_id: str) -> None:
+        if session_id.endswith("-gone"):
+            raise DriverError(f"no sandbox {session_id}", code="session_not_found")
         self.reaped.append(session_id)
 
 
@@ -366,6 +369,7 @@ def test_resume_reaps_journaled_and_listed_leftovers_but_not_closed_or_kept_ones
     store = RunStore.open_existing(d)
     # a killed process (pid 1 is never ours) left: one session journaled open, one closed, one kept
     store.session_opened(f"{rid}-journaled", {"provider": "fake", "pid": 1})
+    store.session_opened(f"{rid}-gone", {"provider": "fake", "pid": 1})  # removed meanwhile (gc)
     store.session_opened(f"{rid}-closed", {"provider": "fake", "pid": 1})
     store.session_closed(f"{rid}-closed")
     store.session_opened(f"{rid}-kept", {"provider": "fake", "pid": 1})
@@ -377,3 +381,4 @@ def test_resume_reaps_journaled_and_listed_leftovers_but_not_closed_or_kept_ones
     assert sorted(driver.reaped) == sorted([f"{rid}-journaled", f"{rid}-unjournaled"])
     states = RunStore.open_existing(d).session_records()
     assert states[f"{rid}-journaled"]["state"] == "closed" and states[f"{rid}-kept"]["state"] == "kept"
+    assert states[f"{rid}-gone"]["state"] == "closed"  # already gone counts as released, once

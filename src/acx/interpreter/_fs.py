@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import itertools
+import logging
 import math
 import os
 import re
@@ -174,9 +175,15 @@ class GroupCommit:
         return op
 
     def run_queued(self) -> None:
-        """Run what is queued now, on this thread (the end of a run: no waiter may be left behind)."""
+        """Run what is queued now, on this thread (the end of a run: no waiter is left to tell, so
+        a failure is logged)."""
         ops, self._ops = self._ops, []
         _run_ops(ops)
+        for op in ops:
+            if op.error is not None:
+                logging.getLogger("acx.interpreter").error(
+                    "a results write failed at the end of the run: %s: %s", type(op.error).__name__, op.error
+                )
 
     def _round(self, ops: list[QueuedOp]) -> None:
         _run_ops(ops)

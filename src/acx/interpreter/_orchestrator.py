@@ -26,6 +26,7 @@ from typing import Any
 import msgspec
 import trio
 
+from acx.errors import DriverError
 from acx.interpreter._attempt import AttemptRunner, RequestContext
 from acx.interpreter._envvars import MissingEnvError, missing_names, required_names
 from acx.interpreter._events import ProgressEvent, RunProgress
@@ -415,7 +416,12 @@ class _RequestRun:
         for sid in stale:
             try:
                 with trio.move_on_after(self.orch.runtime.cleanup_grace_seconds):
-                    await driver.close_session(sid)
+                    try:
+                        await driver.close_session(sid)
+                    except DriverError as exc:
+                        if getattr(exc, "code", None) != "session_not_found":
+                            raise
+                        # Already gone (removed by hand, by gc, or it never came up): say so once.
                     self.store.drop_session(sid)
                     self.store.session_closed(sid, "reaped")
                     reaped += 1
