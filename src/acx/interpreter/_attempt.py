@@ -391,22 +391,18 @@ class AttemptRunner:
         ctx.live_sessions.add(session.id)
         return session
 
+    def _record_outliving(self, session: Session, state: str) -> None:
+        """A record file in .env-resources/ for a sandbox that outlives its attempt."""
+        record = {"provider": self.plan.environment.id, "task_id": self.task.task_id, "attempt": self.attempt}
+        self.ctx.store.record_session(session.id, {**record, "pid": _PID, "state": state})
+
     async def _release(self, t: _Try, session: Session) -> None:
         ctx = self.ctx
         # One scope: shielded from the caller's cancellation, bounded by the cleanup grace period.
         with trio.CancelScope(shield=True, deadline=trio.current_time() + ctx.grace):
             self.phase("release")
             if self.plan.execution.keep_environment:
-                ctx.store.record_session(
-                    session.id,
-                    {
-                        "provider": self.plan.environment.id,
-                        "task_id": self.task.task_id,
-                        "attempt": self.attempt,
-                        "pid": _PID,
-                        "state": "kept",
-                    },
-                )
+                self._record_outliving(session, "kept")
                 ctx.store.session_closed(session.id, "kept")
                 ctx.live_sessions.discard(session.id)
                 log.info("environment retained (keep_environment): %s", session.id, extra={"request": ctx.name})
@@ -425,16 +421,7 @@ class AttemptRunner:
                 ctx.live_sessions.discard(session.id)
                 return
         # Failed or timed out (the scope's deadline): no await from here on.
-        ctx.store.record_session(
-            session.id,
-            {
-                "provider": self.plan.environment.id,
-                "task_id": self.task.task_id,
-                "attempt": self.attempt,
-                "pid": _PID,
-                "state": "release_failed",
-            },
-        )
+        self._record_outliving(session, "release_failed")
         if not any(i.code == "release_failed" for i in t.issues):
             t.add(
                 "warning",
