@@ -660,7 +660,8 @@ class _nullscope:
 
 
 def _deadline(seconds: float | None) -> Any:
-    """A cancel scope with a relative deadline; None = no deadline (T1)."""
+    """A cancel scope with a relative deadline; None = no deadline (T1): then no scope at all (a
+    scope without a deadline would catch nothing), only its ``cancelled_caught = False``."""
     if seconds is None or not math.isfinite(seconds):
-        return trio.CancelScope()
+        return _nullscope()
     return trio.move_on_after(seconds)
