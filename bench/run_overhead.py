@@ -13,8 +13,9 @@ Runs the same workload both ways in one process, alternating, ``--repeats`` time
 Modules are imported before timing on both sides (start-up is not per-task overhead). Prints
 the median acx time and tasks/s, the median bare-loop time, their ratio (target ≤ 1.1× the bare
 loop's time), a spawn-only bare loop (no temporary directories) and the bare loop plus only the
-durable per-task result files (``bare+files``: what the results contract alone costs) for
-reference, CPU seconds per side, peak RSS and the load average. Usage:
+durable per-task result files (``bare+files``: what the results contract alone costs), and the
+same without the ``syncfs`` (``bare+layout``), for reference, CPU seconds per side, peak RSS and
+the load average. Usage:
 ``python bench/run_overhead.py [--tasks N] [--concurrency C] [--repeats R]``.
 """
 
@@ -116,7 +117,7 @@ async def bare_loop(n: int, concurrency: int, *, tempdirs: bool = True) -> None:
             nursery.start_soon(one)
 
 
-async def files_loop(n: int, concurrency: int, run_dir: Path) -> None:
+async def files_loop(n: int, concurrency: int, run_dir: Path, *, durable: bool = True) -> None:
     """The bare loop plus the files the results contract asks for, written the cheapest correct way.
 
     Per task: ``running/<task>/attempt-1/result.json`` (temp + rename), ``task.json``, the
@@ -180,7 +181,8 @@ async def files_loop(n: int, concurrency: int, run_dir: Path) -> None:
         write(task_dir + "/attempt-1/result.json", json.dumps(result, indent=2).encode(), True)
         write(task_dir + "/task.json", json.dumps({"task_id": f"t{i}", "state": "normal"}).encode(), False)
         os.rename(task_dir, f"{final}/{name}")
-        await commit()
+        if durable:
+            await commit()
 
     async with trio.open_nursery() as nursery:
         for i in range(n):
@@ -204,9 +206,9 @@ def _bare(n: int, c: int, tempdirs: bool) -> float:
     return time.perf_counter() - start
 
 
-def _files(n: int, c: int, run_dir: Path) -> float:
+def _files(n: int, c: int, run_dir: Path, durable: bool = True) -> float:
     start = time.perf_counter()
-    trio.run(lambda: files_loop(n, c, run_dir))
+    trio.run(lambda: files_loop(n, c, run_dir, durable=durable))
     return time.perf_counter() - start
 
 
@@ -231,6 +233,7 @@ def main() -> None:
     bare_runs: list[tuple[float, float]] = []
     spawn_runs: list[tuple[float, float]] = []
     files_runs: list[tuple[float, float]] = []
+    layout_runs: list[tuple[float, float]] = []
     headline = ""
     with tempfile.TemporaryDirectory(prefix="acx-bench-") as tmp:
         for i in range(ns.repeats):
@@ -253,6 +256,8 @@ def main() -> None:
             spawn_runs.append(_timed(lambda: _bare(ns.tasks, ns.concurrency, False)))
             files_dir = Path(tmp) / f"files{i}"
             files_runs.append(_timed(lambda d=files_dir: _files(ns.tasks, ns.concurrency, d)))
+            layout_dir = Path(tmp) / f"layout{i}"
+            layout_runs.append(_timed(lambda d=layout_dir: _files(ns.tasks, ns.concurrency, d, False)))
     load_after = os.getloadavg()
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     med = {name: statistics.median(t for t, _ in runs) for name, runs in (("acx", acx_runs), ("bare", bare_runs))}
@@ -268,6 +273,11 @@ def main() -> None:
     print(
         f"bare+files:  {files:7.3f} s  ({files / med['bare']:5.2f}x bare)  the bare loop plus the durable"
         " per-task result files alone"
+    )
+    layout = statistics.median(t for t, _ in layout_runs)
+    print(
+        f"bare+layout: {layout:7.3f} s  ({layout / med['bare']:5.2f}x bare)  the same files without the syncfs"
+        " (not durable against a machine crash)"
     )
     print(f"acx/files:   {med['acx'] / files:7.2f}x  acx against the bare loop plus the result files")
     runs = " ".join(f"{t:.3f}" for t, _ in acx_runs) + " | bare " + " ".join(f"{t:.3f}" for t, _ in bare_runs)
