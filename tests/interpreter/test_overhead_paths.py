@@ -131,3 +131,45 @@ def test_session_ids_are_unique_and_name_the_run(tmp_path: Path) -> None:  # con
     journal = [json.loads(line) for line in (run_dir(result) / "journal.jsonl").read_text().splitlines()]
     starts: list[Any] = [e for e in journal if e["kind"] == "attempt_started"]
     assert len(starts) == 6
+
+
+def test_a_failed_commit_round_fails_every_waiter_and_hangs_none(tmp_path: Path) -> None:  # contract R13
+    commit = _fs.GroupCommit(tmp_path / "gone")  # syncfs cannot open the root: the round fails
+    # In a worker thread (the default): b and c arrive while a's round runs, and wait for the next.
+    outcomes: list[str] = []
+
+    async def waiter(name: str) -> None:
+        try:
+            await commit.sync()
+        except FileNotFoundError:
+            outcomes.append(f"{name} failed")
+        else:
+            outcomes.append(f"{name} ok")
+
+    async def main() -> None:
+        with trio.fail_after(5):
+            async with trio.open_nursery() as nursery:
+                for name in "abc":
+                    nursery.start_soon(waiter, name)
+        (tmp_path / "gone").mkdir()
+        await commit.sync()  # the next round works again
+
+    trio.run(main)
+    assert sorted(outcomes) == ["a failed", "b failed", "c failed"]
+    assert commit.rounds >= 2
+
+
+def test_a_syncfs_error_is_raised_not_hidden_behind_sync(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import ctypes
+    import errno
+
+    def failing_syncfs(fd: int) -> int:
+        ctypes.set_errno(errno.EIO)
+        return -1
+
+    monkeypatch.setattr(_fs, "_SYNCFS", failing_syncfs)
+    commit = _fs.GroupCommit(tmp_path)
+    commit.threads = False
+    with pytest.raises(OSError, match="syncfs") as info:
+        trio.run(commit.sync)
+    assert info.value.errno == errno.EIO

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import functools
 import hashlib
 import itertools
@@ -192,19 +194,30 @@ class GroupCommit:
     def _syncfs(self) -> None:
         fd = os.open(self.root, os.O_RDONLY)
         try:
-            if _SYNCFS is not None and _SYNCFS(fd) == 0:
-                return
-            os.sync()
+            if _SYNCFS is None:
+                os.sync()
+            elif _SYNCFS(fd) != 0:
+                err = ctypes.get_errno()
+                if err != errno.ENOSYS:
+                    # EIO and friends: written data may be lost. os.sync() would report success.
+                    raise OSError(err, f"syncfs on {self.root}: {os.strerror(err)}")
+                os.sync()
         finally:
             os.close(fd)
 
     async def sync(self) -> None:
+        """Wait until everything queued before this call is written and synced.
+
+        Raises the error of a round that failed as a whole (the journal flush or the ``syncfs``):
+        every waiter of that round gets it, none is left waiting.
+        """
         import trio
 
-        done = trio.Event()
-        self._pending.append(done)
+        waiter = _Waiter()
+        self._pending.append(waiter)
         if self._busy:
-            await done.wait()
+            await waiter.event.wait()
+            waiter.check()
             return
         self._busy = True
         try:
@@ -215,18 +228,38 @@ class GroupCommit:
                     self._last_round = trio.current_time()
                     batch, self._pending = self._pending, []
                     ops, self._ops = self._ops, []
-                    if self.before_round is not None:
-                        self.before_round()
-                    if self.threads:
-                        await trio.to_thread.run_sync(self._round, ops)
-                    else:
-                        self._round(ops)
-                        await trio.lowlevel.checkpoint()
+                    error: Exception | None = None
+                    try:
+                        if self.before_round is not None:
+                            self.before_round()
+                        if self.threads:
+                            await trio.to_thread.run_sync(self._round, ops)
+                        else:
+                            self._round(ops)
+                            await trio.lowlevel.checkpoint()
+                    except Exception as exc:
+                        error = exc
                     self.rounds += 1
-                    for event in batch:
-                        event.set()
+                    for each in batch:
+                        each.error = error
+                        each.event.set()
         finally:
             self._busy = False
+        waiter.check()
+
+
+class _Waiter:
+    __slots__ = ("error", "event")
+
+    def __init__(self) -> None:
+        import trio
+
+        self.event = trio.Event()
+        self.error: Exception | None = None
+
+    def check(self) -> None:
+        if self.error is not None:
+            raise self.error
 
 
 class QueuedOp:
@@ -261,8 +294,6 @@ def _run_ops(ops: list[QueuedOp]) -> None:
 
 def _load_syncfs() -> Any:
     try:
-        import ctypes
-
         libc = ctypes.CDLL(None, use_errno=True)
         fn = libc.syncfs
         fn.argtypes = [ctypes.c_int]
