@@ -18,6 +18,7 @@ from acx.drivers.fake import FakeDriver
 from acx.interpreter import _fs
 from acx.interpreter._orchestrator import _RunLogHandler
 from acx.interpreter._store import RunStore
+from acx.ir import RunResult
 
 
 def test_atomic_write_replaces_whole_file_with_mode_0644(
@@ -173,3 +174,24 @@ def test_a_syncfs_error_is_raised_not_hidden_behind_sync(tmp_path: Path, monkeyp
     with pytest.raises(OSError, match="syncfs") as info:
         trio.run(commit.sync)
     assert info.value.errno == errno.EIO
+
+
+def test_progress_and_journal_are_written_while_a_long_attempt_runs(tmp_path: Path) -> None:
+    # results.md: batched lines reach progress.jsonl and journal.jsonl within 0.5 s even when no
+    # later event comes to carry them (here: one agent that runs for a minute).
+    seen: dict[str, str] = {}
+
+    async def execute(prepared: Any, session: Any, plan: Any) -> RunResult:
+        await trio.sleep(2)
+        run_dir_ = next((tmp_path / "results").glob("req/*"))
+        seen["progress"] = (run_dir_ / "progress.jsonl").read_text()
+        seen["journal"] = (run_dir_ / "journal.jsonl").read_text()
+        seen["snapshot"] = (run_dir_ / "progress.json").read_text()
+        await trio.sleep(60)
+        return RunResult(task_id=prepared.task_id, final_answer="Q0")
+
+    result = run([program(FakeBench(), PyHarness(execute), tasks(1))], tmp_path)
+    assert result.status == "completed"
+    assert '"attempt_started"' in seen["progress"] and '"phase_changed"' in seen["progress"]
+    assert '"attempt_started"' in seen["journal"]
+    assert json.loads(seen["snapshot"])["attempts_started"] == 1

@@ -11,6 +11,7 @@ import pytest
 import trio
 from interp_helpers import FakeBench, PyHarness, program, read_results, run, run_dir, tasks
 
+from acx.drivers.fake import FakeDriver
 from acx.errors import AcxResultsError
 from acx.interpreter._fs import atomic_write_json, task_dir_name
 from acx.interpreter._store import RunStore
@@ -229,3 +230,49 @@ def test_journal_records_are_json_lines_with_utc_seconds(tmp_path: Path) -> None
     assert [r["kind"] for r in records] == ["attempt_started", "attempt_finished"]
     assert records[0]["task_id"] == "tâche/1" and records[0]["where"] == str(tmp_path)
     assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", r["t"]) for r in records)
+
+
+@pytest.mark.parametrize("strategy", ["avg", "pass"])
+def test_a_finished_attempt_is_on_disk_before_the_next_one_starts(
+    tmp_path: Path, strategy: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # contract R13: a killed run never redoes a finished attempt — so its result.json must be durable
+    # before the task's next attempt starts, not only with the task's final commit. (A driver that
+    # finds its own sandboxes opens one without a durable wait, as host_process does.)
+    monkeypatch.setattr(FakeDriver, "sessions_discoverable", True)
+    seen: list[tuple[int, list[str]]] = []
+
+    async def execute(prepared: Any, session: Any, plan: Any) -> RunResult:
+        on_disk = sorted(p.parent.name for p in (tmp_path / "results").rglob("attempt-*/result.json"))
+        seen.append((plan.attempt, on_disk))
+        return RunResult(task_id=prepared.task_id, final_answer="wrong")
+
+    ex = ExecutionSpec(attempts=AttemptsSpec(k=3, strategy=strategy))  # type: ignore[arg-type]
+    result = run([program(FakeBench(), PyHarness(execute), tasks(1), execution=ex)], tmp_path)
+    assert result.status == "completed"
+    assert seen == [(1, []), (2, ["attempt-1"]), (3, ["attempt-1", "attempt-2"])]
+
+
+def test_resolved_secrets_are_scrubbed_from_result_files_literals_are_not(tmp_path: Path) -> None:
+    # Standards: secrets never reach result files — also when a component copies them into the
+    # result (an agent printing its key, a verifier's output tail). A literal value from the spec
+    # is no secret: an answer that contains it stays intact.
+    from acx.ir import EnvironmentSpec
+
+    async def execute(prepared: Any, session: Any, plan: Any) -> RunResult:
+        return RunResult(
+            task_id=prepared.task_id,
+            final_answer="Q0 key=sk-run-secret-1234 mode=plain-mode",
+            extra={"tail": ["verifier saw sk-eval-secret-5678"]},
+        )
+
+    env = EnvironmentSpec(
+        id="fake",
+        run_env_variables={"KEY": "${RUN_KEY}", "MODE": "plain-mode"},
+        evaluation_env_variables={"GRADER": "${EVAL_KEY}"},
+    )
+    environ = {"RUN_KEY": "sk-run-secret-1234", "EVAL_KEY": "sk-eval-secret-5678"}
+    result = run([program(FakeBench(), PyHarness(execute), tasks(1), environment=env)], tmp_path, environ=environ)
+    text = "".join(p.read_text() for p in run_dir(result).rglob("*.json*"))
+    assert "sk-run-secret-1234" not in text and "sk-eval-secret-5678" not in text
+    assert "key=******** mode=plain-mode" in text and "verifier saw ********" in text

@@ -55,9 +55,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _standard_streams() -> None:
+    """Started with stdin, stdout or stderr closed (``2>&-``): point the descriptor at /dev/null.
+
+    Otherwise the first file acx opens (a journal, a result) gets descriptor 2 and whatever is
+    written to "stderr" lands in it, and ``sys.stderr`` is None.
+    """
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            opened = os.open(os.devnull, os.O_RDWR)
+            if opened != fd:  # the lowest free descriptor is fd itself; anything else: leave it
+                os.close(opened)
+    if sys.stdout is None:
+        sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 - the process's stdout
+    if sys.stderr is None:
+        sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115 - the process's stderr
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from acx.errors import AcxError, AcxInternalError, AcxUserError
 
+    _standard_streams()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "handler", None):

@@ -422,7 +422,12 @@ def _handle(args: argparse.Namespace) -> int:
             result = trio.run(main)
         except BaseExceptionGroup as group:
             raise _unwrap(group) from None
-    _report(result, args.format)
+    try:
+        _report(result, args.format)
+    except BrokenPipeError:
+        # The reader went away (`acx run ... | head`): the run itself is done and recorded; its
+        # exit code says how it went. Later flushes of the dead pipe go to /dev/null.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return int(result.exit_code)
 
 

@@ -26,7 +26,7 @@ import re
 import socket
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,16 +76,45 @@ class Scrubber:
 
     def __init__(self) -> None:
         self._values: set[str] = set()
+        #: Values resolved from ``${VAR}`` references (and model keys): scrubbed from whole result
+        #: files too. Literal values written in the spec are scrubbed only from messages, so that an
+        #: answer that happens to contain one (``MODE=test``) is not mangled.
+        self._secrets: set[str] = set()
 
-    def add(self, values: Mapping[str, str] | list[str]) -> None:
+    def add(self, values: Mapping[str, str] | list[str], *, raw: Mapping[str, str] | None = None) -> None:
+        """Scrub ``values`` from messages; those whose ``raw`` (unresolved) value holds a reference
+        are secrets, scrubbed from result files as well."""
         items = values.values() if isinstance(values, Mapping) else values
         self._values.update(v for v in items if isinstance(v, str) and len(v) >= 4)
+        if raw is not None and isinstance(values, Mapping):
+            self.add_secret(v for k, v in values.items() if "${" in str(raw.get(k, "")))
+
+    def add_secret(self, values: Iterable[str]) -> None:
+        fresh = {v for v in values if isinstance(v, str) and len(v) >= 4}
+        self._values |= fresh
+        self._secrets |= fresh
 
     def __call__(self, text: str) -> str:
         for v in sorted(self._values, key=len, reverse=True):
             if v in text:
                 text = text.replace(v, "********")
         return text
+
+    def __bool__(self) -> bool:
+        return bool(self._secrets)
+
+    def tree(self, obj: Any) -> Any:
+        """``obj`` (JSON-like) with the secrets replaced in every string value (keys are names)."""
+        if isinstance(obj, str):
+            for v in sorted(self._secrets, key=len, reverse=True):
+                if v in obj:
+                    obj = obj.replace(v, "********")
+            return obj
+        if isinstance(obj, dict):
+            return {k: self.tree(v) for k, v in obj.items()}
+        if isinstance(obj, list | tuple):
+            return [self.tree(v) for v in obj]
+        return obj
 
 
 @dataclass
@@ -180,8 +209,12 @@ class AttemptRunner:
         self.public_env = resolve_map(env.env_variables, ctx.environ)
         self.run_env = resolve_map(env.run_env_variables, ctx.environ)
         self.eval_env = resolve_map(env.evaluation_env_variables, ctx.environ)
-        for m in (self.public_env, self.run_env, self.eval_env):
-            ctx.scrub.add(m)
+        for m, raw in (
+            (self.public_env, env.env_variables),
+            (self.run_env, env.run_env_variables),
+            (self.eval_env, env.evaluation_env_variables),
+        ):
+            ctx.scrub.add(m, raw=raw)
 
     @functools.cached_property
     def attempt_dir(self) -> Path:
@@ -604,7 +637,12 @@ class AttemptRunner:
             if env.evaluation_environment_env_variables is not None
             else resolve_map(env.env_variables, self.ctx.environ)
         )
-        self.ctx.scrub.add(startup)
+        self.ctx.scrub.add(
+            startup,
+            raw=env.evaluation_environment_env_variables
+            if env.evaluation_environment_env_variables is not None
+            else env.env_variables,
+        )
         baseline = env.evaluation_baseline_network_policy or env.baseline_network_policy or _PUBLIC
         async with self.ctx.limits.provider_slot(env.id):
             session = await self._open(t, env, "evaluate", baseline, startup)

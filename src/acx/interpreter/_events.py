@@ -108,6 +108,14 @@ class RunProgress:
             self.flush()
             self.write_snapshot()
 
+    def tick(self) -> None:
+        """Called every :attr:`SNAPSHOT_INTERVAL` while the run is live: events that arrived since
+        the last batch are written even when no later event comes to carry them (an agent that
+        runs for an hour leaves the log and the snapshot current, not an hour behind)."""
+        if self._pending:
+            self.flush()
+            self.write_snapshot()
+
     def flush(self) -> None:
         if self._pending:
             batch, self._pending = self._pending, []
@@ -259,8 +267,11 @@ class ConsoleReporter:
             counts = f"{view.done}/{view.total} tasks, {view.failed} with errors"
             line = f"[{view.name}] finished: {e.status} ({counts})"
         if line is not None:
-            self.stream.write(line + "\n")
-            self.stream.flush()
+            try:
+                self.stream.write(line + "\n")
+                self.stream.flush()
+            except (OSError, ValueError):  # a closed pipe or stream: the display stops, the run does not
+                self.mode = "none"
 
     def __rich__(self) -> Any:
         return self._render()

@@ -14,11 +14,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,8 +28,8 @@ import msgspec
 import trio
 
 from acx.errors import DriverError
-from acx.interpreter._attempt import AttemptRunner, RequestContext
-from acx.interpreter._envvars import MissingEnvError, missing_names, required_names
+from acx.interpreter._attempt import AttemptRunner, RequestContext, Scrubber
+from acx.interpreter._envvars import MissingEnvError, missing_names, required_names, resolve_value
 from acx.interpreter._events import ProgressEvent, RunProgress
 from acx.interpreter._limits import Limits
 from acx.interpreter._metrics import TaskOutcome, build_report, render_summary
@@ -214,6 +215,7 @@ class _RequestRun:
             emit_event=self._emit,
             grace=orch.runtime.cleanup_grace_seconds,
         )
+        self.ctx.scrub.add_secret(_model_secrets(req.model, environ))
         self.outcomes: dict[str, TaskOutcome] = {}
         self.plans_audit: dict[str, dict[str, Any]] = {}
         self.started_at = _iso()
@@ -225,7 +227,18 @@ class _RequestRun:
 
     def _emit(self, event: ProgressEvent) -> None:
         self.progress.emit(event)
-        self.console(event)
+        try:
+            self.console(event)
+        except Exception as exc:
+            # A display that cannot be written (a closed pipe: `acx run ... | head`) must not
+            # fail the tasks whose events it shows: the run goes on without it.
+            self.console = _no_console
+            log.warning(
+                "the progress display failed and is off for the rest of the run: %s: %s",
+                type(exc).__name__,
+                exc,
+                extra={"request": self.prog.name},
+            )
 
     # ---- set-up ------------------------------------------------------------------------------
     def start(self) -> None:
@@ -327,8 +340,14 @@ class _RequestRun:
             await store.write(store.start_attempt, task.task_id, n)
             result = await AttemptRunner(ctx, task, n, plan).run()
             # result.json is the commit of an attempt: it exists iff the attempt is done (resume).
-            # Written by the next group commit (at the latest the task's own, which requires it).
-            written.append(store.queue_attempt(task.task_id, n, _result_json(result, prog)))
+            # The last attempt's is written with the task's own commit, which requires it; an
+            # attempt that another may follow is made durable before that one starts, so a killed
+            # run never redoes it.
+            op = store.queue_attempt(task.task_id, n, _result_json(result, prog, ctx.scrub))
+            written.append(op)
+            if n < k and not (strategy == "pass" and _primary_true(result, primary)):
+                await store.commit.sync()
+                op.result()
             ctx.emit(
                 "attempt_finished",
                 task_id=task.task_id,
@@ -528,12 +547,26 @@ def _result_fields(data: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k in allowed}
 
 
-def _result_json(result: RunResult, prog: RequestProgram) -> dict[str, Any]:
+def _model_secrets(model: Any, environ: Mapping[str, str]) -> list[str]:
+    """The model's API key as the harness will resolve it: an agent that prints it does not get it
+    into the result files."""
+    ref = getattr(model, "api_key", None)
+    if not isinstance(ref, str):
+        return []
+    try:
+        return [resolve_value(ref, environ)]
+    except MissingEnvError:  # refused by the preflight before anything runs
+        return []
+
+
+def _result_json(result: RunResult, prog: RequestProgram, scrub: Scrubber | None = None) -> dict[str, Any]:
     out: dict[str, Any] = to_builtins(result)
     out["meta"] = {
         "benchmark": prog.request.benchmark.id,
         "harness": {"id": prog.request.harness.id, "telemetry": result.telemetry},
     }
+    if scrub:  # every string a component put into the result (answers, output tails, telemetry)
+        out = scrub.tree(out)
     return out
 
 
@@ -707,7 +740,7 @@ async def run_orchestration(
         cancel_scope_ready(outer)
     with outer:
         with trio.move_on_after(deadline) as timer:
-            async with trio.open_nursery() as nursery:
+            async with _logs_kept_live(runs), trio.open_nursery() as nursery:
                 for run in runs:
                     finished = run.load_finished()
                     if run.resumed and finished:
@@ -766,6 +799,30 @@ async def run_orchestration(
         started_at=started,
         finished_at=_iso(),
     )
+
+
+def _no_console(event: ProgressEvent) -> None:
+    """The console of a run whose display failed."""
+
+
+@contextlib.asynccontextmanager
+async def _logs_kept_live(runs: list[_RequestRun]) -> AsyncIterator[None]:
+    """While the body runs: progress events and journal lines are written at least every
+    ``SNAPSHOT_INTERVAL`` even when no later event or commit comes to carry them."""
+
+    async def tick() -> None:
+        while True:
+            await trio.sleep(RunProgress.SNAPSHOT_INTERVAL)
+            for run in runs:
+                run.progress.tick()
+                run.store.flush_journal()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(tick)
+        try:
+            yield
+        finally:
+            nursery.cancel_scope.cancel()
 
 
 def _overall(status: str, outcomes: list[RequestOutcome]) -> str:
