@@ -43,3 +43,60 @@ def test_a_closed_stderr_does_not_fail_the_run(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stdout
     assert "quickstart: completed" in res.stdout
     assert _status(results) == "completed"
+
+
+def _acx(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "acx", *args], cwd=cwd, capture_output=True, text=True, timeout=60)
+
+
+def _quickstart_copy(tmp_path: Path) -> Path:
+    import shutil
+
+    shutil.copytree(REPO / "examples", tmp_path / "ex")
+    return tmp_path / "ex" / "quickstart.acx"
+
+
+def test_resume_of_a_run_still_in_progress_is_refused(tmp_path: Path) -> None:
+    # Two processes on one run directory would run tasks twice and kill each other's agents.
+    from acx.interpreter._store import RunStore
+
+    spec = _quickstart_copy(tmp_path)
+    res = _acx("run", str(spec), "--results-dir", "r", "--run-id", "one", "--progress", "none", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    live = RunStore.open_existing(tmp_path / "r" / "quickstart" / "one")
+    live.lock()  # stands for the run's own process, still going
+    try:
+        res = _acx("run", "--resume", "r/quickstart/one", "--progress", "none", cwd=tmp_path)
+        assert res.returncode == 2 and "E0617" in res.stderr and "in use by another acx process" in res.stderr
+        assert "Traceback" not in res.stderr
+    finally:
+        live.close()
+    res = _acx("run", "--resume", "r/quickstart/one", "--progress", "none", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr  # the lock went with its holder
+
+
+def test_resume_refuses_a_changed_dataset(tmp_path: Path) -> None:
+    spec = _quickstart_copy(tmp_path)
+    res = _acx("run", str(spec), "--results-dir", "r", "--run-id", "one", "--progress", "none", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    (data,) = (tmp_path / "ex" / "data").glob("quickstart*.jsonl")
+    lines = data.read_text().splitlines()
+    data.write_text("\n".join(lines[1:]) + "\n")  # a task removed from the dataset
+    res = _acx("run", "--resume", "r/quickstart/one", "--progress", "none", cwd=tmp_path)
+    assert res.returncode == 2 and "E0619" in res.stderr and "tasks of request" in res.stderr
+
+
+def test_a_damaged_run_info_is_a_clear_error_everywhere(tmp_path: Path) -> None:
+    spec = _quickstart_copy(tmp_path)
+    res = _acx("run", str(spec), "--results-dir", "r", "--run-id", "one", "--progress", "none", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    info = tmp_path / "r" / "quickstart" / "one" / "run_info.json"
+    info.write_text(info.read_text()[:100])
+    for args in (
+        ("results", "show", "r/quickstart/one"),
+        ("run", "--resume", "r/quickstart/one", "--progress", "none"),
+        ("run", str(spec), "--results-dir", "r", "--reuse", "one", "--progress", "none"),
+    ):
+        res = _acx(*args, cwd=tmp_path)
+        assert res.returncode == 2, (args, res.stderr)
+        assert "E0618" in res.stderr and "run_info.json is damaged" in res.stderr, res.stderr

@@ -310,7 +310,7 @@ _REPLAYED = (
 def _resume_inputs(args: argparse.Namespace) -> tuple[str, str, dict[str, Any]]:
     """(spec, request name, invocation) of the run in ``--resume DIR``."""
     from acx.errors import AcxResultsError
-    from acx.interpreter._store import RunStore, read_json
+    from acx.interpreter._store import RunStore, read_record
 
     store = RunStore.open_existing(args.resume)
     inv_path = store.run_dir / ".acx" / "invocation.json"
@@ -320,7 +320,7 @@ def _resume_inputs(args: argparse.Namespace) -> tuple[str, str, dict[str, Any]]:
             code="E0610",
             help="only runs started by `acx run` can be resumed",
         )
-    inv = read_json(inv_path)
+    inv = read_record(inv_path)
     args.resume = str(store.run_dir.resolve())
     if not args.spec and inv.get("cwd") and os.path.isdir(inv["cwd"]):
         os.chdir(inv["cwd"])  # relative spec/config paths and spec metadata resolve as they did
@@ -460,10 +460,11 @@ def _unwrap(group: BaseExceptionGroup) -> BaseException:
 
 def _check_resume_hash(run_dir: str, programs: list[Any]) -> None:
     from acx.errors import AcxResultsError
-    from acx.interpreter._store import read_json
+    from acx.interpreter._orchestrator import tasks_hash
+    from acx.interpreter._store import read_record
     from acx.ir import content_hash
 
-    info = read_json(Path(run_dir) / "run_info.json")
+    info = read_record(Path(run_dir) / "run_info.json")
     if not programs:
         raise AcxResultsError(
             f"the spec no longer has request {info.get('request_name')!r}",
@@ -476,6 +477,14 @@ def _check_resume_hash(run_dir: str, programs: list[Any]) -> None:
             code="E0612",
             help="resume only with the same spec, configs and overrides; "
             "otherwise start a new run (optionally with --reuse)",
+        )
+    if info.get("tasks_hash") and tasks_hash(programs[0].tasks) != info["tasks_hash"]:
+        raise AcxResultsError(
+            f"the tasks of request {programs[0].name!r} changed since the run in {run_dir} started "
+            "(the dataset was edited, or --tasks selects others)",
+            code="E0619",
+            help="resume only with the same dataset and --tasks; otherwise start a new run "
+            "(--reuse copies the finished tasks that are still valid)",
         )
 
 

@@ -33,7 +33,7 @@ from acx.interpreter._envvars import MissingEnvError, missing_names, required_na
 from acx.interpreter._events import ProgressEvent, RunProgress
 from acx.interpreter._limits import Limits
 from acx.interpreter._metrics import TaskOutcome, build_report, render_summary
-from acx.interpreter._store import RUN_INFO_SCHEMA, RunStore, find_reuse_source, read_json
+from acx.interpreter._store import RUN_INFO_SCHEMA, RunStore, find_reuse_source, read_json, read_record
 from acx.ir import ExecutionPlan, Orchestration, RunResult, TaskSpec, content_hash, decode, to_builtins
 
 __all__ = ["OrchestrationResult", "RequestOutcome", "RequestProgram", "run_orchestration"]
@@ -216,6 +216,8 @@ class _RequestRun:
             grace=orch.runtime.cleanup_grace_seconds,
         )
         self.ctx.scrub.add_secret(_model_secrets(req.model, environ))
+        #: What --resume compares: the selected tasks, content included (a dataset edited since).
+        self.tasks_hash = tasks_hash(prog.tasks)
         self.outcomes: dict[str, TaskOutcome] = {}
         self.plans_audit: dict[str, dict[str, Any]] = {}
         self.started_at = _iso()
@@ -296,6 +298,7 @@ class _RequestRun:
             "status": status,
             "request": _redacted_request(req),
             "request_hash": content_hash(req),
+            "tasks_hash": self.tasks_hash,
             "resolved_execution_plans": self.plans_audit,
             **extra,
         }
@@ -547,6 +550,11 @@ def _result_fields(data: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k in allowed}
 
 
+def tasks_hash(tasks: Sequence[TaskSpec]) -> str:
+    """The content hash of a request's selected tasks, in order (``run_info.json`` ``tasks_hash``)."""
+    return content_hash(list(tasks))
+
+
 def _model_secrets(model: Any, environ: Mapping[str, str]) -> list[str]:
     """The model's API key as the harness will resolve it: an agent that prints it does not get it
     into the result files."""
@@ -612,7 +620,7 @@ def _reuse_into(run: _RequestRun, prog: RequestProgram, source: Path) -> int:
 
     from acx.errors import AcxResultsError
 
-    info = read_json(source / "run_info.json")
+    info = read_record(source / "run_info.json")
     if info.get("schema_version") != RUN_INFO_SCHEMA:
         raise AcxResultsError(
             f"cannot reuse {source}: run_info schema {info.get('schema_version')!r}",
@@ -716,6 +724,7 @@ async def run_orchestration(
                 run_name=req.output.run_name,
                 run_id=req.output.run_id,
             )
+        store.lock()
         store.io_threads = io_threads
         if invocation is not None:
             store.write_json(".acx/invocation.json", {**invocation, "request_name": prog.name})

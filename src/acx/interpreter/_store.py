@@ -86,6 +86,7 @@ class RunStore:
         self.io_threads = True
         #: Opened to continue an interrupted run (attempt directories may hold leftovers).
         self.resumed = False
+        self._lock_fd: int | None = None
 
     # ---- creation ----------------------------------------------------------------------------
     @classmethod
@@ -146,7 +147,7 @@ class RunStore:
                 code="E0603",
                 help="pass the directory that contains run_info.json, e.g. results/<request>/<run id>",
             )
-        info = read_json(info_path)
+        info = read_record(info_path)
         if info.get("schema_version") != RUN_INFO_SCHEMA:
             raise AcxResultsError(
                 f"{info_path} has schema {info.get('schema_version')!r}, expected {RUN_INFO_SCHEMA!r}",
@@ -194,6 +195,28 @@ class RunStore:
         if fsync:
             os.fsync(self._journal.fileno())
 
+    def lock(self) -> None:
+        """Hold the run directory until :meth:`close`: a second ``acx run --resume`` of a live run is
+        refused (E0617). The kernel drops the lock when this process ends, even by SIGKILL, so an
+        interrupted run stays resumable; the descriptor is not inherited by commands."""
+        import fcntl
+
+        fd = os.open(self.run_dir / ".acx" / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode("ascii", "replace").strip()
+            os.close(fd)
+            raise AcxResultsError(
+                f"run directory {self.run_dir} is in use by another acx process"
+                + (f" (pid {holder})" if holder.isdigit() else ""),
+                code="E0617",
+                help="wait until that run finishes, or stop it (Ctrl-C), then resume",
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._lock_fd = fd
+
     def close(self) -> None:
         self.commit.run_queued()
         with self._journal_lock:
@@ -202,6 +225,9 @@ class RunStore:
             if self._journal is not None:
                 self._journal.close()
                 self._journal = None
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
     async def write(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run a small store write (``fsync=False``) inline on the trio thread."""
@@ -245,7 +271,7 @@ class RunStore:
 
     def read_run_info(self) -> dict[str, Any]:
         path = self.run_dir / "run_info.json"
-        return read_json(path) if path.exists() else {}
+        return read_record(path) if path.exists() else {}
 
     def running_dir(self, task_id: str) -> Path:
         return self.details / "running" / task_dir_name(task_id)
@@ -432,6 +458,26 @@ def read_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+def read_record(path: Path) -> dict[str, Any]:
+    """A run's own JSON record (``run_info.json``, ``.acx/invocation.json``): a damaged one is a
+    clear user-facing error (E0618), not a crash."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
+        reason = f"not valid JSON ({exc})"
+    else:
+        if isinstance(data, dict):
+            return data
+        reason = f"a JSON {type(data).__name__}, not an object"
+    raise AcxResultsError(
+        f"{path.name} is damaged: {reason}",
+        code="E0618",
+        path=str(path),
+        help="the run cannot be resumed, reused or shown from this file; restore it from a copy, "
+        "or start a new run",
+    )
+
+
 def find_reuse_source(namespace_dir: Path, run_id: str | None, *, exclude: Path) -> Path | None:
     """The run to reuse: ``run_id`` (must exist) or the newest run in the namespace."""
     if run_id:
@@ -452,7 +498,7 @@ def find_reuse_source(namespace_dir: Path, run_id: str | None, *, exclude: Path)
             continue
         try:
             started = str(read_json(info).get("started_at") or "")
-        except json.JSONDecodeError:
+        except (ValueError, UnicodeDecodeError, AttributeError):  # damaged: not a candidate
             continue
         key = (started, info.stat().st_mtime, d)
         if best is None or key[:2] > best[:2]:
