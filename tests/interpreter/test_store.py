@@ -276,3 +276,26 @@ def test_resolved_secrets_are_scrubbed_from_result_files_literals_are_not(tmp_pa
     text = "".join(p.read_text() for p in run_dir(result).rglob("*.json*"))
     assert "sk-run-secret-1234" not in text and "sk-eval-secret-5678" not in text
     assert "key=******** mode=plain-mode" in text and "verifier saw ********" in text
+
+
+def test_a_task_that_fails_outside_its_attempts_counts_as_fatal(tmp_path: Path) -> None:
+    # The score must not be computed over the tasks that happened to survive (contract S2).
+    import dataclasses
+
+    ex = ExecutionSpec(attempts=AttemptsSpec(k=2))
+    prog = program(FakeBench(), PyHarness(), tasks(3), execution=ex)
+    plan_attempt = prog.plan_attempt
+
+    def broken(task: Any, attempt: int) -> Any:
+        if task.task_id == "t1" and attempt == 2:
+            raise RuntimeError("planner bug")
+        return plan_attempt(task, attempt)
+
+    result = run([dataclasses.replace(prog, plan_attempt=broken)], tmp_path)
+    assert result.status == "failed"
+    d = run_dir(result)
+    metrics = json.loads((d / "metrics.json").read_text())
+    assert metrics["counts"]["tasks"] == 3 and metrics["evaluation_failed"] is True
+    task_json = json.loads((d / "details" / "fatal" / task_dir_name("t1") / "task.json").read_text())
+    assert task_json["state"] == "fatal"
+    assert "planner bug" in (result.requests[0].error or "")

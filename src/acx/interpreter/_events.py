@@ -229,6 +229,7 @@ class ConsoleReporter:
             view.running += 1
         elif e.event == "reuse_loaded":
             view.done += int(e.payload.get("tasks", 0))
+            view.failed += int(e.payload.get("errors", 0))
         elif e.event == "task_finished":
             view.running = max(0, view.running - 1)
             view.done += 1

@@ -34,7 +34,16 @@ from acx.interpreter._events import ProgressEvent, RunProgress
 from acx.interpreter._limits import Limits
 from acx.interpreter._metrics import TaskOutcome, build_report, render_summary
 from acx.interpreter._store import RUN_INFO_SCHEMA, RunStore, find_reuse_source, read_json, read_record
-from acx.ir import ExecutionPlan, Orchestration, RunResult, TaskSpec, content_hash, decode, to_builtins
+from acx.ir import (
+    ExecutionIssue,
+    ExecutionPlan,
+    Orchestration,
+    RunResult,
+    TaskSpec,
+    content_hash,
+    decode,
+    to_builtins,
+)
 
 __all__ = ["OrchestrationResult", "RequestOutcome", "RequestProgram", "run_orchestration"]
 
@@ -454,9 +463,21 @@ class _RequestRun:
         return reaped
 
     def task_crashed(self, task: TaskSpec, exc: BaseException) -> None:
+        """A task that failed outside its attempts (a bug, a results write that failed) still counts:
+        FATAL in the metrics (so the score is not computed over the tasks that happened to
+        survive) and, as far as the store can still write, in ``details/fatal/``."""
         log.error("task %s failed outside its attempts", task.task_id, exc_info=exc, extra={"request": self.prog.name})
         self.crashed.append(task.task_id)
-        self.error = f"task {task.task_id!r} failed outside its attempts: {type(exc).__name__}: {exc}"
+        message = self.ctx.scrub(f"{type(exc).__name__}: {exc}")
+        self.error = f"task {task.task_id!r} failed outside its attempts: {message}"
+        if task.task_id in self.outcomes:  # recorded and committed before the failure
+            return
+        issue = ExecutionIssue(severity="fatal", phase="run", code="internal_error", message=message)
+        result = RunResult(task_id=task.task_id, category=task.category, status="run_error", issues=[issue])
+        self.outcomes[task.task_id] = TaskOutcome(task.task_id, task.category, [result], "fatal")
+        task_json = {"task_id": task.task_id, "category": task.category, "attempts": {}, "state": "fatal"}
+        self.store.queue(self.store.finalize_task, task.task_id, "fatal", task_json)
+        self.ctx.emit("task_finished", task_id=task.task_id, category=task.category, status="fatal")
 
     def load_finished(self) -> set[str]:
         """Tasks already final in this run dir (resume) or copied from a reuse source."""
@@ -645,7 +666,7 @@ def _reuse_into(run: _RequestRun, prog: RequestProgram, source: Path) -> int:
         )
     src_store = RunStore(source, run_id=str(info.get("run_id")))
     selected = {t.task_id for t in prog.tasks}
-    copied = 0
+    copied = with_errors = 0
     for task_id, (state, d) in src_store.finished_tasks().items():
         if task_id not in selected:
             continue
@@ -685,9 +706,12 @@ def _reuse_into(run: _RequestRun, prog: RequestProgram, source: Path) -> int:
         if audit:
             run.plans_audit[task_id] = audit
         copied += 1
+        with_errors += state in ("error", "fatal")
     run.store.journal("reuse_loaded", source=str(source), tasks=copied)
     run._write_run_info("running", reused_from={"run_id": info.get("run_id"), "path": str(source)})
-    run.ctx.emit("reuse_loaded", payload={"tasks": copied, "source_run": info.get("run_id")})
+    run.ctx.emit(
+        "reuse_loaded", payload={"tasks": copied, "errors": with_errors, "source_run": info.get("run_id")}
+    )
     return copied
 
 
@@ -754,9 +778,15 @@ async def run_orchestration(
                     finished = run.load_finished()
                     if run.resumed and finished:
                         # Finished before the interruption: loaded from this run's own results.
+                        errors = sum(run.outcomes[t].state in ("error", "fatal") for t in finished)
                         run.ctx.emit(
                             "reuse_loaded",
-                            payload={"tasks": len(finished), "source_run": run.store.run_id, "resumed": True},
+                            payload={
+                                "tasks": len(finished),
+                                "errors": errors,
+                                "source_run": run.store.run_id,
+                                "resumed": True,
+                            },
                         )
                     pending = [t for t in run.prog.tasks if t.task_id not in finished]
                     dispatched = trio.Event()
