@@ -9,7 +9,11 @@ Everything in acx that reports bad input builds Diagnostics and raises them insi
 :class:`acx.errors.AcxUserError`; the CLI renders them with :func:`render_text` (code frames when
 the source text is at hand) or :func:`render_json` (the editor contract of ``acx check``).
 
-This module imports nothing but the standard library: it is the one piece every layer shares.
+This module imports nothing but the standard library at import time: it is the one piece every
+layer shares. Code frames hide secrets (same length, carets stay aligned): literal values of
+sensitive keys on the framed line, and — when the diagnostic's ``path`` is a sensitive position by
+:func:`acx.compiler._redact.is_sensitive_path`, imported late — the framed span itself, wherever
+the value sits (a continuation line, a list item).
 """
 
 from __future__ import annotations
@@ -219,11 +223,60 @@ def _mask_frame_line(lines: list[str], index: int) -> str:
     return text
 
 
-def _frame(span: Span, sources: dict[str, str] | None, label: str = "") -> list[str]:
+#: A whole-value reference in a frame (``${VAR}``, ``"${VAR}"``, .acx ``secret("X")``/``env("X")``).
+_WHOLE_REFERENCE = re.compile(
+    r"""^(?:(["']?)\$\{[A-Za-z_][A-Za-z0-9_]*\}\1|(?:secret|env)\(\s*"[A-Za-z_][A-Za-z0-9_]*"\s*\))$"""
+)
+#: One step of a field path: ``name``, ``.name`` or ``[3]``.
+_PATH_PART = re.compile(r"\[(?P<index>\d+)\]|\.?(?P<key>[^.\[\]]+)")
+
+
+def _path_parts(path: str) -> tuple[str | int, ...]:
+    """``requests[0].model.api_key`` → ``('requests', 0, 'model', 'api_key')``."""
+    return tuple(
+        int(m.group("index")) if m.group("index") is not None else m.group("key") for m in _PATH_PART.finditer(path)
+    )
+
+
+def _secret_path(path: str | None) -> tuple[str | int, ...] | None:
+    """The parts of ``path`` when the value there is a secret by the redaction rules, else None."""
+    if not path:
+        return None
+    # The one rule for sensitive positions lives with the redaction code; imported late so that
+    # this module stays importable on its own (only framed diagnostics with a path need it).
+    from acx.compiler._redact import is_sensitive_path
+
+    parts = _path_parts(path)
+    return parts if parts and is_sensitive_path(parts) else None
+
+
+def _mask_span(text: str, span: Span, path: tuple[str | int, ...]) -> str:
+    """``text`` (the span's first line) with the span's part on it masked, same length: the value
+    of a sensitive field, wherever it sits (a continuation line, a list item, a block scalar).
+    Left alone: a span that is just the field's key (named in the message anyway) and a whole
+    ``${VAR}`` reference (it names the secret, it is not one)."""
+    start = max(0, span.col - 1)
+    end = len(text)
+    if span.end_line == span.line and span.end_col is not None and span.end_col > span.col:
+        end = min(end, span.end_col - 1)
+    part = text[start:end]
+    if not part.strip():
+        return text
+    if str(path[-1]).lower() == part.strip().strip("\"'").lower() or _WHOLE_REFERENCE.match(part.strip()):
+        return text
+    return text[:start] + re.sub(r"\S", "*", part) + text[end:]
+
+
+def _frame(
+    span: Span, sources: dict[str, str] | None, label: str = "", secret: tuple[str | int, ...] | None = None
+) -> list[str]:
     lines = _source_lines(span.file, sources)
     if lines is None or not (1 <= span.line <= len(lines)):
         return []
-    text = _mask_frame_line(lines, span.line - 1).expandtabs(1)
+    text = _mask_frame_line(lines, span.line - 1)
+    if secret is not None:
+        text = _mask_span(text, span, secret)
+    text = text.expandtabs(1)
     gutter = str(span.line)
     pad = " " * len(gutter)
     width = 1
@@ -241,12 +294,14 @@ def render_text(diagnostics: Any, *, sources: dict[str, str] | None = None, fram
     for d in diagnostics:
         head = f"{d.location()}: {d.severity}[{d.code}]: {d.message}"
         body: list[str] = [head]
+        # A diagnostic about a sensitive field masks its framed value wherever it sits.
+        secret = _secret_path(d.path) if frames and (d.span is not None or d.related) else None
         if frames and d.span is not None:
-            body.extend(_frame(d.span, sources))
+            body.extend(_frame(d.span, sources, secret=secret))
         for rel in d.related:
             body.append(f"  note: {rel.span}: {rel.message}")
             if frames:
-                body.extend("  " + ln for ln in _frame(rel.span, sources))
+                body.extend("  " + ln for ln in _frame(rel.span, sources, secret=secret))
         if d.help:
             body.append(f"  help: {d.help}")
         chunks.append("\n".join(body))

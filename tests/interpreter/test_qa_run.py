@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -100,3 +101,43 @@ def test_a_damaged_run_info_is_a_clear_error_everywhere(tmp_path: Path) -> None:
         res = _acx(*args, cwd=tmp_path)
         assert res.returncode == 2, (args, res.stderr)
         assert "E0618" in res.stderr and "run_info.json is damaged" in res.stderr, res.stderr
+
+
+def test_a_secret_reference_in_component_params_is_resolved_at_run_time_and_never_stored(tmp_path: Path) -> None:
+    # A `${VAR}` whose name looks like a secret stays a reference in the compiled request (never
+    # printed or stored); the run resolves it for the components, and its value stays out of results.
+    import shutil
+
+    shutil.copytree(REPO / "examples", tmp_path / "ex")
+    spec = tmp_path / "ex" / "secret.yaml"
+    spec.write_text(
+        (tmp_path / "ex" / "quickstart.yaml")
+        .read_text()
+        .replace('command: python3 "$ACX_SPEC_DIR/agents/arith_agent.py"', 'command: "${AGENT_CMD_TOKEN}"')
+    )
+    secret = 'python3 "$ACX_SPEC_DIR/agents/arith_agent.py" # tok-7f3a9c'
+    env = {**os.environ, "AGENT_CMD_TOKEN": secret}
+    res = subprocess.run(
+        [sys.executable, "-m", "acx", "run", str(spec), "--results-dir", "r", "--progress", "none"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 0, res.stderr
+    assert "correct.avg@1 = 0.900" in res.stdout
+    (run_dir,) = (tmp_path / "r" / "quickstart").iterdir()
+    for p in run_dir.rglob("*"):
+        if p.is_file():
+            assert "tok-7f3a9c" not in p.read_text(errors="replace"), p
+    assert "${AGENT_CMD_TOKEN}" in (run_dir / "run_info.json").read_text()
+    missing = subprocess.run(
+        [sys.executable, "-m", "acx", "run", str(spec), "--results-dir", "r2", "--progress", "none"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert missing.returncode == 2 and "AGENT_CMD_TOKEN" in missing.stderr and "E0310" in missing.stderr
+    assert not (tmp_path / "r2").exists()

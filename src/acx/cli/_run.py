@@ -183,6 +183,8 @@ def build_programs(args: argparse.Namespace, spec: str) -> tuple[Any, list[Any]]
                 help="pass --config/--env/--execution-params/--task-concurrency/--tasks to "
                 "`acx compile`, or run the spec instead",
             )
+        from acx.interpreter._envvars import live_request
+
         program = _load_program(spec)
         orch = program.orchestration
         if runtime_over:
@@ -194,7 +196,8 @@ def build_programs(args: argparse.Namespace, spec: str) -> tuple[Any, list[Any]]
         for run in orch.requests:
             rp = program.request(run.name)
             _print_program_warnings(run.name, rp.warnings)
-            bench, harness = _components(run.request, rp.base_dir)
+            live, _ = live_request(run.request, os.environ)
+            bench, harness = _components(live, rp.base_dir)
             harness.spec_dir = rp.base_dir
             tasks = rp.tasks
 
@@ -213,12 +216,14 @@ def build_programs(args: argparse.Namespace, spec: str) -> tuple[Any, list[Any]]
                     plan_attempt=plan_attempt,
                     driver=create_driver(run.request.environment.id, run.request.environment.params),
                     namespace=_namespace(run.name),
+                    live_request=live,
                 )
             )
         return orch, progs
     from acx.compiler import compile_orchestration
     from acx.compiler._planner import plan_request
     from acx.drivers._specs import probe_capabilities
+    from acx.interpreter._envvars import live_request
 
     compiled = compile_orchestration(
         spec,
@@ -238,8 +243,11 @@ def build_programs(args: argparse.Namespace, spec: str) -> tuple[Any, list[Any]]
         req = run.request
         if args.run_id:
             req = msgspec.structs.replace(req, output=msgspec.structs.replace(req.output, run_id=args.run_id))
+        # Components are built from the request with its secret references resolved (from this
+        # process, right before the run); the request that is persisted keeps the references.
+        live, _ = live_request(req, os.environ)
         rp = plan_request(
-            req,
+            live,
             base_dir=compiled.base_dirs.get(run.name, os.getcwd()),
             capabilities=probe_capabilities(req.environment.id),
             task_glob=args.tasks,
@@ -258,6 +266,7 @@ def build_programs(args: argparse.Namespace, spec: str) -> tuple[Any, list[Any]]
                 plan_attempt=rp.plan_attempt,
                 driver=create_driver(req.environment.id, req.environment.params),
                 namespace=_namespace(run.name),
+                live_request=live,
             )
         )
     return orch, progs

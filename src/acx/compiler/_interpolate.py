@@ -1,11 +1,15 @@
 """Environment interpolation (contract R6, V1).
 
 * A string that is exactly ``${VAR}`` is an env reference. Outside env-variable maps it is
-  substituted at compile time (missing VAR → error naming VAR, never a value) — except at
-  sensitive positions (``api_key``, ``*_token``, headers, ...; see :mod:`._redact`) and at the
-  front end's ``secret_paths``: there it stays a reference (VAR must still exist) and is
-  resolved by the process that uses it.
-* ``${VAR}`` embedded in a longer string is rejected outside env maps.
+  substituted at compile time (missing VAR → error naming VAR, never a value) — except for
+  secrets: at sensitive positions (``api_key``, ``*_token``, headers, ...; see :mod:`._redact`),
+  at the front end's ``secret_paths``, and wherever VAR's *name* looks like a secret
+  (``OPENAI_API_KEY``, ``*_TOKEN``, ``*PASSWORD*``; :func:`~._redact.is_secret_name`), it stays a
+  reference (recorded in ``secret_refs``; W0302 when VAR is unset) and is resolved by the process
+  that uses it, so no view or plan file ever holds the value.
+* ``${VAR}`` embedded in a longer string is rejected outside env maps, and so are whole values
+  that only look like a reference: ``${VAR:-default}`` (defaults exist only in env maps) and
+  malformed references (``${}``, ``${ X }``, ``${1X}``, ``${X``).
 * Inside env-variable maps (:data:`ENV_MAP_KEYS`) values are kept verbatim: ``${VAR}``,
   ``${VAR:-default}`` and embedded references are resolved by the driver right before use (V1).
 """
@@ -17,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from acx.compiler._redact import is_sensitive_path
+from acx.compiler._redact import is_secret_name, is_sensitive_path
 from acx.compiler._source import Path_
 from acx.diagnostics import Diagnostic, Span
 
@@ -127,7 +131,7 @@ class _Walk:
         if name is None:
             self.res.diagnostics.append(embedded_ref_diagnostic(value, self.span_of(rel), where))
             return value
-        if rel in self.secret_paths or is_sensitive_path(full):
+        if rel in self.secret_paths or is_sensitive_path(full) or is_secret_name(name):
             self.res.secret_refs.add(name)
             if name not in self.environ:
                 # Compiling never reads a secret, so a dry run in CI needs none; `acx run`
@@ -160,7 +164,54 @@ class _Walk:
         return self.environ[name]
 
 
+#: ``${VAR:-default}`` as the whole value (the default form is only resolved inside env maps).
+_WHOLE_DEFAULT = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*):-[^{}]*\}$", re.DOTALL)
+#: The whole value is one ``${...}`` (or an unterminated ``${...``) that is not a valid reference.
+_WHOLE_MALFORMED = re.compile(r"^\$\{(?P<inner>[^{}$]*)(?P<close>\}?)$", re.DOTALL)
+_NAME_HELP = "a name is letters, digits and `_`, not starting with a digit"
+
+
+def _malformed_reason(inner: str, closed: bool) -> str:
+    if not closed:
+        return "the closing `}` is missing"
+    if not inner.strip():
+        return "the variable name is empty"
+    if inner != inner.strip():
+        return "the braces hold spaces around the name"
+    if inner[0].isdigit():
+        return "a variable name cannot start with a digit"
+    return "the name holds a character other than letters, digits and `_`"
+
+
 def embedded_ref_diagnostic(value: str, span: Span | None, path: str) -> Diagnostic:
+    """E0212 for a value outside env-variable maps that holds ``${`` but is no whole ``${VAR}``.
+
+    Says which of the three it is: a ``${VAR:-default}`` (supported only in env maps), a malformed
+    reference (``${}``, ``${ X }``, ``${1X}``, ``${X``) or a reference inside a longer string. The
+    message never quotes the value (it may sit at a secret position); the code frame shows it.
+    """
+    m = _WHOLE_DEFAULT.match(value)
+    if m:
+        name = m.group(1)
+        return Diagnostic(
+            code="E0212",
+            message=f"unsupported environment interpolation in `{path}`: `${{{name}:-...}}` (a default value) "
+            "is only supported in env-variable maps",
+            span=span,
+            path=path,
+            help=f"write `${{{name}}}` and export {name}, or write the value itself; `${{VAR:-default}}` works "
+            "in env_variables, run_env_variables and evaluation_env_variables",
+        )
+    m = _WHOLE_MALFORMED.match(value)
+    if m:
+        inner, closed = m.group("inner"), bool(m.group("close"))
+        return Diagnostic(
+            code="E0212",
+            message=f"malformed environment reference in `{path}`: {_malformed_reason(inner, closed)}",
+            span=span,
+            path=path,
+            help=f"write the whole value as `${{NAME}}` ({_NAME_HELP}), e.g. `base_url: ${{MODEL_BASE_URL}}`",
+        )
     return Diagnostic(
         code="E0212",
         message=f"unsupported environment interpolation in `{path}`: `${{...}}` inside a longer string",

@@ -5,6 +5,11 @@ A value is sensitive when its key is one of :data:`SENSITIVE_KEYS`, ends with on
 headers, credentials, env maps, ...). Any other string keeps only the password of a URL's
 userinfo hidden (``http://user:********@host``). Sensitive values print as ``********`` unless they are a
 whole-field ``${VAR}`` reference, which is shown as written: the reference is not the secret.
+
+A *variable* can be a secret too, wherever it is used: :func:`is_secret_name` (``OPENAI_API_KEY``,
+``GITHUB_TOKEN``, ``*_SECRET``, ``*PASSWORD*``, ...). The interpolator keeps a reference to such a
+variable as a reference at any position, like a reference at a sensitive key, so its value never
+reaches a printed or persisted view.
 """
 
 from __future__ import annotations
@@ -18,9 +23,12 @@ import msgspec
 __all__ = [
     "CONTAINER_KEYS",
     "REDACTED",
+    "SECRET_NAME_PARTS",
+    "SECRET_NAME_WORDS",
     "SENSITIVE_KEYS",
     "SENSITIVE_SUFFIXES",
     "is_container_key",
+    "is_secret_name",
     "is_sensitive_key",
     "is_sensitive_path",
     "mask_url_credentials",
@@ -79,6 +87,26 @@ def is_sensitive_key(key: object) -> bool:
     if k in NON_SENSITIVE_KEYS:
         return False
     return k in SENSITIVE_KEYS or k.endswith(SENSITIVE_SUFFIXES)
+
+
+#: Words that make any variable name a secret wherever they sit in it (``DB_PASSWORD_2``, ``MYPASSWD``).
+SECRET_NAME_PARTS = ("password", "passwd", "passphrase")
+#: Whole ``_``-separated words of a variable name that make it a secret (``AWS_SECRET_ACCESS_KEY``).
+SECRET_NAME_WORDS = frozenset({"secret", "apikey"})
+
+
+def is_secret_name(name: object) -> bool:
+    """True when an environment variable *name* looks like a secret, so a ``${NAME}`` reference is
+    one wherever it appears: the key rules applied to the name, case-insensitively (``TOKEN``,
+    ``PASSWORD``, ``*_KEY``, ``*_TOKEN``, ``*_SECRET``, ``*_JWT``, ``*_PASSWORD``, ...), plus names
+    containing ``PASSWORD``/``PASSWD``/``PASSPHRASE`` and names with a ``SECRET`` or ``APIKEY`` word.
+    ``WRAP_API_KEY`` (a flag) is not a secret, as for keys."""
+    n = _norm(name)
+    if is_sensitive_key(n):
+        return True
+    if n in NON_SENSITIVE_KEYS:
+        return False
+    return any(part in n for part in SECRET_NAME_PARTS) or not SECRET_NAME_WORDS.isdisjoint(n.split("_"))
 
 
 def is_container_key(key: object) -> bool:

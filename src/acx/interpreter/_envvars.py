@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from acx.errors import AcxResolutionError
-from acx.ir import ExecutionPlan, ModelSpec
+from acx.ir import ExecutionPlan, ModelSpec, RunRequest
 
 __all__ = [
     "MissingEnvError",
+    "live_request",
     "missing_names",
     "plan_env_maps",
     "referenced_names",
@@ -26,6 +28,7 @@ __all__ = [
 ]
 
 _REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_WHOLE_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 class MissingEnvError(AcxResolutionError):
@@ -111,3 +114,42 @@ def required_names(plan: ExecutionPlan, model: ModelSpec | None = None) -> set[s
 
 def missing_names(names: Iterable[str], environ: Mapping[str, str]) -> list[str]:
     return sorted(n for n in set(names) if not environ.get(n))
+
+
+def live_request(req: RunRequest, environ: Mapping[str, str]) -> tuple[RunRequest, list[str]]:
+    """``req`` as its components see it at run time: every whole-value ``${NAME}`` the compiler kept
+    as a secret reference (``metadata.secret_refs``) in the benchmark, harness and model params
+    replaced by its value from ``environ``. Returns the request and the values (to scrub from
+    results). The compiled request itself keeps the references: it is what gets persisted.
+    Missing names raise :class:`MissingEnvError` (all of them, names only).
+    """
+    import msgspec
+
+    names = set(req.metadata.secret_refs)
+    if not names:
+        return req, []
+    missing = sorted(n for n in names if not environ.get(n))
+    if missing:
+        raise MissingEnvError(missing, where="metadata.secret_refs")
+    values: list[str] = []
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, str):
+            m = _WHOLE_REF.fullmatch(value)
+            if m is not None and m.group(1) in names:
+                values.append(environ[m.group(1)])
+                return environ[m.group(1)]
+            return value
+        if isinstance(value, dict):
+            return {k: walk(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        return value
+
+    live = msgspec.structs.replace(
+        req,
+        benchmark=msgspec.structs.replace(req.benchmark, params=walk(dict(req.benchmark.params))),
+        harness=msgspec.structs.replace(req.harness, params=walk(dict(req.harness.params))),
+        model=msgspec.structs.replace(req.model, params=walk(dict(req.model.params))),
+    )
+    return live, values

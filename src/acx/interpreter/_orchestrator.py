@@ -64,6 +64,9 @@ class RequestProgram:
     plan_attempt: Callable[[TaskSpec, int], ExecutionPlan]
     driver: Any
     namespace: str | None = None
+    #: ``request`` with its kept secret references resolved (:func:`live_request`): what the
+    #: components are handed at run time. ``request`` (references only) is what gets persisted.
+    live_request: Any = None
 
 
 @dataclass
@@ -214,7 +217,7 @@ class _RequestRun:
             index=prog.index,
             key=prog.key,
             orchestration_id=orch.id,
-            request=req,
+            request=prog.live_request or req,
             benchmark=prog.benchmark,
             harness=prog.harness,
             driver=prog.driver,
@@ -225,6 +228,7 @@ class _RequestRun:
             grace=orch.runtime.cleanup_grace_seconds,
         )
         self.ctx.scrub.add_secret(_model_secrets(req.model, environ))
+        self.ctx.scrub.add_secret(environ.get(n, "") for n in req.metadata.secret_refs)
         #: What --resume compares: the selected tasks, content included (a dataset edited since).
         self.tasks_hash = tasks_hash(prog.tasks)
         self.outcomes: dict[str, TaskOutcome] = {}
