@@ -75,7 +75,7 @@ class Diagnostic:
     def location(self) -> str:
         if self.span is not None:
             return str(self.span)
-        return self.path or "<input>"
+        return self.path or "acx"  # no file to point at (an engine, a flag): the program speaks
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = str(REPO / "examples" / "quickstart.acx")
 
@@ -141,3 +143,38 @@ def test_a_secret_reference_in_component_params_is_resolved_at_run_time_and_neve
     )
     assert missing.returncode == 2 and "AGENT_CMD_TOKEN" in missing.stderr and "E0310" in missing.stderr
     assert not (tmp_path / "r2").exists()
+
+
+def test_an_unreachable_docker_engine_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"}
+    res = subprocess.run(
+        [sys.executable, "-m", "acx", "run", str(REPO / "examples" / "docker-smoke.acx"), "--results-dir", "r"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 2 and "error[E0701]: cannot reach the Docker engine" in res.stderr
+    assert not (tmp_path / "r").exists() and "Traceback" not in res.stderr
+
+
+def test_acx_docker_sweep_0_leaves_crashed_runs_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    # docs/docker.md: `ACX_DOCKER_SWEEP=0` skips the clean-up of crashed runs' containers at start.
+    from types import SimpleNamespace
+
+    import acx.cli._envcmd
+    import acx.drivers.docker
+    from acx.cli._run import _sweep_docker_orphans
+
+    swept: list[object] = []
+    monkeypatch.setattr(acx.cli._envcmd, "_client", lambda args: None)
+    monkeypatch.setattr(acx.drivers.docker, "sweep_orphans", lambda host: swept.append(host) or [])
+    env = SimpleNamespace(id="docker", params={"docker_host": "unix:///x.sock"})
+    programs = [SimpleNamespace(request=SimpleNamespace(environment=env))]
+    monkeypatch.setenv("ACX_DOCKER_SWEEP", "0")
+    _sweep_docker_orphans(programs)
+    assert swept == []
+    monkeypatch.delenv("ACX_DOCKER_SWEEP")
+    _sweep_docker_orphans(programs)
+    assert swept == ["unix:///x.sock"]

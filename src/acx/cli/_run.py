@@ -441,7 +441,9 @@ def _handle(args: argparse.Namespace) -> int:
 
 
 def _sweep_docker_orphans(programs: list[Any]) -> None:
-    """Before a docker run, remove acx containers/networks whose creating run is dead (best effort)."""
+    """Before a docker run: the engine must answer (E0701, exit 2, before any run directory is
+    created), then acx containers/networks whose creating run is dead are removed (best effort;
+    ``ACX_DOCKER_SWEEP=0`` skips it, e.g. to inspect what a crashed run left)."""
     hosts = {p.request.environment.params.get("docker_host") for p in programs if p.request.environment.id == "docker"}
     if not hosts:
         return
@@ -449,11 +451,17 @@ def _sweep_docker_orphans(programs: list[Any]) -> None:
         from acx.drivers.docker import sweep_orphans
     except ImportError:
         return
+    from acx.cli._envcmd import _client
+
+    sweep = os.environ.get("ACX_DOCKER_SWEEP", "1") != "0"
     for host in hosts:
+        _client(argparse.Namespace(docker_host=host))  # E0701 when the engine does not answer
+        if not sweep:
+            continue
         try:
             removed = sweep_orphans(host)
-        except Exception as exc:  # an unreachable engine fails later with a clear error
-            sys.stderr.write(f"acx: skipped the orphan sweep: {type(exc).__name__}\n")
+        except Exception as exc:
+            sys.stderr.write(f"acx: skipped the orphan sweep: {type(exc).__name__}: {exc}\n")
             continue
         if removed:
             sys.stderr.write(f"acx: removed {len(removed)} object(s) left by crashed runs\n")
