@@ -67,6 +67,13 @@ def add_env_flag(p: argparse.ArgumentParser) -> None:
     )
 
 
+#: A valid example per JSON flag, for the help of an invalid value.
+_EXAMPLE = {
+    "--execution-params": '{"max_retries": 2}',
+    "--runtime-params": '{"cleanup_grace_seconds": 10}',
+}
+
+
 def _json_arg(text: str | None, flag: str) -> Any:
     if text is None:
         return None
@@ -79,7 +86,7 @@ def _json_arg(text: str | None, flag: str) -> Any:
             f"{flag} is not valid JSON: {exc.msg} (column {exc.colno})",
             code="E0216",
             path=flag,
-            help=f"""quote the JSON for the shell, e.g. {flag} '{{"max_retries": 2}}'""",
+            help=f"""quote the JSON for the shell, e.g. {flag} '{_EXAMPLE.get(flag, "{}")}'""",
         ) from None
 
 

@@ -150,20 +150,17 @@ def _fmt(args: argparse.Namespace) -> int:
             continue
         from acx.cli._output import write_text_atomic
 
-        write_text_atomic(path, formatted)  # an interrupted fmt never leaves half a file
+        try:
+            write_text_atomic(path, formatted, flag=None)  # atomic; a symlink stays a link (target rewritten)
+        except AcxUserError as exc:
+            sys.stderr.write(render_text(exc.diagnostics) + "\n")
+            status = 2
+            continue
         sys.stderr.write(f"reformatted {path}\n")
     return status
 
 
 def _read(path: str) -> str:
-    from acx.errors import AcxSyntaxError
+    from acx.grammar._parser import read_source
 
-    try:
-        with open(path, encoding="utf-8-sig") as fh:  # tolerate a BOM
-            return fh.read()
-    except FileNotFoundError:
-        raise AcxSyntaxError(f"file not found: {path}", code="E0120", path=path, help="check the path") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise AcxSyntaxError(
-            f"cannot read {path}: {exc}", code="E0120", path=path, help="is it a UTF-8 text file?"
-        ) from None
+    return read_source(path)

@@ -9,27 +9,113 @@ import re
 import tempfile
 from typing import Any
 
-__all__ = ["render_dry_run_text", "to_yaml", "value_text", "write_text_atomic"]
+__all__ = ["render_dry_run_text", "to_yaml", "value_text", "write_output", "write_text_atomic"]
 
 _PLAIN = re.compile(r"^[A-Za-z_/.][A-Za-z0-9_./@+=-]*(?: [A-Za-z0-9_./@+=-]+)*$")
 _RESERVED = frozenset({"true", "false", "null", "yes", "no", "on", "off", "y", "n", "~"})
 
 
-def write_text_atomic(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` via a temp file in the same directory and a rename."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".acx-", suffix=".tmp")
+def write_text_atomic(path: str, text: str, *, flag: str | None = "-o") -> None:
+    """Write ``text`` to ``path`` (see :func:`write_output`); ``flag`` names the option in errors."""
+    write_output(path, text.encode("utf-8"), flag=flag, make_parents=flag is not None)
+
+
+def write_output(path: str, data: bytes, *, flag: str | None = "-o", make_parents: bool = False) -> None:
+    """Write ``data`` to the file ``path`` names, without ever replacing what is not a regular file.
+
+    * a regular file (or a new one): a temp file next to it, fsync, rename — an interrupted write
+      never leaves half a file; the file's mode is kept. A symlink is followed: the *target* is
+      rewritten and the link stays a link.
+    * a character device or a FIFO (``/dev/stdout``, ``/dev/null``, a named pipe), and anything
+      under ``/dev`` or ``/proc`` (``/dev/fd/1`` may be a shell redirection to a regular file):
+      written in place, never renamed over.
+    * a directory, a block device or a socket: refused.
+
+    Every failure is an :class:`~acx.errors.AcxUserError` (E0217) naming ``flag`` and ``path``.
+    """
+    label = f"`{flag} {path}`" if flag else path
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        target = _output_target(path, label, flag or path)
+        if target is None:
+            _write_in_place(path, data)
+            return
+        if make_parents:
+            os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
+        _replace_atomically(target, data)
+    except OSError as exc:
+        from acx.errors import AcxUserError
+
+        reason = exc.strerror or str(exc)
+        raise AcxUserError(
+            f"cannot write {label}: {reason}",
+            code="E0217",
+            path=flag or path,
+            help="check the path: its directory must be writable (or creatable) and the file writable",
+        ) from None
+
+
+def _output_target(path: str, label: str, where: str) -> str | None:
+    """The regular file to replace atomically (symlinks resolved), or None to write ``path`` in place."""
+    import stat
+
+    from acx.errors import AcxUserError
+
+    if "\0" in path:
+        raise AcxUserError(
+            f"cannot write {label}: the path contains a NUL character", code="E0217", path=where
+        )
+    try:
+        mode = os.stat(path).st_mode  # follows symlinks
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and stat.S_ISDIR(mode):
+        raise AcxUserError(
+            f"cannot write {label}: it is a directory",
+            code="E0217",
+            path=where,
+            help=f"name a file, e.g. {os.path.join(path, 'plan.json')}",
+        )
+    if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)):
+        raise AcxUserError(
+            f"cannot write {label}: it is not a regular file, a character device or a pipe",
+            code="E0217",
+            path=where,
+            help="pass a regular file path",
+        )
+    absolute = os.path.abspath(path)
+    if (mode is not None and not stat.S_ISREG(mode)) or absolute.startswith(("/dev/", "/proc/")):
+        return None
+    return os.path.realpath(absolute)
+
+
+def _write_in_place(path: str, data: bytes) -> None:
+    with open(path, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+
+
+def _replace_atomically(target: str, data: bytes) -> None:
+    directory = os.path.dirname(target)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(target)}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, _mode_for(path))  # mkstemp makes 0600; keep the file's mode (or the umask's)
-        os.replace(tmp, path)
+        os.chmod(tmp, _mode_for(target))  # mkstemp makes 0600; keep the file's mode (or the umask's)
+        os.replace(tmp, target)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+    try:
+        dir_fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory fds
+        return
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
 
 
 def _mode_for(path: str) -> int:

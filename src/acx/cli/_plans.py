@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TextIO
@@ -238,31 +237,14 @@ def build_program(compiled: Any, planned: list[_PlannedRequest]) -> Any:
 
 
 def write_program(path: Path, program: Any) -> None:
-    """Atomically: temp file in the same directory, fsync, rename, fsync the directory."""
+    """Atomically (temp file, fsync, rename; symlinks followed, devices written in place): see
+    :func:`acx.cli._output.write_output`. Missing parent directories are created."""
     import msgspec
 
+    from acx.cli._output import write_output
+
     data = msgspec.json.encode(program, order="deterministic")
-    directory = path.parent if str(path.parent) else Path(".")
-    directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.write(b"\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    try:
-        dir_fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # pragma: no cover - platforms without directory fds
-        return
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    write_output(str(path), data + b"\n", flag="-o", make_parents=True)
 
 
 # ---------------------------------------------------------------------------------------------

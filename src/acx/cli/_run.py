@@ -59,25 +59,17 @@ def register(sub: Any) -> None:
 
 
 def _json_arg(text: str | None, flag: str) -> dict[str, Any] | None:
-    if text is None:
-        return None
+    from acx.cli._compile import _EXAMPLE
+    from acx.cli._compile import _json_arg as parse
     from acx.errors import AcxConfigError
 
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise AcxConfigError(
-            f"{flag} is not valid JSON: {exc.msg}",
-            code="E0216",
-            path=flag,
-            help=f"""quote the JSON for the shell, e.g. {flag} '{{"max_retries": 2}}'""",
-        ) from None
-    if not isinstance(value, dict):
+    value = parse(text, flag)
+    if value is not None and not isinstance(value, dict):
         raise AcxConfigError(
             f"{flag} must be a JSON object",
             code="E0216",
             path=flag,
-            help=f"""e.g. {flag} '{{"max_retries": 2}}'""",
+            help=f"e.g. {flag} '{_EXAMPLE.get(flag, '{}')}'",
         )
     return value
 

@@ -245,7 +245,7 @@ class _Lowerer:
 
     # -- files, imports, lets ----------------------------------------------------------------
     def load_module(self, path: str, chain: tuple[str, ...], at: Span | None) -> A.Module | None:
-        from acx.grammar._parser import parse
+        from acx.grammar._parser import parse, read_source
 
         real = os.path.realpath(path)
         if real in chain:
@@ -260,21 +260,17 @@ class _Lowerer:
         if real in self.modules:
             return self.modules[real]
         try:
-            with open(path, encoding="utf-8-sig") as fh:  # tolerate a BOM
-                text = fh.read()
-        except FileNotFoundError:
-            if at is None:
-                self.error("E0120", f"file not found: {path}", None, "check the path")
-            else:
+            text = read_source(path, at=at)
+        except AcxSyntaxError as exc:
+            if at is not None and not os.path.exists(path):
                 self.error(
                     "E0121",
                     f"imported file not found: {path}",
                     at,
                     "import paths are relative to the importing file",
                 )
-            return None
-        except (OSError, UnicodeDecodeError) as exc:
-            self.error("E0120", f"cannot read {path}: {exc}", at, "is it a UTF-8 text file?")
+            else:
+                self.diagnostics.extend(exc.diagnostics)
             return None
         try:
             module = parse(text, path)

@@ -25,8 +25,9 @@ Precedence (R10, R11; low → high):
 from __future__ import annotations
 
 import hashlib
+import math
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -42,7 +43,7 @@ from acx.compiler._shapes import (
     output_namespace,
 )
 from acx.compiler._source import Path_, SourceDoc
-from acx.compiler._validate import select_help, split_msgspec_error, value_at
+from acx.compiler._validate import lone_surrogate, regex_problem, select_help, split_msgspec_error, value_at
 from acx.diagnostics import Diagnostic, Span, did_you_mean, unique
 from acx.errors import AcxResolutionError, AcxUserError
 from acx.ir import (
@@ -743,7 +744,7 @@ class _Resolver:
         try:
             # Lax mode only matters for values substituted from the environment (strings):
             # every file value was already checked strictly by validate_document.
-            return msgspec.convert(data, cls, strict=False)
+            value = msgspec.convert(data, cls, strict=False)
         except msgspec.ValidationError as exc:
             msg, sub = split_msgspec_error(str(exc))
             full = (*prefix, *sub)
@@ -782,9 +783,50 @@ class _Resolver:
                 help = "fix the value (see `acx config docs` for the field's type)"
             self.diagnostics.append(Diagnostic(code=code, message=message, span=span, path=where, help=help))
             return None
+        # Values substituted from the environment were not seen by validate_document: `T=inf` for
+        # a budget, or a variable holding non-UTF-8 bytes (lone surrogates after decoding).
+        bad = list(_unfit_scalars(msgspec.to_builtins(value), ()))
+        if isinstance(value, ExecutionSpec):  # a `${VAR}` pattern is first seen here
+            for i, pattern in enumerate(value.retry_pattern_list or []):
+                problem = regex_problem(pattern)
+                if problem is not None:
+                    bad.append(
+                        (
+                            ("retry_pattern_list", i),
+                            f"invalid regular expression {pattern!r}: {problem}",
+                            "use Python `re` syntax",
+                        )
+                    )
+        for sub, problem, help in bad:
+            full = (*prefix, *sub)
+            rec = merger.winner(full)
+            span = rec.span if rec is not None and rec.span is not None else fallback
+            where = format_path(full)
+            self.diagnostics.append(
+                Diagnostic(code="E0204", message=f"{label}: `{where}`: {problem}", span=span, path=where, help=help)
+            )
+        return None if bad else value
 
 
 # ---- helpers ----------------------------------------------------------------------------------
+
+
+def _unfit_scalars(value: Any, path: Path_) -> Iterator[tuple[Path_, str, str]]:
+    """(path, problem, help) of each non-finite number and each string with a lone surrogate."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _unfit_scalars(v, (*path, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _unfit_scalars(v, (*path, i))
+    elif isinstance(value, float) and not math.isfinite(value):
+        yield path, f"expected a finite number, got `{value}`", "budgets and counts are finite numbers"
+    elif isinstance(value, str) and (lone := lone_surrogate(value)) is not None:
+        yield (
+            path,
+            f"invalid string: `\\u{ord(lone):04x}` is a lone UTF-16 surrogate (not UTF-8 text?)",
+            "a value taken from an environment variable must be UTF-8 text",
+        )
 
 
 def _without(frag: _Frag, keys: Sequence[str]) -> _Frag:

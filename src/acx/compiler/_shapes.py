@@ -37,6 +37,7 @@ __all__ = [
     "RUN_CONFIG_KEYS",
     "RUN_CONFIG_STRUCT_SECTIONS",
     "ConfigRuntimeOptions",
+    "dict_value_type",
     "environment_field_types",
     "field_defaults",
     "field_descriptions",
@@ -169,6 +170,17 @@ def struct_of(tp: Any) -> type[msgspec.Struct] | None:
     if len(members) == 1 and isinstance(members[0], type) and issubclass(members[0], msgspec.Struct):
         return members[0]
     return None
+
+
+def dict_value_type(tp: Any) -> Any | None:
+    """``V`` when ``tp`` is ``dict[str, V]`` (optionally ``| None``) with a constrained or typed ``V``."""
+    members = [m for m in _union_members(tp) if m is not type(None)]
+    if len(members) != 1 or typing.get_origin(members[0]) is not dict:
+        return None
+    args = typing.get_args(members[0])
+    if len(args) != 2 or args[1] is Any:
+        return None
+    return args[1]
 
 
 def literal_values(tp: Any) -> tuple[Any, ...] | None:

@@ -12,6 +12,7 @@ Types come from the IR and component config classes (:mod:`._shapes`); values ar
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -36,6 +37,7 @@ from acx.compiler._shapes import (
     RUN_CONFIG_KEYS,
     RUN_CONFIG_STRUCT_SECTIONS,
     RUNTIME_REUSE_KEYS,
+    dict_value_type,
     environment_field_types,
     field_descriptions,
     field_types,
@@ -52,6 +54,8 @@ __all__ = [
     "Checker",
     "check_cli_params",
     "component_param_types",
+    "lone_surrogate",
+    "regex_problem",
     "select_help",
     "validate_document",
     "value_at",
@@ -64,6 +68,9 @@ _LEGACY_ENV_PARAMS = {
 }
 _LEGACY_HARNESS_PARAMS = {"env": "environment `run_env_variables`"}
 
+#: Runtime maps keyed by environment provider id.
+_PROVIDER_MAPS = frozenset({"provider_limits", "env_open_qps"})
+
 _PARAMS_HELP = "place component parameters alongside id, e.g. `benchmark: {id: exact_match, dataset: qa.jsonl}`"
 _MSGSPEC_AT = re.compile(r"^(?P<msg>.*?)(?: - at `(?P<at>\$[^`]*)`)?$", re.S)
 _PATH_TOKEN = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]|\[\.\.\.\]")
@@ -73,6 +80,7 @@ def validate_document(doc: SourceDoc) -> list[Diagnostic]:
     """All diagnostics of ``doc``, in source order; an empty list means the document is valid."""
     checker = Checker(doc)
     checker.check_interpolation(doc.data, ())
+    checker.check_scalars(doc.data, ())
     if doc.kind == "orchestration":
         checker.check_orchestration(doc.data)
     else:
@@ -99,6 +107,7 @@ def check_cli_params(
         if key in value:
             checker.err("E0213", f"`{key}` is not accepted in {flag}", (key,), key=True, help=why)
     rest = {k: v for k, v in value.items() if k not in forbid}
+    checker.check_scalars(rest, ())
     checker.check_struct(rest, cls, (), where=flag)
     return checker.sorted()
 
@@ -256,6 +265,8 @@ class Checker:
     def check_value(self, value: Any, tp: Any, path: Path_, *, cls: type[Any] | None, name: str) -> None:
         if _contains_ref(value):
             return  # `${VAR}` is checked after substitution
+        if _has_unfit_scalar(value):
+            return  # reported by check_scalars (msgspec cannot even print a lone surrogate)
         if cls is EnvironmentSpec and name in NETWORK_POLICY_FIELDS:
             self.check_policy(value, path)
             return
@@ -265,9 +276,22 @@ class Checker:
         if name == "api_protocol":
             self.check_api_protocol(value, path)
             return
+        if name == "retry_pattern_list" and isinstance(value, list):
+            self.check_patterns(value, path)
         nested = struct_of(tp)
         if nested is not None and isinstance(value, dict):
             self.check_struct(value, nested, path, where=f"`{self.where(path)}`")
+            return
+        if name in _PROVIDER_MAPS and isinstance(cls, type) and issubclass(cls, ResolvedRuntimeOptions):
+            self.check_provider_keys(value, path)
+        entry_type = dict_value_type(tp)
+        if entry_type is not None and isinstance(value, dict):
+            # Check entry by entry, so an error points at the entry (msgspec says `[...]`).
+            for key, item in value.items():
+                try:
+                    msgspec.convert(item, entry_type, strict=True)
+                except msgspec.ValidationError as exc:
+                    self.type_error(str(exc), (*path, key), cls, name, item)
             return
         choices = literal_values(tp)
         if choices is not None and isinstance(value, str) and value not in choices:
@@ -277,6 +301,25 @@ class Checker:
             msgspec.convert(value, tp, strict=True)
         except msgspec.ValidationError as exc:
             self.type_error(str(exc), path, cls, name, value)
+
+    def check_provider_keys(self, value: Any, path: Path_) -> None:
+        """``provider_limits``/``env_open_qps`` are keyed by environment provider id (E0203)."""
+        from acx.components._registry import registry
+
+        if not isinstance(value, dict):
+            return
+        ids = sorted(registry("environment"))
+        for key in value:
+            if key in ids:
+                continue
+            guess = did_you_mean(str(key), ids)
+            self.err(
+                "E0203",
+                f"`{self.where(path)}`: unknown environment provider `{key}`",
+                (*path, key),
+                key=True,
+                help=(f"did you mean `{guess}`? " if guess else "") + f"known: {', '.join(ids)} (acx list env)",
+            )
 
     def bad_choice(self, value: str, choices: Iterable[Any], path: Path_) -> None:
         options = [str(c) for c in choices]
@@ -318,6 +361,20 @@ class Checker:
                 continue  # shorthand: an absolute source path (A4)
             self.check_struct(item, ArtifactSpec, (*path, i), where=f"`{self.where((*path, i))}`")
 
+    def check_patterns(self, value: list[Any], path: Path_) -> None:
+        """``retry_pattern_list``: Python regular expressions, compiled now rather than mid-run."""
+        for i, pattern in enumerate(value):
+            if not isinstance(pattern, str) or env_ref_name(pattern) is not None:
+                continue  # a type error is reported by the type check; `${VAR}` after substitution
+            problem = regex_problem(pattern)
+            if problem is not None:
+                self.err(
+                    "E0204",
+                    f"`{self.where((*path, i))}`: invalid regular expression {pattern!r}: {problem}",
+                    (*path, i),
+                    help="use Python `re` syntax; escape literal characters such as `(`, `[` or `.` with `\\`",
+                )
+
     def check_api_protocol(self, value: Any, path: Path_) -> None:
         if value is None:
             return
@@ -334,6 +391,39 @@ class Checker:
                 f"`{self.where(path)}`: `auto` cannot be mixed with explicit protocols",
                 path,
                 help="use `auto` alone, or list explicit protocols only",
+            )
+
+    # ---- scalars everywhere ---------------------------------------------------------------
+
+    def check_scalars(self, value: Any, path: Path_) -> None:
+        """Numbers are finite (T1: ``.inf``/``1e400``/NaN are no budget or count) and strings are
+        Unicode text without NUL (no lone surrogate, e.g. from a JSON ``"\\ud800"``), wherever they sit."""
+        if isinstance(value, dict):
+            for k, v in value.items():
+                self.check_scalars(v, (*path, k))
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                self.check_scalars(v, (*path, i))
+        elif isinstance(value, float) and not math.isfinite(value):
+            self.err(
+                "E0204",
+                f"`{self.where(path)}`: expected a finite number, got `{value}`",
+                path,
+                help="budgets and counts are finite numbers; leave a timeout unset (null) for no deadline",
+            )
+        elif isinstance(value, str) and "\0" in value:
+            self.err(
+                "E0204",
+                f"`{self.where(path)}`: a string cannot contain a NUL character (\\u0000)",
+                path,
+                help="remove it: paths, commands and environment variables cannot hold NUL",
+            )
+        elif isinstance(value, str) and (lone := lone_surrogate(value)) is not None:
+            self.err(
+                "E0204",
+                f"`{self.where(path)}`: invalid string: `\\u{ord(lone):04x}` is a lone UTF-16 surrogate",
+                path,
+                help="write the character itself, or a high+low surrogate pair (e.g. \\ud83d\\ude00)",
             )
 
     # ---- interpolation --------------------------------------------------------------------
@@ -688,6 +778,26 @@ class Checker:
         )
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def regex_problem(pattern: str) -> str | None:
+    """Why ``pattern`` is not a valid Python regular expression (None when it compiles)."""
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        return str(exc)
+    except (RecursionError, OverflowError, ValueError) as exc:
+        return str(exc) or type(exc).__name__
+    return None
+
+
+def lone_surrogate(text: str) -> str | None:
+    """The first lone UTF-16 surrogate of ``text`` (None when it is proper Unicode text)."""
+    m = _SURROGATE.search(text)
+    return m.group() if m else None
+
+
 def split_msgspec_error(text: str) -> tuple[str, Path_]:
     """``("expected `int`, got `str`", ("attempts", "k"))`` from a msgspec ValidationError text."""
     m = _MSGSPEC_AT.match(text.strip())
@@ -770,6 +880,17 @@ def _contains_ref(value: Any) -> bool:
     if isinstance(value, list):
         return any(_contains_ref(v) for v in value)
     return env_ref_name(value) is not None
+
+
+def _has_unfit_scalar(value: Any) -> bool:
+    """A lone surrogate (in a key or value) or a non-finite number: what check_scalars reports."""
+    if isinstance(value, dict):
+        return any(_has_unfit_scalar(k) or _has_unfit_scalar(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_unfit_scalar(v) for v in value)
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    return isinstance(value, str) and lone_surrogate(value) is not None
 
 
 def _run_name(request: dict[str, Any], defaults: Any) -> str:

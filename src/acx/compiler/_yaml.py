@@ -12,6 +12,7 @@ has had the chance to report a JSON-specific syntax error.
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING, Any
 
 from acx.compiler._source import DocKind, Path_, SourceDoc
@@ -24,8 +25,13 @@ if TYPE_CHECKING:
 __all__ = ["detect_kind", "kind_mismatch_error", "load_yaml_document", "parse_yaml_text", "read_text"]
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+_MAP_TAG = "tag:yaml.org,2002:map"
+_SEQ_TAG = "tag:yaml.org,2002:seq"
 _TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
 _PLAIN_TAGS = frozenset("tag:yaml.org,2002:" + t for t in ("str", "int", "float", "bool", "null"))
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
 
 #: Keys only an orchestration file has; a run config has none of them.
 _ORCHESTRATION_MARKERS = ("version", "requests", "defaults")
@@ -34,8 +40,8 @@ _ORCHESTRATION_MARKERS = ("version", "requests", "defaults")
 def read_text(path: str) -> str:
     """The file's text, or an AcxConfigError saying why it cannot be read."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            return fh.read()
+        with open(path, "rb") as fh:
+            data = fh.read()
     except FileNotFoundError:
         raise AcxConfigError(
             f"file not found: {path}",
@@ -45,15 +51,27 @@ def read_text(path: str) -> str:
         ) from None
     except IsADirectoryError:
         raise AcxConfigError(f"{path} is a directory, not a file", code="E0215", path=path) from None
+    except OSError as exc:
+        raise AcxConfigError(f"cannot read {path}: {exc.strerror}", code="E0215", path=path) from None
+    try:
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
+        from acx.grammar._parser import utf8_error_position
+
+        line, col = utf8_error_position(data, exc.start)
         raise AcxConfigError(
-            f"{path} is not UTF-8 text (byte {exc.start})",
+            f"{path} is not UTF-8 text: byte 0x{data[exc.start]:02x} at line {line}, column {col} cannot be decoded",
             code="E0215",
+            span=Span(path, line, col, line, col + 1),
             path=path,
             help="save the file as UTF-8",
         ) from None
-    except OSError as exc:
-        raise AcxConfigError(f"cannot read {path}: {exc.strerror}", code="E0215", path=path) from None
+
+
+def _join_pair(m: re.Match[str]) -> str:
+    pair = m.group()
+    high, low = pair[0], pair[1]
+    return chr(0x10000 + ((ord(high) - 0xD800) << 10) + (ord(low) - 0xDC00))
 
 
 def detect_kind(data: Any) -> DocKind:
@@ -205,26 +223,56 @@ class _Builder:
 
         self.locs[path] = self.span(node)
         if isinstance(node, MappingNode):
+            if node.tag != _MAP_TAG:
+                self.unsupported_tag(node)
             return self._mapping(node, path)
         if isinstance(node, SequenceNode):
+            if node.tag != _SEQ_TAG:
+                self.unsupported_tag(node)
             return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
         return self._scalar(node)
+
+    def unsupported_tag(self, node: Node) -> None:
+        self.diagnostics.append(
+            Diagnostic(
+                code="E0201",
+                message=f"unsupported YAML tag `{node.tag}`",
+                span=self.span(node),
+                help="remove the tag: use plain strings, numbers, booleans, null, lists and mappings",
+            )
+        )
 
     def _scalar(self, node: Node) -> Any:
         if node.tag == _TIMESTAMP_TAG:
             # Dates are strings to acx; no config field is a timestamp.
             return str(node.value)
         if node.tag not in _PLAIN_TAGS:
-            self.diagnostics.append(
-                Diagnostic(
-                    code="E0201",
-                    message=f"unsupported YAML tag `{node.tag}`",
-                    span=self.span(node),
-                    help="use plain strings, numbers, booleans, null, lists and mappings",
-                )
-            )
+            self.unsupported_tag(node)
             return None
-        return self._constructor.construct_object(node, deep=True)
+        value = self._constructor.construct_object(node, deep=True)
+        if isinstance(value, str):
+            return self.text(value, node)
+        return value
+
+    def text(self, value: str, node: Node) -> str:
+        """``value`` with UTF-16 surrogate pairs joined; a lone surrogate is an error (E0201)."""
+        if not _SURROGATE.search(value):
+            return value
+        # JSON writes astral characters as `\uD83D\uDE00`, and the YAML reader keeps the two
+        # halves: join the pairs; what is left is a lone surrogate, which is no character.
+        joined = _PAIR.sub(_join_pair, value)
+        lone = _SURROGATE.search(joined)
+        if lone is None:
+            return joined
+        self.diagnostics.append(
+            Diagnostic(
+                code="E0201",
+                message=f"invalid string: `\\u{ord(lone.group()):04x}` is a lone UTF-16 surrogate, not a character",
+                span=self.span(node),
+                help="write the character itself, or a high+low surrogate pair (e.g. \\ud83d\\ude00)",
+            )
+        )
+        return joined
 
     def _mapping(self, node: Node, path: Path_) -> dict[str, Any]:
         from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
@@ -258,7 +306,7 @@ class _Builder:
                     )
                 )
                 continue
-            key = str(key_node.value)
+            key = self.text(str(key_node.value), key_node)
             key_span = self.span(key_node)
             if key in first_seen:
                 self.diagnostics.append(

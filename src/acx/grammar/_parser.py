@@ -34,7 +34,15 @@ from acx.errors import AcxInternalError, AcxSyntaxError
 from acx.grammar import _ast as A
 from acx.grammar._errors import translate
 
-__all__ = ["DURATION_UNITS", "SIZE_UNITS_MIB", "parse", "parse_file", "parser_cache_path"]
+__all__ = [
+    "DURATION_UNITS",
+    "SIZE_UNITS_MIB",
+    "parse",
+    "parse_file",
+    "parser_cache_path",
+    "read_source",
+    "utf8_error_position",
+]
 
 _GRAMMAR = Path(__file__).with_name("acx.lark")
 _MAX_ERRORS = 25
@@ -56,6 +64,7 @@ SIZE_UNITS_MIB: dict[str, float] = {
 
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h|d)")
 _SIZE_RE = re.compile(r"([0-9]+(?:\.[0-9]+)?)([A-Za-z]+)")
+_HEX4 = re.compile(r"[0-9A-Fa-f]{4}")
 _INTERP_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:-[A-Za-z0-9_]+)*")
 _ESCAPES = {'"': '"', "\\": "\\", "n": "\n", "t": "\t", "r": "\r", "$": "$"}
 
@@ -204,17 +213,58 @@ def parse(text: str, file: str = "<string>") -> A.Module:
 
 
 def parse_file(path: str) -> A.Module:
+    return parse(read_source(path), path)
+
+
+def read_source(path: str, *, at: Span | None = None) -> str:
+    """The text of the ``.acx`` file ``path`` (a BOM is dropped), or an E0120 naming the file.
+
+    ``at``: where the file was asked for (an import), shown as the error's span; a file that is
+    not UTF-8 is blamed at the line and column of its first undecodable byte instead."""
     try:
-        text = Path(path).read_text(encoding="utf-8-sig")  # tolerate a BOM
+        data = Path(path).read_bytes()
     except FileNotFoundError:
         raise AcxSyntaxError(
-            f"file not found: {path}", code="E0120", help="check the path (relative to the working directory)"
+            f"file not found: {path}",
+            code="E0120",
+            span=at,
+            path=path,
+            help="check the path (relative to the working directory)",
         ) from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except IsADirectoryError:
         raise AcxSyntaxError(
-            f"cannot read {path}: {exc}", code="E0120", help="is it a UTF-8 text file?"
+            f"{path} is a directory, not an .acx file", code="E0120", span=at, path=path, help="name a .acx file"
         ) from None
-    return parse(text, path)
+    except OSError as exc:
+        raise AcxSyntaxError(
+            f"cannot read {path}: {exc.strerror or exc}",
+            code="E0120",
+            span=at,
+            path=path,
+            help="check that the file exists and is readable",
+        ) from None
+    bom = 3 if data.startswith(b"\xef\xbb\xbf") else 0  # tolerate a BOM
+    try:
+        return data[bom:].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        bad = bom + exc.start
+        line, col = utf8_error_position(data, bad)
+        raise AcxSyntaxError(
+            f"{path} is not UTF-8 text: byte 0x{data[bad]:02x} at line {line}, column {col} cannot be decoded",
+            code="E0120",
+            span=Span(path, line, col, line, col + 1),
+            path=path,
+            help="save the file as UTF-8",
+        ) from None
+
+
+def utf8_error_position(data: bytes, offset: int) -> tuple[int, int]:
+    """1-based (line, column in characters) of byte ``offset`` in ``data`` (a leading BOM is not counted)."""
+    line_start = data.rfind(b"\n", 0, offset) + 1
+    if line_start == 0 and data.startswith(b"\xef\xbb\xbf"):
+        line_start = 3
+    prefix = data[line_start:offset].decode("utf-8", errors="replace")
+    return data.count(b"\n", 0, offset) + 1, len(prefix) + 1
 
 
 def _tok_span(file: str, tok: Token) -> Span:
@@ -411,9 +461,24 @@ class _AstBuilder(Transformer[Token, Any]):
                 if nxt in _ESCAPES:
                     buf.append(_ESCAPES[nxt])
                     i += 2
-                elif nxt == "u" and re.fullmatch(r"[0-9A-Fa-f]{4}", raw[i + 2 : i + 6]):
-                    buf.append(chr(int(raw[i + 2 : i + 6], 16)))
-                    i += 6
+                elif nxt == "u" and _HEX4.fullmatch(raw[i + 2 : i + 6]):
+                    code = int(raw[i + 2 : i + 6], 16)
+                    low = raw[i + 8 : i + 12] if raw.startswith("\\u", i + 6) else ""
+                    if 0xD800 <= code <= 0xDBFF and _HEX4.fullmatch(low) and 0xDC00 <= int(low, 16) <= 0xDFFF:
+                        # A UTF-16 surrogate pair (as JSON writes astral characters): one character.
+                        buf.append(chr(0x10000 + ((code - 0xD800) << 10) + (int(low, 16) - 0xDC00)))
+                        i += 12
+                    elif 0xD800 <= code <= 0xDFFF:
+                        self._error(
+                            "E0105",
+                            f"invalid escape '\\u{raw[i + 2 : i + 6]}': a lone UTF-16 surrogate is not a character",
+                            at(i, 6),
+                            "write the character itself, or a high+low surrogate pair (e.g. \\uD83D\\uDE00)",
+                        )
+                        i += 6
+                    else:
+                        buf.append(chr(code))
+                        i += 6
                 else:
                     self._error(
                         "E0105",

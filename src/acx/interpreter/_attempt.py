@@ -162,13 +162,27 @@ def retry_reason(issues: list[ExecutionIssue], patterns: list[str] | None) -> st
     for i in issues:
         if i.severity == "fatal":
             return f"fatal {i.code}"
+    compiled = _retry_patterns(tuple(patterns or ()))
     for i in issues:
         if i.severity != "error":
             continue
-        for pat in patterns or []:
-            if re.search(pat, i.message) or re.search(pat, i.code):
+        for pat, rx in compiled:
+            if rx.search(i.message) or rx.search(i.code):
                 return f"error {i.code} matches {pat!r}"
     return None
+
+
+@functools.lru_cache(maxsize=64)
+def _retry_patterns(patterns: tuple[str, ...]) -> tuple[tuple[str, re.Pattern[str]], ...]:
+    """The patterns compiled once per list. Compilation rejects invalid ones; one that reaches a
+    run anyway (a hand-edited program) is skipped with a warning instead of failing every task."""
+    out: list[tuple[str, re.Pattern[str]]] = []
+    for pat in patterns:
+        try:
+            out.append((pat, re.compile(pat)))
+        except (re.error, TypeError) as exc:
+            log.warning("execution.retry_pattern_list: ignoring invalid regex %r: %s", pat, exc)
+    return tuple(out)
 
 
 def backoff_seconds(retry: int, lo: float, hi: float, rng: random.Random) -> float:

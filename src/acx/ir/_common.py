@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypeVar
 
 import msgspec
 
@@ -26,6 +26,10 @@ NetworkMode = Literal["public", "no-network", "allowlist", "denylist"]
 
 PositiveSeconds = Annotated[float, msgspec.Meta(gt=0, description="seconds; finite and positive")]
 
+_N = TypeVar("_N", int, float)
+#: A count or amount that cannot be negative (0 keeps the field's documented meaning).
+NonNegative = Annotated[_N, msgspec.Meta(ge=0)]
+
 
 class NetworkPolicy(IRStruct, frozen=True):
     """Egress policy of one phase. Entries: hostname, ``*.wildcard``, IP, CIDR, optional ``:port``."""
@@ -42,10 +46,10 @@ class NetworkPolicy(IRStruct, frozen=True):
 
 
 class ResourceRequirements(IRStruct, frozen=True):
-    cpu: Annotated[float | None, msgspec.Meta(description="CPU cores")] = None
-    memory_mb: Annotated[int | None, msgspec.Meta(description="memory limit in MiB")] = None
-    storage_mb: Annotated[int | None, msgspec.Meta(description="disk size in MiB")] = None
-    gpu: Annotated[int | None, msgspec.Meta(description="number of GPUs")] = None
+    cpu: Annotated[NonNegative[float] | None, msgspec.Meta(description="CPU cores")] = None
+    memory_mb: Annotated[NonNegative[int] | None, msgspec.Meta(description="memory limit in MiB")] = None
+    storage_mb: Annotated[NonNegative[int] | None, msgspec.Meta(description="disk size in MiB")] = None
+    gpu: Annotated[NonNegative[int] | None, msgspec.Meta(description="number of GPUs; 0 = no GPU")] = None
     gpu_type: Annotated[str | None, msgspec.Meta(description="GPU model; implies gpu=1")] = None
     ignore_gpu_type: Annotated[bool, msgspec.Meta(description="accept any GPU type")] = False
 

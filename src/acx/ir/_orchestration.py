@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from acx.ir._common import IRStruct
+from acx.ir._common import IRStruct, NonNegative
 from acx.ir._request import RunRequest
 
 __all__ = [
@@ -42,10 +42,10 @@ class ResolvedRuntimeOptions(IRStruct, frozen=True):
     log_file: Annotated[str | None, _d("extra log file")] = None
     auto_install_dependencies: Annotated[bool, _d("install missing benchmark extras")] = False
     provider_limits: Annotated[
-        dict[str, int], _d("max concurrent sessions per provider; 0 disables the limit")
+        dict[str, NonNegative[int]], _d("max concurrent sessions per provider; 0 disables the limit")
     ] = msgspec.field(default_factory=lambda: dict(DEFAULT_PROVIDER_LIMITS))
     env_open_qps: Annotated[
-        dict[str, float], _d("max environment opens per second per provider; 0 disables")
+        dict[str, NonNegative[float]], _d("max environment opens per second per provider; 0 disables")
     ] = msgspec.field(default_factory=lambda: dict(DEFAULT_ENV_OPEN_QPS))
     recipe_dirs: Annotated[list[str], _d("trusted external recipe directories")] = []
 

@@ -19,6 +19,7 @@ from acx.ir._common import (
 
 __all__ = [
     "ENVIRONMENT_SPEC_FIELDS",
+    "MAX_ATTEMPTS",
     "AttemptsSpec",
     "BenchmarkSpec",
     "EnvironmentSpec",
@@ -32,6 +33,10 @@ __all__ = [
 ]
 
 EvaluationMode = Literal["none", "reuse", "fresh"]
+
+#: Upper bound of ``execution.attempts.k``: every attempt of every task is planned up front, so a
+#: typo (``k: 1000000000``) would otherwise exhaust memory at compile time.
+MAX_ATTEMPTS = 1000
 
 
 def _d(text: str) -> msgspec.Meta:
@@ -99,7 +104,9 @@ ENVIRONMENT_SPEC_FIELDS: frozenset[str] = frozenset(EnvironmentSpec.__struct_fie
 
 
 class AttemptsSpec(IRStruct, frozen=True):
-    k: Annotated[int, msgspec.Meta(ge=1, description="logical attempts per task")] = 1
+    k: Annotated[
+        int, msgspec.Meta(ge=1, le=MAX_ATTEMPTS, description=f"logical attempts per task (1 to {MAX_ATTEMPTS})")
+    ] = 1
     strategy: Annotated[Literal["avg", "pass"], _d("avg: all attempts; pass: stop at first correct")] = "avg"
 
 

@@ -82,6 +82,13 @@ def load_exact_match_dataset(path: Path) -> list[TaskSpec]:
             path="benchmark.params.dataset",
             help="`dataset` is resolved relative to the spec file's directory; check the path",
         ) from None
+    except ValueError:  # an embedded NUL: no file system has such a path
+        raise AcxPlanError(
+            f"exact_match dataset path {str(path)!r} contains a NUL character",
+            code="E0401",
+            path="benchmark.params.dataset",
+            help="fix `dataset`: a file path cannot contain NUL (\\u0000)",
+        ) from None
     except OSError as exc:
         raise AcxPlanError(
             f"cannot read exact_match dataset {path}: {exc.strerror}",
