@@ -121,3 +121,46 @@ def test_no_view_and_no_plan_file_holds_the_value(
         assert f"${{{name}}}" in request  # shown as the reference
     assert "${OPENAI_API_KEY}" in texts[0] and "via ${OPENAI_API_KEY}" not in texts[0]
     assert "metadata.secret_refs" in texts[0]
+
+
+@pytest.mark.parametrize(
+    ("source", "name"),
+    [
+        ("execution: {max_retries: \"${DB_PASSWORD}\"}", "spec.yaml"),
+        ("execution { max_retries = secret(\"DB_PASSWORD\") }", "spec.acx"),
+    ],
+)
+def test_a_secret_reference_in_a_non_string_field_is_an_error_not_a_dropped_request(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, source: str, name: str
+) -> None:
+    # Before: the request silently vanished ("0 request(s)", exit 0).
+    monkeypatch.setenv("DB_PASSWORD", "sekret-31337")
+    (tmp_path / "qa.jsonl").write_text('{"id": "a", "question": "1?", "answer": "1"}\n')
+    if name.endswith(".yaml"):
+        text = (
+            "version: 1\nname: s\nrequests:\n  - name: a\n"
+            "    benchmark: {id: exact_match, dataset: qa.jsonl}\n"
+            "    harness: {id: command, command: echo}\n"
+            f"    {source}\n"
+        )
+    else:
+        text = (
+            'run a {\n  benchmark exact_match { dataset = "qa.jsonl" }\n  harness command { command = "echo" }\n'
+            f"  {source}\n}}\n"
+        )
+    (tmp_path / name).write_text(text)
+    assert main(["compile", "--dry-run", str(tmp_path / name)]) == 2
+    err = capsys.readouterr().err
+    assert "E0204" in err and "cannot take the secret reference `${DB_PASSWORD}`" in err and "sekret-31337" not in err
+
+
+def test_a_malformed_reference_is_reported_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "s.yaml").write_text(
+        "version: 1\nname: s\nrequests:\n  - name: a\n"
+        "    benchmark: {id: exact_match, dataset: qa.jsonl}\n"
+        "    harness: {id: command, command: echo}\n"
+        '    execution: {max_retries: "${X:-5}"}\n'
+    )
+    assert main(["validate", str(tmp_path / "s.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("error[") == 1 and "E0212" in err

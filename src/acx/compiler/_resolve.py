@@ -738,6 +738,11 @@ class _Resolver:
     def convert(self, merger: _Merger, cls: type[Any], prefix: Path_, label: str, fallback: Span | None) -> Any:
         return self.convert_data(merger.data, cls, merger, prefix, label, fallback)
 
+    def _reported_unset(self, name: str) -> bool:
+        """Whether an E0302 (``name`` is not set) was already reported."""
+        needle = f"`{name}` is not set"
+        return any(d.code == "E0302" and needle in d.message for d in self.diagnostics)
+
     def convert_data(
         self, data: Any, cls: type[Any], merger: _Merger, prefix: Path_, label: str, fallback: Span | None
     ) -> Any:
@@ -757,8 +762,23 @@ class _Resolver:
                 rec = merger.winner(full)
                 if rec is not None and rec.span is not None:
                     span = rec.span
-                if env_ref_name(value_at(data, sub)) is not None:
+                ref = env_ref_name(value_at(data, sub))
+                if ref is not None and self._reported_unset(ref):
                     return None  # a `${VAR}` left unsubstituted: its E0302 says all (no cascade)
+                if ref is not None:  # kept as a secret reference: it can only fill a string
+                    where = format_path(full)
+                    self.diagnostics.append(
+                        Diagnostic(
+                            code="E0204",
+                            message=f"{label}: `{where}` cannot take the secret reference `${{{ref}}}` "
+                            f"({msg}): a secret is resolved only where it is used, as a string",
+                            span=span,
+                            path=where,
+                            help="write the value, or use a variable whose name does not look like a "
+                            "secret (see docs/configuration.md, \"Secrets in output\")",
+                        )
+                    )
+                    return None
             where = format_path(full)
             code = "E0204"
             if msg.startswith("object contains unknown field"):

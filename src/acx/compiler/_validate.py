@@ -879,7 +879,8 @@ def _contains_ref(value: Any) -> bool:
         return any(_contains_ref(v) for v in value.values())
     if isinstance(value, list):
         return any(_contains_ref(v) for v in value)
-    return env_ref_name(value) is not None
+    # An embedded or malformed reference has its own E0212 (check_interpolation): no type error too.
+    return env_ref_name(value) is not None or has_embedded_ref(value)
 
 
 def _has_unfit_scalar(value: Any) -> bool:
