@@ -344,6 +344,12 @@ class HostProcessSession(Session):
         p = Path(path)
         return p if p.is_absolute() else Path(self.workdir or self.root, p)
 
+    def _owns(self, target: Path) -> bool:
+        """Whether ``target`` lies in the session's own directory or its configured workdir."""
+        roots = {os.path.abspath(self.root), os.path.abspath(self.workdir or self.root)}
+        where = os.path.abspath(target)
+        return any(where == r or where.startswith(r + os.sep) for r in roots)
+
     def _argv(self, argv: list[str]) -> list[str]:
         if self._policy.network_mode == "no-network":
             return [_unshare(), "--net", "--map-root-user", "--", *argv]
@@ -459,7 +465,16 @@ class HostProcessSession(Session):
         target = self.host_path(path)
 
         def _write() -> None:
-            target.parent.mkdir(parents=True, exist_ok=True)
+            if self._owns(target):
+                target.parent.mkdir(parents=True, exist_ok=True)
+            elif not target.parent.is_dir():
+                # An absolute path is a host path: acx does not create directories all over the
+                # host (a mistyped `cwd` would otherwise appear as a new directory tree).
+                raise DriverError(
+                    f"host_process: cannot write {target}: {target.parent} does not exist on the host "
+                    "(absolute paths are host paths; acx creates directories only inside the session's "
+                    "own directory)"
+                )
             target.write_bytes(data)
             target.chmod(mode)
 
