@@ -10,6 +10,11 @@ What the driver guarantees (contracts E1, E2, H5, V2, P6, P7, T3):
   and tags the process environment with ``ACX_EXEC_ID``. A deadline (or cancellation of the caller)
   kills, from a second exec, every process carrying the tag *and their process groups* — so a
   command that ignores SIGTERM, forks children or calls ``setsid`` is gone, not just its client.
+  A command that exits normally may leave background processes (harness daemons);
+  :meth:`DockerSession.kill_stray_processes` kills everything but the container's own init session
+  at a phase boundary (the Harbor runtime calls it before its verifier runs).
+* **Builds** with ``pull: never`` first check that the Dockerfile's external images (``FROM``,
+  ``COPY --from``) are local (:mod:`acx.drivers._docker_build`): the engine would pull them.
 * **Files** move as tar archives (``put_archive`` / ``get_archive``); archives coming out of the
   container are extracted by :mod:`acx.drivers._docker_archive`, which refuses absolute, ``..``,
   escaping-link and device members.
@@ -59,6 +64,7 @@ from acx.drivers._docker_archive import (
     safe_extract,
     single_file_tar,
 )
+from acx.drivers._docker_build import external_images
 from acx.drivers._docker_proxy import ALLOW_FILE, PROXY_ALIAS, PROXY_PORT, PROXY_SOURCE, policy_file_bytes
 from acx.drivers._specs import DockerConfig, DriverCapabilities, probe_capabilities
 from acx.errors import CapabilityError, DriverError, EnvironmentSetupError
@@ -123,6 +129,31 @@ for round in 1 2 3 4 5 6 7 8; do
   sleep 0.05
 done
 exit 0"""
+
+#: Kills every process of the container except its init session: docker-init (PID 1) and the
+#: container's main command share session 1, while every exec starts a session of its own (runc
+#: calls setsid) and no process can ever join session 1 again — so this spares exactly the
+#: container's own processes and this script, whatever the others did to their environment,
+#: process group or session. Repeats until a round finds nothing (a fork racing the scan is caught
+#: by the next round); exit 1 when something still runs after the last round. Shell built-ins
+#: only (`read`, `kill`), plus `sleep` between late rounds.
+_REAPER = r"""me=$$
+{ read -r s < /proc/$me/stat; } 2>/dev/null || { echo "acx-reap: cannot read /proc" >&2; exit 2; }
+r=${s##*) }; set -- $r; mine=$4
+round=0
+while [ "$round" -lt 60 ]; do
+  round=$((round + 1)); found=0
+  for d in /proc/[0-9]*; do
+    { read -r s < "$d/stat"; } 2>/dev/null || continue
+    r=${s##*) }; set -- $r
+    [ "$1" = Z ] || [ "$1" = X ] || [ "$4" = 1 ] || [ "$4" = "$mine" ] && continue
+    kill -9 "${d#/proc/}" 2>/dev/null; found=$((found + 1))
+  done
+  [ "$found" = 0 ] && exit 0
+  [ "$round" -gt 3 ] && sleep 0.05
+done
+echo "acx-reap: $found process(es) still running" >&2
+exit 1"""
 
 _STATE_DIR = "/tmp/.acx"
 _KILL_TIMEOUT = 15.0
@@ -340,6 +371,8 @@ class DockerDriver(Driver):
                 return tag
             except ImageNotFound:
                 pass
+            if self.config.pull == "never":
+                await self._check_build_images(client, dockerfile)
 
             def build() -> None:
                 stream = client.api.build(
@@ -361,6 +394,34 @@ class DockerDriver(Driver):
 
             await self._stream(build)
         return tag
+
+    async def _check_build_images(self, client: Any, dockerfile: Path) -> None:
+        """``pull: never``: the images a build would fetch (``FROM``, ``COPY --from``) must be local.
+
+        The engine pulls an absent base image even with ``pull=False``; refusing first keeps the
+        promise that acx never contacts a registry unless ``pull: missing``.
+        """
+        from docker.errors import APIError, ImageNotFound
+
+        text = await trio.to_thread.run_sync(functools.partial(dockerfile.read_text, "utf-8", "replace"))
+        images, _unresolved = external_images(text)  # unresolved ones fail the build or are local
+        missing: list[str] = []
+        for image in images:
+            try:
+                await self._call(client.images.get, image)
+            except ImageNotFound:
+                missing.append(image)
+            except APIError:
+                pass  # e.g. an invalid reference: the build reports it precisely
+        if missing:
+            names = ", ".join(repr(m) for m in missing)
+            raise EnvironmentSetupError(
+                f"{dockerfile} needs image(s) {names}, not present on the Docker engine; "
+                "acx does not pull (docker param `pull` is `never`)",
+                code="image_not_found",
+                help="build or load the image(s) first (e.g. `docker load`), "
+                "or set environment params `pull: missing`",
+            )
 
     async def _create(
         self, client: Any, request: OpenRequest, image: str, labels: dict[str, str], created: dict[str, str]
@@ -678,6 +739,38 @@ class DockerSession(Session):
                 await self.driver._call(self.api.exec_start, killer["Id"])
             except Exception:  # the container may already be gone: nothing left to kill
                 return
+
+    async def kill_stray_processes(self) -> None:
+        """Kill every process left in the container by earlier commands (phase boundary).
+
+        Everything outside the container's init session dies with SIGKILL — background jobs,
+        ``setsid``/``nohup`` children, processes that dropped ``ACX_EXEC_ID`` with ``env -i`` —
+        while docker-init and the container's main command survive. Runs as root, so processes
+        that changed user are caught too. Raises :class:`DriverError` when something survives.
+        """
+        from docker.errors import APIError
+
+        try:
+            created = await self.driver._call(
+                self.api.exec_create,
+                self.container_id,
+                ["/bin/sh", "-c", _REAPER, "acx-reap"],
+                stdout=True,
+                stderr=True,
+                user="0",
+            )
+            output = await self.driver._call(self.api.exec_start, created["Id"])
+            code = await self.driver._call(_exit_code, self.api, created["Id"])
+        except APIError as exc:
+            raise DriverError(
+                f"cannot stop the processes left in session {self.id}: {_short(exc)}", code="exec_failed"
+            ) from exc
+        if code != 0:
+            text = output.decode("utf-8", errors="replace") if isinstance(output, bytes) else str(output)
+            raise DriverError(
+                f"could not stop the processes left in session {self.id} (exit {code}): {text.strip()[:300]}",
+                code="process_cleanup_failed",
+            )
 
     # -- files --
     def _abs(self, path: str) -> str:

@@ -270,11 +270,13 @@ def render_summary(report: MetricReport, header: dict[str, Any]) -> str:
             f"{s.counts['evaluated']} | {s.counts['unavailable']} | {s.counts['error']} |"
         )
     if head is not None and head.categories:
+        # The column is the headline series per category (its mean over the category's evaluated
+        # tasks), labelled with the series id like the table above — not a share of tasks passed.
         lines += [
             "",
             "## By category",
             "",
-            "| category | tasks | pass rate | clean | errors | fatal |",
+            f"| category | tasks | {head.series_id} | clean | errors | fatal |",
             "|---|---:|---:|---:|---:|---:|",
         ]
         for cat, value in head.categories.items():

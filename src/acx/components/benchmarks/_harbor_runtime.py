@@ -5,16 +5,22 @@ prepare_task
     task's instruction. The tests are **not** uploaded: they are evaluation-only (B1).
 
 evaluate
-    1. wipes ``/logs/verifier`` and ``/tests`` and recreates them empty — so a reward file the
+    1. stops every process still running in the sandbox (a session that can: the docker driver's
+       ``kill_stray_processes`` kills everything outside the container's init session, however
+       it was started — ``nohup``, ``setsid``, ``env -i``), so nothing the agent started runs
+       alongside the verifier (shared/``reuse`` mode: the agent's own container);
+    2. wipes ``/logs/verifier`` and ``/tests`` and recreates them empty — so a reward file the
        agent planted during its phase cannot survive; every file read afterwards was written
-       after the agent phase ended (the agent's commands were killed with their process groups
-       when its phase ended);
-    2. uploads ``tests/`` to ``/tests`` and runs ``bash /tests/test.sh`` (stdout+stderr to
+       by the verifier;
+    3. uploads ``tests/`` to ``/tests`` and runs ``bash /tests/test.sh`` (stdout+stderr to
        ``/logs/verifier/test-stdout.txt``) under the evaluation budget; its exit code is ignored,
        as in Harbor — only the reward counts;
-    3. reads ``/logs/verifier/reward.json`` (a flat object of numbers with a ``reward`` key), else
+    4. reads ``/logs/verifier/reward.json`` (a flat object of numbers with a ``reward`` key), else
        ``reward.txt`` (one number). No reward is an ``evaluate`` error (``reward_missing``), an
        unparsable one ``verifier_result_invalid`` — never a 0.
+
+The verifier's output tail kept in ``result.json`` (``verifier_output_tail``) has the values of the
+evaluation variables resolved from ``${VAR}`` (``verifier.env`` secrets) replaced by ``********``.
 
 Metrics: ``score`` = reward (primary), ``correct`` = reward ≥ 1.
 """
@@ -23,15 +29,17 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from acx.components._network_notice import with_network_notice
+from acx.errors import DriverError
 from acx.ir import ExecutionIssue, ExecutionPlan, PreparedTask, RunRequest, RunResult, TaskInput, TaskSpec
 
 if TYPE_CHECKING:
     from acx.drivers._base import Session
 
-__all__ = ["HarborRuntime", "parse_reward"]
+__all__ = ["HarborRuntime", "parse_reward", "scrub_values"]
 
 LOG_DIRS = ("/logs/agent", "/logs/verifier", "/logs/artifacts")
 
@@ -83,6 +91,21 @@ def parse_reward(reward_json: str | None, reward_txt: str | None) -> dict[str, f
     raise RewardError("reward_missing", "the verifier wrote no /logs/verifier/reward.json or reward.txt")
 
 
+def scrub_values(text: str, values: Iterable[str]) -> str:
+    """``text`` with every value of 4+ characters replaced by ``********`` (longest first)."""
+    for value in sorted({v for v in values if isinstance(v, str) and len(v) >= 4}, key=len, reverse=True):
+        text = text.replace(value, "********")
+    return text
+
+
+def _secret_values(session: Session, plan: ExecutionPlan) -> list[str]:
+    """The resolved values of the evaluation variables written as ``${VAR}`` references (secrets;
+    literal values in task.toml are not, as in the interpreter's result-file scrub)."""
+    scoped = session.scoped_env()
+    raw = plan.environment.evaluation_env_variables
+    return [scoped[k] for k, v in raw.items() if "${" in str(v) and k in scoped]
+
+
 async def _read_optional(session: Session, path: str) -> str | None:
     try:
         return await session.read_text(path)
@@ -97,8 +120,6 @@ class HarborRuntime:
         if session is not None:
             res = await session.exec(["mkdir", "-p", *LOG_DIRS])
             if not res.ok:
-                from acx.errors import DriverError
-
                 raise DriverError(f"cannot create {', '.join(LOG_DIRS)}: {res.stderr.strip()[:300]}")
         meta = task.metadata
         return PreparedTask(
@@ -131,6 +152,13 @@ class HarborRuntime:
         tests_dir = task.metadata.get("tests_dir")
         if not tests_dir:
             return failed("evaluation_input_missing", "the task has no tests directory")
+        # Nothing the agent started may run alongside the verifier (it could rewrite the reward).
+        stop = getattr(session, "kill_stray_processes", None)
+        if stop is not None:
+            try:
+                await stop()
+            except DriverError as exc:
+                return failed("verifier_setup_failed", f"cannot stop the agent's processes: {exc}")
         wipe = await session.exec(["sh", "-c", "rm -rf /logs/verifier /tests && mkdir -p /logs/verifier /tests"])
         if not wipe.ok:
             return failed("verifier_setup_failed", f"cannot reset /logs/verifier: {wipe.stderr.strip()[:300]}")
@@ -146,7 +174,8 @@ class HarborRuntime:
         extra = {**result.extra, "verifier_returncode": run.returncode}
         stdout = await _read_optional(session, "/logs/verifier/test-stdout.txt")
         if stdout:
-            extra["verifier_output_tail"] = stdout[-2000:]
+            # Scrubbed before the cut, so a secret straddling the cut cannot leak a fragment.
+            extra["verifier_output_tail"] = scrub_values(stdout, _secret_values(session, plan))[-2000:]
         if run.timed_out:
             issues.append(
                 ExecutionIssue(

@@ -5,6 +5,8 @@ of them (sorted by name). Each is loaded with :func:`acx.components.harbor_task.
 An invalid task directory inside a dataset is never silently skipped: its error (file and line) is
 raised when the task is planned, i.e. when it is selected — so ``task_names``, ``sample_ids`` or
 ``--tasks`` can leave a broken task out while its error still shows the moment it is included.
+A task with no image source (no ``docker_image``, no ``environment/Dockerfile``, no request
+``setup.image``) is such an error (E0410), not a failure at run time (:func:`check_task_image`).
 
 Metric contract: ``score`` (scalar, primary) is the verifier's ``reward``; ``correct`` (binary)
 is ``reward >= 1``. Harbor tasks write absolute paths (``/logs``, ``/tests``), so they need a
@@ -24,7 +26,7 @@ from acx.components.harbor_task import is_task_dir, load_harbor_task
 from acx.errors import AcxPlanError
 from acx.ir import BenchmarkPlan, MetricContract, RunRequest, TaskSpec
 
-__all__ = ["HarborBenchmark", "load_harbor_dataset"]
+__all__ = ["HarborBenchmark", "check_task_image", "load_harbor_dataset"]
 
 _EMPTY_PLAN = BenchmarkPlan()
 
@@ -50,10 +52,13 @@ class HarborBenchmark(HarborRuntime, BaseBenchmark):
 
     def load_tasks(self, req: RunRequest) -> list[TaskSpec]:
         self._load_errors: dict[str, AcxPlanError] = {}
+        renv = req.environment
         return load_harbor_dataset(
             self.tasks_path(),
             solution_env_for_agent=self.config.solution_env_for_agent,
             errors=self._load_errors,
+            image=renv.setup.image,
+            evaluation_image=renv.evaluation_setup.image if renv.evaluation_setup is not None else None,
         )
 
     def select_tasks(self, tasks: list[TaskSpec], req: RunRequest) -> list[TaskSpec]:
@@ -70,13 +75,27 @@ class HarborBenchmark(HarborRuntime, BaseBenchmark):
 
 
 def load_harbor_dataset(
-    path: Path, *, solution_env_for_agent: bool = False, errors: dict[str, AcxPlanError] | None = None
+    path: Path,
+    *,
+    solution_env_for_agent: bool = False,
+    errors: dict[str, AcxPlanError] | None = None,
+    image: str | None = None,
+    evaluation_image: str | None = None,
 ) -> list[TaskSpec]:
     """One task dir, or every sub-directory of ``path`` (sorted by name) as a task dir.
 
     An invalid sub-directory raises, unless ``errors`` is given: then its error is stored there
     under the task id and a placeholder TaskSpec (id = directory name) keeps its place.
+    ``image`` / ``evaluation_image`` are the request's ``setup.image`` / ``evaluation_setup.image``:
+    a task needs an image from somewhere — its ``docker_image``, its ``environment/Dockerfile`` or
+    the request (:func:`check_task_image`).
     """
+
+    def load(d: Path) -> TaskSpec:
+        task = load_harbor_task(d, solution_env_for_agent=solution_env_for_agent)
+        check_task_image(task, d, image=image, evaluation_image=evaluation_image)
+        return task
+
     if not path.exists():
         raise AcxPlanError(
             f"Harbor path {path} does not exist",
@@ -85,7 +104,7 @@ def load_harbor_dataset(
             help="`path` is resolved relative to the spec file's directory",
         )
     if is_task_dir(path):
-        return [load_harbor_task(path, solution_env_for_agent=solution_env_for_agent)]
+        return [load(path)]
     if not path.is_dir():
         raise AcxPlanError(
             f"Harbor path {path} is neither a task directory nor a directory of them",
@@ -104,10 +123,47 @@ def load_harbor_dataset(
     tasks = []
     for d in subdirs:
         try:
-            tasks.append(load_harbor_task(d, solution_env_for_agent=solution_env_for_agent))
+            tasks.append(load(d))
         except AcxPlanError as exc:
             if errors is None:
                 raise
             errors[d.name] = exc
             tasks.append(TaskSpec(task_id=d.name, metadata={"task_dir": str(d.resolve())}))
     return tasks
+
+
+def check_task_image(
+    task: TaskSpec, task_dir: Path, *, image: str | None = None, evaluation_image: str | None = None
+) -> None:
+    """Refuse, when the task is loaded, a task whose sandbox would have no image to run.
+
+    The run sandbox needs ``[environment] docker_image``, ``environment/Dockerfile`` or the
+    request's ``setup.image``. A separate verifier environment (``[verifier.environment]``, which
+    does not inherit the run set-up) needs its own ``docker_image``, the task's Dockerfile or the
+    request's ``evaluation_setup.image``.
+    """
+    dockerfile = task_dir / "environment" / "Dockerfile"
+    if dockerfile.is_file():
+        return
+    toml = task_dir / "task.toml"
+    where = f"{dockerfile} does not exist"
+    if image is None and task.environment_setup.image is None:
+        raise AcxPlanError(
+            f"Harbor task {task_dir} has no environment image: task.toml sets no "
+            f"[environment] docker_image and {where}",
+            code="E0410",
+            path=str(toml),
+            help='add `docker_image = "IMAGE"` under [environment] in task.toml, add '
+            "environment/Dockerfile to the task, or give every task an image with the request's "
+            "environment `setup.image`",
+        )
+    verifier = task.evaluation_environment_setup
+    if verifier is not None and verifier.image is None and evaluation_image is None:
+        raise AcxPlanError(
+            f"Harbor task {task_dir} has no image for its separate verifier environment: "
+            f"[verifier.environment] sets no docker_image and {where}",
+            code="E0410",
+            path=str(toml),
+            help='add `docker_image = "IMAGE"` under [verifier.environment] in task.toml, add '
+            "environment/Dockerfile to the task, or set the request's environment `evaluation_setup.image`",
+        )
