@@ -382,3 +382,19 @@ def test_resume_reaps_journaled_and_listed_leftovers_but_not_closed_or_kept_ones
     states = RunStore.open_existing(d).session_records()
     assert states[f"{rid}-journaled"]["state"] == "closed" and states[f"{rid}-kept"]["state"] == "kept"
     assert states[f"{rid}-gone"]["state"] == "closed"  # already gone counts as released, once
+
+
+def test_a_drivers_own_issue_code_and_help_are_kept(tmp_path: Path) -> None:
+    # e.g. docker's image_not_found with how to build the image, not a generic environment_failed.
+    from acx.errors import EnvironmentSetupError
+
+    class NoImage(FakeDriver):
+        async def open(self, request: Any) -> Any:
+            raise EnvironmentSetupError(
+                "image 'x:1' is not present", code="image_not_found", help="build it: docker build -t x:1 ."
+            )
+
+    result = run([program(FakeBench(), PyHarness(), tasks(1), driver=NoImage())], tmp_path)
+    issue = read_results(run_dir(result))["t0"][0]["issues"][0]
+    assert issue["code"] == "image_not_found" and issue["severity"] == "fatal"
+    assert "image 'x:1' is not present" in issue["message"] and "docker build -t x:1" in issue["message"]

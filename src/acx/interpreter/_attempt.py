@@ -36,7 +36,7 @@ import trio
 
 from acx.components._base import BaseHarness
 from acx.drivers._base import Driver, OpenRequest, Session
-from acx.errors import AcxUserError, DriverError
+from acx.errors import AcxRuntimeError, AcxUserError, DriverError
 from acx.interpreter._envvars import resolve_map
 from acx.interpreter._events import ProgressEvent
 from acx.interpreter._fs import atomic_write_json, task_dir_name
@@ -246,7 +246,17 @@ class AttemptRunner:
 
     def _msg(self, exc: BaseException) -> str:
         text = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+        help = getattr(exc, "fields", {}).get("help") if isinstance(exc, AcxRuntimeError) else None
+        if help:  # what to do, as the driver said it (e.g. how to build a missing image)
+            text = f"{text} (help: {help})"
         return self.ctx.scrub(f"{type(exc).__name__}: {text}")
+
+    @staticmethod
+    def _code(exc: BaseException, default: str) -> str:
+        """A driver's own issue code (``image_not_found``, ``environment_no_image``) over the
+        generic one; the generic ``runtime_failed``/``environment_failed`` defaults add nothing."""
+        code = getattr(exc, "code", None) if isinstance(exc, AcxRuntimeError) else None
+        return code if isinstance(code, str) and code not in ("runtime_failed", "environment_failed") else default
 
     # ---- the retry loop ----------------------------------------------------------------------
     async def run(self) -> RunResult:
@@ -431,7 +441,7 @@ class AttemptRunner:
         except AcxUserError as exc:
             t.add("fatal", "setup", "environment_unsupported", self._msg(exc))
         except Exception as exc:
-            t.add("fatal", "setup", "environment_failed", self._msg(exc))
+            t.add("fatal", "setup", self._code(exc, "environment_failed"), self._msg(exc))
         if session is None:
             store.session_closed(req.session_id, "open_failed")
             return None
@@ -496,7 +506,7 @@ class AttemptRunner:
         try:
             t.prepared = await ctx.benchmark.prepare_task(task, session, req, plan)
         except Exception as exc:
-            code = "environment_failed" if isinstance(exc, DriverError) else "setup_failed"
+            code = self._code(exc, "environment_failed") if isinstance(exc, DriverError) else "setup_failed"
             t.add("fatal", "setup", code, self._msg(exc))
             return
         baseline = self._baseline(plan.environment)
@@ -621,7 +631,7 @@ class AttemptRunner:
                 t.add(
                     severity,
                     "evaluate",
-                    "environment_failed" if severity == "fatal" else "evaluate_failed",
+                    self._code(exc, "environment_failed") if severity == "fatal" else "evaluate_failed",
                     self._msg(exc),
                 )
         if scope.cancelled_caught:
