@@ -124,9 +124,7 @@ def cleanup(label: str) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", type=int, default=50)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--network", choices=("no-network", "public"), default="no-network")

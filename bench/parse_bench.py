@@ -147,12 +147,15 @@ def main(argv: list[str] | None = None) -> int:
     n_lines = acx_text.count("\n")
     print(f".acx spec: {n_lines} lines, {len(acx_doc.data['requests'])} runs")
     print(f"  first run (parser build/load + imports): {cold:8.1f} ms")
-    print(f"  warm parse + lower + type-check (.acx):  {warm_acx:8.1f} ms best, {median_acx:.1f} ms median "
-          f"(budget {args.budget_ms:.0f} ms)")
-    print(f"  warm load + type-check (YAML twin):      {warm_yaml:8.1f} ms best, {median_yaml:.1f} ms "
-          f"median; ratio .acx/YAML = {warm_acx / warm_yaml:.2f}")
-    print(f"  json.loads of the lowered data (floor):  {floor:8.2f} ms; "
-          f"ratio .acx/json = {warm_acx / floor:.0f}x")
+    print(
+        f"  warm parse + lower + type-check (.acx):  {warm_acx:8.1f} ms best, {median_acx:.1f} ms median "
+        f"(budget {args.budget_ms:.0f} ms)"
+    )
+    print(
+        f"  warm load + type-check (YAML twin):      {warm_yaml:8.1f} ms best, {median_yaml:.1f} ms "
+        f"median; ratio .acx/YAML = {warm_acx / warm_yaml:.2f}"
+    )
+    print(f"  json.loads of the lowered data (floor):  {floor:8.2f} ms; ratio .acx/json = {warm_acx / floor:.0f}x")
     if warm_acx >= args.budget_ms:
         print(f"FAIL: warm .acx pipeline {warm_acx:.1f} ms >= {args.budget_ms:.0f} ms", file=sys.stderr)
         return 1

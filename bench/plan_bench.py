@@ -72,9 +72,7 @@ def _child(n: int) -> dict[str, float]:
 
 
 def _run(n: int) -> dict[str, float]:
-    out = subprocess.run(
-        [sys.executable, __file__, "--child", str(n)], capture_output=True, text=True, check=True
-    )
+    out = subprocess.run([sys.executable, __file__, "--child", str(n)], capture_output=True, text=True, check=True)
     result: dict[str, float] = json.loads(out.stdout)
     return result
 

@@ -24,6 +24,7 @@ fi
 
 echo "==> ruff"
 python3 -m ruff check src tests bench
+python3 -m ruff format --check src tests bench
 echo "==> mypy"
 python3 -m mypy
 echo "==> pytest"

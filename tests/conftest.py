@@ -13,9 +13,7 @@ import pytest
 try:
     from hypothesis import HealthCheck, settings
 
-    settings.register_profile(
-        "acx", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-    )
+    settings.register_profile("acx", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "acx"))
 except ImportError:  # pragma: no cover
     pass

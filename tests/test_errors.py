@@ -11,8 +11,14 @@ from acx.diagnostics import Diagnostic, Related, Span, did_you_mean, render_json
 def test_hierarchy_is_rooted_and_user_errors_exit_2() -> None:
     for name in errors.__all__:
         assert issubclass(getattr(errors, name), errors.AcxError)
-    for cls in (errors.AcxSyntaxError, errors.AcxConfigError, errors.AcxResolutionError,
-                errors.AcxPlanError, errors.CapabilityError, errors.AcxResultsError):
+    for cls in (
+        errors.AcxSyntaxError,
+        errors.AcxConfigError,
+        errors.AcxResolutionError,
+        errors.AcxPlanError,
+        errors.CapabilityError,
+        errors.AcxResultsError,
+    ):
         assert issubclass(cls, errors.AcxUserError)
         assert cls.exit_code == 2
     assert not issubclass(errors.AcxInternalError, errors.AcxUserError)
@@ -21,8 +27,9 @@ def test_hierarchy_is_rooted_and_user_errors_exit_2() -> None:
 
 def test_user_error_carries_structured_fields() -> None:
     span = Span("a.yaml", 3, 5, 3, 9)
-    exc = errors.AcxConfigError("unknown key `foo`", code="E0201", span=span, path="execution.foo",
-                                help="did you mean `for`?")
+    exc = errors.AcxConfigError(
+        "unknown key `foo`", code="E0201", span=span, path="execution.foo", help="did you mean `for`?"
+    )
     assert (exc.code, exc.span, exc.path, exc.help) == ("E0201", span, "execution.foo", "did you mean `for`?")
     assert str(exc).startswith("a.yaml:3:5: error[E0201]: unknown key `foo`")
     payload = json.loads(exc.to_json())
@@ -33,9 +40,13 @@ def test_user_error_carries_structured_fields() -> None:
 def test_code_frame_points_at_the_span(tmp_path) -> None:
     src = tmp_path / "c.yaml"
     src.write_text("execution:\n  max_retires: 2\n")
-    d = Diagnostic(code="E0201", message="unknown key", span=Span(str(src), 2, 3, 2, 14),
-                   help="did you mean `max_retries`?",
-                   related=(Related(Span(str(src), 1, 1), "in this section"),))
+    d = Diagnostic(
+        code="E0201",
+        message="unknown key",
+        span=Span(str(src), 2, 3, 2, 14),
+        help="did you mean `max_retries`?",
+        related=(Related(Span(str(src), 1, 1), "in this section"),),
+    )
     text = render_text([d])
     assert "  max_retires: 2" in text
     assert "    ^^^^^^^^^^^" in text.replace(" 2 |", "   |") or "^^^^^^^^^^^" in text

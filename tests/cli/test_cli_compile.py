@@ -50,14 +50,10 @@ def setup(project, write, monkeypatch, tmp_path_factory):
     monkeypatch.setenv("MODEL_API_KEY", "sk-very-secret")
     xdg = tmp_path_factory.mktemp("xdg2")
     (xdg / "acx").mkdir()
-    (xdg / "acx" / "config.yaml").write_text(
-        "execution: {timeout_multiplier: 2.0, run_timeout_seconds: 100}\n"
-    )
+    (xdg / "acx" / "config.yaml").write_text("execution: {timeout_multiplier: 2.0, run_timeout_seconds: 100}\n")
     monkeypatch.setenv("XDG_CONFIG_HOME", str(xdg))
     write("orch.yaml", ORCH)
-    write(
-        "config.yaml", "execution: {timeout_multiplier: 3.0, task_concurrency: 8}\nruntime: {reuse: true}\n"
-    )
+    write("config.yaml", "execution: {timeout_multiplier: 3.0, task_concurrency: 8}\nruntime: {reuse: true}\n")
     write("ci.yaml", "environments: {docker: {setup: {image: 'python:3.12'}}}\nexecution: {max_retries: 5}\n")
     return project
 

@@ -55,9 +55,7 @@ def test_fmt_rewrites_in_place_keeping_the_file_mode(tmp_path: Path, capsys: pyt
     assert main(["fmt", "--check", str(spec)]) == 0
 
 
-def test_fmt_refuses_non_acx_files_and_names_missing_ones(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_fmt_refuses_non_acx_files_and_names_missing_ones(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec = tmp_path / "orch.yaml"
     spec.write_text("version: 1\n", encoding="utf-8")
     missing = tmp_path / "gone.acx"

@@ -63,9 +63,7 @@ def test_config_docs(capsys) -> None:
 
 def test_schema_out(tmp_path, capsys) -> None:
     assert main(["schema", "--out", str(tmp_path)]) == 0
-    assert json.loads((tmp_path / "orchestration.schema.json").read_text())["title"].startswith(
-        "acx orchestration"
-    )
+    assert json.loads((tmp_path / "orchestration.schema.json").read_text())["title"].startswith("acx orchestration")
     assert (tmp_path / "run_config.schema.json").exists()
     capsys.readouterr()
     assert main(["schema", "run_config"]) == 0

@@ -126,8 +126,8 @@ def test_no_view_and_no_plan_file_holds_the_value(
 @pytest.mark.parametrize(
     ("source", "name"),
     [
-        ("execution: {max_retries: \"${DB_PASSWORD}\"}", "spec.yaml"),
-        ("execution { max_retries = secret(\"DB_PASSWORD\") }", "spec.acx"),
+        ('execution: {max_retries: "${DB_PASSWORD}"}', "spec.yaml"),
+        ('execution { max_retries = secret("DB_PASSWORD") }', "spec.acx"),
     ],
 )
 def test_a_secret_reference_in_a_non_string_field_is_an_error_not_a_dropped_request(

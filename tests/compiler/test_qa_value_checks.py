@@ -195,7 +195,7 @@ def test_non_utf8_yaml_names_line_and_column(tmp_path: Path) -> None:
     from acx.compiler._yaml import read_text
 
     bad = tmp_path / "bad.yaml"
-    bad.write_bytes(b"version: 1\nname: \"\xc3\xa9\xff\"\n")
+    bad.write_bytes(b'version: 1\nname: "\xc3\xa9\xff"\n')
     with pytest.raises(AcxConfigError) as info:
         read_text(str(bad))
     assert info.value.code == "E0215" and info.value.path == str(bad)

@@ -116,8 +116,10 @@ def test_help_lines_use_acx_syntax_in_acx_files(tmp_path: Path) -> None:  # cont
         '`run "r".model`: expected a mapping (ModelSpec), got an integer',
     ]
     assert [(c, h) for c, _, h in found] == [
-        ("E0305", "add `harness ID { ... }` to the run or to `defaults`; use `harness none {}` for a harness-free "
-         "benchmark"),
+        (
+            "E0305",
+            "add `harness ID { ... }` to the run or to `defaults`; use `harness none {}` for a harness-free benchmark",
+        ),
         ("E0204", "write `model { key = value }`"),
     ]
 
@@ -148,6 +150,6 @@ def test_duration_or_size_on_a_plain_field_is_a_type_error(tmp_path: Path) -> No
         "  execution { max_retries = 5m, artifact_limits { max_files = 1GiB } }\n}\n",
     )
     assert [(c, m) for c, m, _ in found] == [
-        ("E0204", "`run \"r\".execution.max_retries` takes a plain value, not a duration"),
-        ("E0204", "`run \"r\".execution.artifact_limits.max_files` takes a plain value, not a size"),
+        ("E0204", '`run "r".execution.max_retries` takes a plain value, not a duration'),
+        ("E0204", '`run "r".execution.artifact_limits.max_files` takes a plain value, not a size'),
     ]

@@ -109,8 +109,7 @@ def test_typed_literals_lower_to_ir_units(tmp_path: Path, assign: str, key: str,
 def test_enum_names_are_checked_and_mapped(tmp_path: Path) -> None:
     doc = _lower(
         tmp_path,
-        "environment docker { run_network_policy = no_network\n"
-        "evaluation_environment_mode = fresh; pull = missing }",
+        "environment docker { run_network_policy = no_network\nevaluation_environment_mode = fresh; pull = missing }",
     )
     assert doc.data["environments"]["docker"] == {  # type: ignore[attr-defined]
         "run_network_policy": "no-network",
@@ -124,9 +123,7 @@ def test_env_and_secret_are_references_never_values(tmp_path: Path, monkeypatch:
     # contract R6, V1: the front end never reads the process environment; secrets stay references
     monkeypatch.setenv("MODEL_API_KEY", "sk-super-secret")
     monkeypatch.setenv("BASE", "http://host")
-    doc = _lower(
-        tmp_path, 'let k = secret("MODEL_API_KEY")\nrun r { model { api_key = k; base_url = env("BASE") } }'
-    )
+    doc = _lower(tmp_path, 'let k = secret("MODEL_API_KEY")\nrun r { model { api_key = k; base_url = env("BASE") } }')
     model = doc.data["requests"][0]["model"]  # type: ignore[attr-defined]
     assert model == {"api_key": "${MODEL_API_KEY}", "base_url": "${BASE}"}
     assert doc.secret_paths == frozenset({("requests", 0, "model", "api_key")})  # type: ignore[attr-defined]
@@ -136,8 +133,7 @@ def test_env_and_secret_are_references_never_values(tmp_path: Path, monkeypatch:
 def test_lets_interpolation_and_escape(tmp_path: Path) -> None:
     doc = _lower(
         tmp_path,
-        'let base = "img"\nlet n = 3\nlet tag = "${base}:v${n}"\n'
-        'run r { x { image = tag; lit = "$${HOME}" } }',
+        'let base = "img"\nlet n = 3\nlet tag = "${base}:v${n}"\nrun r { x { image = tag; lit = "$${HOME}" } }',
     )
     assert doc.data["requests"][0]["x"] == {"image": "img:v3", "lit": "${HOME}"}  # type: ignore[attr-defined]
 

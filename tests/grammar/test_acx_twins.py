@@ -75,9 +75,7 @@ def test_run_config_twins_layer_identically(
     assert outputs[0] == outputs[1]
 
 
-def test_provenance_points_into_acx_spans(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_provenance_points_into_acx_spans(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("acx.cli._explain", reason="`acx explain` is not available in this build")
     monkeypatch.chdir(EXAMPLES)
     for key, value in ENV.items():

@@ -69,7 +69,7 @@ def test_sizes(text: str, mib: float) -> None:
 
 def test_keywords_double_as_field_names_where_no_keyword_fits() -> None:
     # contextual lexer: `in`, `true`, `null` are names in key/label positions
-    m = parse('a { in = 1 }\nharness true\nb = { null = 2 }')
+    m = parse("a { in = 1 }\nharness true\nb = { null = 2 }")
     assert [type(s).__name__ for s in m.body] == ["Block", "Block", "Assign"]
 
 
@@ -135,9 +135,7 @@ def test_cold_parser_build_writes_and_reuses_the_disk_cache(tmp_path: Path) -> N
     code = "from acx.grammar import parse; parse('a = 1'); print('ok')"
     env = {"XDG_CACHE_HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     for _ in range(2):
-        out = subprocess.run(
-            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
-        )
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
         assert out.stdout.strip() == "ok"
     assert list((tmp_path / "acx").iterdir()), "the built parser is cached on disk"
 

@@ -48,8 +48,9 @@ plain_strings = text.map(lambda t: A.Str(_normalise([t])))
 
 @st.composite
 def durations(draw: st.DrawFn) -> A.Duration:
-    parts = draw(st.lists(st.tuples(st.integers(0, 999), st.sampled_from(sorted(DURATION_UNITS))), min_size=1,
-                          max_size=3))
+    parts = draw(
+        st.lists(st.tuples(st.integers(0, 999), st.sampled_from(sorted(DURATION_UNITS))), min_size=1, max_size=3)
+    )
     text_ = "".join(f"{n}{u}" for n, u in parts)
     return A.Duration(text_, sum(float(n) * DURATION_UNITS[u] for n, u in parts))
 
@@ -117,7 +118,7 @@ def test_generated_asts_survive_print_then_parse(body: tuple[A.Stmt, ...]) -> No
     assert parse(printed).body == module.body, printed
 
 
-_COMMENTS = st.sampled_from(["# note", "// other", "#", "# ${x} \"q\" {", "//#"])
+_COMMENTS = st.sampled_from(["# note", "// other", "#", '# ${x} "q" {', "//#"])
 
 
 @settings(suppress_health_check=[HealthCheck.too_slow])
@@ -128,7 +129,7 @@ def test_fmt_is_idempotent_and_keeps_every_comment(body: tuple[A.Stmt, ...], dat
     comments: list[str] = []
     in_block = False  # inside a """ string every character is text: nothing may be sprinkled
     for line in lines:  # sprinkle comments: own lines, line ends, blank lines
-        quotes = line.replace('\\\\', "").replace('\\"', "").count('"""')
+        quotes = line.replace("\\\\", "").replace('\\"', "").count('"""')
         if in_block or quotes:
             out.append(line)
             in_block ^= quotes % 2 == 1
@@ -152,7 +153,7 @@ def test_fmt_is_idempotent_and_keeps_every_comment(body: tuple[A.Stmt, ...], dat
     assert sorted(kept) == sorted("#" + c[2:] if c.startswith("//") else c for c in comments)
 
 
-_ALPHABET = string.ascii_letters + string.digits + ' \n\t{}[]()=;,"#/\\$:.-_\'@'
+_ALPHABET = string.ascii_letters + string.digits + " \n\t{}[]()=;,\"#/\\$:.-_'@"
 
 
 @settings(max_examples=300)

@@ -133,9 +133,7 @@ def test_verifier_output_tail_masks_resolved_verifier_env(tmp_path: Path) -> Non
         return await _reward_one(proc)
 
     plan = _plan(evaluation_env_variables={"GRADER_KEY": "${QA_KEY}", "MODE": "literal-mode"})
-    res, _ = _evaluate(
-        tmp_path, prints_secret, scope={"GRADER_KEY": SECRET, "MODE": "literal-mode"}, plan=plan
-    )
+    res, _ = _evaluate(tmp_path, prints_secret, scope={"GRADER_KEY": SECRET, "MODE": "literal-mode"}, plan=plan)
     tail = res.extra["verifier_output_tail"]
     assert SECRET not in tail and "using key ********" in tail, tail
     assert "mode literal-mode" in tail  # a literal value in task.toml is not a secret

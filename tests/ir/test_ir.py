@@ -36,7 +36,14 @@ def test_execution_defaults_match_agentcompass() -> None:  # contract R1
 
 def test_run_request_has_exactly_eight_sections() -> None:  # contract R1
     assert set(ir.RunRequest.__struct_fields__) == {
-        "model", "benchmark", "harness", "environment", "execution", "runtime", "output", "metadata"
+        "model",
+        "benchmark",
+        "harness",
+        "environment",
+        "execution",
+        "runtime",
+        "output",
+        "metadata",
     }
 
 

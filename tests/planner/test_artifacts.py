@@ -96,17 +96,13 @@ def test_benchmark_resolves_artifacts_after_recipes() -> None:  # contract A3
 
 
 def test_destination_conflicts() -> None:  # contracts A1, A4
-    t = task(
-        "t1", artifacts=[{"source": "/a/x", "destination": "out"}, {"source": "/b/y", "destination": "out"}]
-    )
+    t = task("t1", artifacts=[{"source": "/a/x", "destination": "out"}, {"source": "/b/y", "destination": "out"}])
     d = make_plan(t).plan_attempt_detailed(t, 1, provenance=False)
     assert [a.source for a in d.plan.artifacts] == ["/logs/artifacts", "/a/x"]  # first wins
     assert any("first declaration wins" in w for w in d.warnings)
     nested_ok = task("t1", artifacts=["/logs/artifacts/result.txt"])
     assert len(plan_one(nested_ok).artifacts) == 2
-    bad = task(
-        "t1", artifacts=[{"source": "/a", "destination": "out"}, {"source": "/b", "destination": "out/sub"}]
-    )
+    bad = task("t1", artifacts=[{"source": "/a", "destination": "out"}, {"source": "/b", "destination": "out/sub"}])
     with pytest.raises(AcxPlanError, match="overlap"):
         plan_one(bad)
 

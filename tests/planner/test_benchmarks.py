@@ -31,9 +31,7 @@ def _plan_em(tmp_path: Path, params: dict, *, task_glob: str | None = None):  # 
         harness="command",
         harness_params={"command": "cat"},
     )
-    return plan_request(
-        req, base_dir=str(tmp_path), capabilities=HOST, recipes=RecipeRegistry(), task_glob=task_glob
-    )
+    return plan_request(req, base_dir=str(tmp_path), capabilities=HOST, recipes=RecipeRegistry(), task_glob=task_glob)
 
 
 def test_exact_match_loads_stable_tasks(dataset, tmp_path: Path) -> None:  # contracts B4, P2
@@ -42,9 +40,7 @@ def test_exact_match_loads_stable_tasks(dataset, tmp_path: Path) -> None:  # con
     assert [t.task_id for t in rp.tasks] == ["q1", "7", "q3"]
     t = rp.tasks[0]
     assert (t.question, t.category, t.ground_truth) == ("1+1?", "math", "2")
-    assert t.metadata["record"] == {
-        "source": "s1"
-    }  # raw record stays in metadata, answer only in ground_truth
+    assert t.metadata["record"] == {"source": "s1"}  # raw record stays in metadata, answer only in ground_truth
     assert t.metadata["line"] == 1
     assert rp.tasks[1].category == "all"
     plan = rp.plan_attempt(t, 1)
@@ -106,9 +102,7 @@ def test_unknown_sample_ids(dataset, tmp_path: Path) -> None:  # contract B4
         ("[1, 2]\n", 1, "not an object"),
     ],
 )
-def test_malformed_dataset_names_file_and_line(
-    dataset, tmp_path: Path, text: str, line: int, message: str
-) -> None:
+def test_malformed_dataset_names_file_and_line(dataset, tmp_path: Path, text: str, line: int, message: str) -> None:
     path = dataset(text)
     with pytest.raises(AcxPlanError, match=message) as e:
         _plan_em(tmp_path, {"dataset": "d.jsonl"})
@@ -140,16 +134,12 @@ def test_harbor_benchmark_selection_and_isolation(harbor_task, tmp_path: Path) -
     root.mkdir()
     for name in ("alpha", "beta", "gamma"):
         harbor_task(name, "[agent]\ntimeout_sec = 10\nuser = 'x'\n", root=root)
-    req = make_request(
-        benchmark="harbor", bench_params={"path": "tasks", "task_names": ["a*", "g*"]}, harness="oracle"
-    )
+    req = make_request(benchmark="harbor", bench_params={"path": "tasks", "task_names": ["a*", "g*"]}, harness="oracle")
     rp = plan_request(req, base_dir=str(tmp_path), capabilities=DOCKER, recipes=RecipeRegistry())
     assert [t.task_id for t in rp.tasks] == ["alpha", "gamma"]
     assert rp.tasks[0].load_warnings  # unmapped `agent.user` warns, only selected tasks are shown
     assert rp.plan_attempt(rp.tasks[0], 1).run_timeout_seconds == 10.0
-    host_req = make_request(
-        benchmark="harbor", bench_params={"path": "tasks"}, harness="oracle", env="host_process"
-    )
+    host_req = make_request(benchmark="harbor", bench_params={"path": "tasks"}, harness="oracle", env="host_process")
     rp = plan_request(host_req, base_dir=str(tmp_path), capabilities=HOST, recipes=RecipeRegistry())
     with pytest.raises(CapabilityError, match="--env docker"):
         rp.plan_attempt(rp.tasks[0], 1)

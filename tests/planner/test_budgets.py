@@ -28,9 +28,7 @@ def test_stage_multiplier_replaces_common() -> None:  # contract T2
 
 def test_null_override_and_multiplier_inherit() -> None:  # contract T2
     t = task("t1", run_timeout_seconds=100)
-    p = plan_one(
-        t, execution={"run_timeout_seconds": None, "run_timeout_multiplier": None, "timeout_multiplier": 1.5}
-    )
+    p = plan_one(t, execution={"run_timeout_seconds": None, "run_timeout_multiplier": None, "timeout_multiplier": 1.5})
     assert p.run_timeout_seconds == 150.0
     p = plan_one(t, execution={"run_timeout_seconds": 40, "timeout_multiplier": 1.5})
     assert p.run_timeout_seconds == 60.0  # the request override replaces the default, then ×
@@ -144,9 +142,7 @@ class _Decl:
 def test_multiplier_scales_a_budget_only_a_recipe_default_gives() -> None:  # contracts T2, T5
     from acx.compiler._recipes import DeclarativeRecipeAdapter
 
-    defaults = DeclarativeRecipeAdapter(
-        _Decl(defaults={"run_timeout_seconds": 600, "evaluation_timeout_seconds": 60})
-    )
+    defaults = DeclarativeRecipeAdapter(_Decl(defaults={"run_timeout_seconds": 600, "evaluation_timeout_seconds": 60}))
     reg = RecipeRegistry([defaults])
     p = plan_one(recipes=reg, execution={"timeout_multiplier": 2.0, "run_timeout_multiplier": 3.0})
     assert (p.run_timeout_seconds, p.evaluation_timeout_seconds) == (1800.0, 120.0)  # stage replaces common

@@ -39,10 +39,7 @@ def spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_text_plan(spec: Path, capsys: pytest.CaptureFixture[str]) -> None:  # contract T3
     assert main(["compile", str(spec), "--plans"]) == 0
     out = capsys.readouterr().out
-    assert (
-        "request 'qa': exact_match × command on host_process — 3 of 3 task(s) × 2 attempt(s) = 6 plan(s)"
-        in out
-    )
+    assert "request 'qa': exact_match × command on host_process — 3 of 3 task(s) × 2 attempt(s) = 6 plan(s)" in out
     assert "+ q0" in out and "+ q2" in out
     # the budget tree: T = 100 × 2, watchdog T + 120 (never scaled), collect 60 s; the evaluation
     # budget is the exact_match recipe's default (1m), scaled like every default (contract T2)
@@ -112,10 +109,7 @@ def test_explain_plan_field(spec: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert out.startswith("qa / q1 / attempt 1: run_timeout_seconds = 200.0")
     assert "spec.yaml:" in out  # the request's own provenance, with file:line
     assert "× 2" in out
-    assert (
-        main(["explain", str(spec), "qa", "environment.env_variables", "--task", "q1", "--format", "json"])
-        == 0
-    )
+    assert main(["explain", str(spec), "qa", "environment.env_variables", "--task", "q1", "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["value"] == {"TOKEN": "${API_TOKEN}", "PLAIN": "********"}
     assert "literal-secret-value" not in json.dumps(data)

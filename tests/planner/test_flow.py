@@ -57,9 +57,7 @@ def test_nothing_heavy_at_import() -> None:  # contract B3
         "import acx.compiler._planner, acx.cli._plans, acx.stdlib_recipes\n"
         "print(json.dumps([m for m in ('trio', 'docker', 'lark', 'ruamel') if m in sys.modules]))\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", "import json\n" + code], capture_output=True, text=True, check=True
-    )
+    out = subprocess.run([sys.executable, "-c", "import json\n" + code], capture_output=True, text=True, check=True)
     assert json.loads(out.stdout) == []
 
 

@@ -123,9 +123,7 @@ def test_tests_are_evaluation_only(harbor_task) -> None:  # contract B1
 def test_solution_env_only_when_enabled(harbor_task) -> None:  # contract H6
     d = harbor_task("hello", FULL)
     assert load_harbor_task(d).run_env_variables == {}
-    assert load_harbor_task(d, solution_env_for_agent=True).run_env_variables == {
-        "SOLUTION_TOKEN": "${SOLUTION_TOKEN}"
-    }
+    assert load_harbor_task(d, solution_env_for_agent=True).run_env_variables == {"SOLUTION_TOKEN": "${SOLUTION_TOKEN}"}
 
 
 def test_minimal_task_maps_only_explicit_timeouts(harbor_task) -> None:  # contract T1
@@ -140,9 +138,7 @@ def test_minimal_task_maps_only_explicit_timeouts(harbor_task) -> None:  # contr
 
 def test_verifier_modes(harbor_task) -> None:  # contract H2
     assert (
-        load_harbor_task(
-            harbor_task("a", '[verifier]\nenvironment_mode = "shared"\n')
-        ).evaluation_environment_mode
+        load_harbor_task(harbor_task("a", '[verifier]\nenvironment_mode = "shared"\n')).evaluation_environment_mode
         == "reuse"
     )
     sep = load_harbor_task(harbor_task("b", '[verifier]\nenvironment_mode = "separate"\n'))
@@ -156,9 +152,7 @@ def test_verifier_modes(harbor_task) -> None:  # contract H2
 
 
 def test_shared_with_environment_is_error(harbor_task) -> None:  # contract H2
-    d = harbor_task(
-        "a", '[verifier]\nenvironment_mode = "shared"\n\n[verifier.environment]\nworkdir = "/x"\n'
-    )
+    d = harbor_task("a", '[verifier]\nenvironment_mode = "shared"\n\n[verifier.environment]\nworkdir = "/x"\n')
     with pytest.raises(AcxPlanError) as e:
         load_harbor_task(d)
     assert e.value.span is not None and e.value.span.line == 2
@@ -216,9 +210,7 @@ def test_unmapped_declarations_warn(harbor_task) -> None:  # contract H6
         ("[environment.env]\nX = 1\n", 2, "must be a string"),
     ],
 )
-def test_invalid_values_name_file_and_line(
-    harbor_task, toml: str, line: int, message: str
-) -> None:  # contract H6
+def test_invalid_values_name_file_and_line(harbor_task, toml: str, line: int, message: str) -> None:  # contract H6
     d = harbor_task("bad", toml)
     with pytest.raises(AcxPlanError, match=message) as e:
         load_harbor_task(d)

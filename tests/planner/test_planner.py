@@ -40,8 +40,7 @@ def test_evaluation_mode_precedence() -> None:  # contract P5
     assert plan_one(bench=bench).evaluation_environment_mode == "reuse"
     t = task("t1", evaluation_environment_mode="none")
     assert (
-        plan_one(t, bench=ListBenchmark([t], evaluation_environment_mode="reuse")).evaluation_environment_mode
-        == "none"
+        plan_one(t, bench=ListBenchmark([t], evaluation_environment_mode="reuse")).evaluation_environment_mode == "none"
     )
     p = plan_one(t, environment={"evaluation_environment_mode": "fresh"})
     assert p.evaluation_environment_mode == "fresh"
@@ -126,14 +125,10 @@ def test_verifier_setup_inherits_only_when_none(harbor_task) -> None:  # contrac
 def test_request_setup_overrides_task_defaults() -> None:  # contract H2
     t = task("t1", environment_setup={"image": "task:1", "workdir": "/app", "build_timeout_seconds": 100})
     p = plan_one(t, environment={"setup": {"image": "mine:2"}})
-    assert p.environment.setup == ir.EnvironmentSetup(
-        image="mine:2", workdir="/app", build_timeout_seconds=100
-    )
+    assert p.environment.setup == ir.EnvironmentSetup(image="mine:2", workdir="/app", build_timeout_seconds=100)
 
 
-@pytest.mark.parametrize(
-    ("key", "target"), [("image", "setup.image"), ("evaluation_image", "evaluation_setup.image")]
-)
+@pytest.mark.parametrize(("key", "target"), [("image", "setup.image"), ("evaluation_image", "evaluation_setup.image")])
 def test_legacy_image_params_rejected(key: str, target: str) -> None:  # contract H3
     with pytest.raises(AcxPlanError) as e:
         make_plan(environment={"params": {key: "x:1"}})
@@ -200,9 +195,7 @@ def test_fresh_verifier_startup_vars() -> None:  # contracts V1, V3
     base = {"env_variables": {"PUB": "1"}}
     inherit = plan_one(task("t1", **base), environment=FRESH)
     assert inherit.evaluation_environment.env_variables == {"PUB": "1"}  # None inherits public vars
-    replaced = plan_one(
-        task("t1", **base, evaluation_environment_env_variables={"V": "2"}), environment=FRESH
-    )
+    replaced = plan_one(task("t1", **base, evaluation_environment_env_variables={"V": "2"}), environment=FRESH)
     assert replaced.evaluation_environment.env_variables == {"V": "2"}  # a mapping replaces them
     nothing = plan_one(task("t1", **base, evaluation_environment_env_variables={}), environment=FRESH)
     assert nothing.evaluation_environment.env_variables == {}  # {} inherits nothing
@@ -329,9 +322,7 @@ def test_resources_merge_layers() -> None:
 
 def test_enabled_recipe_unknown_id() -> None:  # contract RC2
     with pytest.raises(AcxPlanError, match="unknown recipe") as e:
-        make_plan(
-            recipes=RecipeRegistry([_WorkdirRecipe()]), execution={"enabled_recipes": ["workdir_defualt"]}
-        )
+        make_plan(recipes=RecipeRegistry([_WorkdirRecipe()]), execution={"enabled_recipes": ["workdir_defualt"]})
     assert "workdir_default" in str(e.value)  # did you mean
 
 

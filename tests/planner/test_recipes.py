@@ -209,13 +209,9 @@ def test_declarative_keeps_explicit_value_equal_to_default() -> None:  # contrac
             ir.Contribution(layer="request", kind="file", source="spec.yaml:4:7", value=120.0),
         ]
     }
-    rp = make_plan(
-        recipes=RecipeRegistry([r]), provenance=prov, execution={"run_timer_compensation_seconds": 120}
-    )
+    rp = make_plan(recipes=RecipeRegistry([r]), provenance=prov, execution={"run_timer_compensation_seconds": 120})
     assert rp.plan_attempt(task(), 1).run_timer_compensation_seconds == 120.0
-    assert (
-        make_plan(recipes=RecipeRegistry([r])).plan_attempt(task(), 1).run_timer_compensation_seconds == 60.0
-    )
+    assert make_plan(recipes=RecipeRegistry([r])).plan_attempt(task(), 1).run_timer_compensation_seconds == 60.0
 
 
 def test_declarative_set_overrides_and_match() -> None:
@@ -296,17 +292,13 @@ def test_builtin_harbor_dockerfile_workdir(harbor_task) -> None:
     user=st.one_of(st.none(), st.floats(min_value=0, max_value=1e5)),
     recipe_default=st.floats(min_value=0, max_value=1e5),
 )
-def test_defaults_never_override_user_values(
-    user: float | None, recipe_default: float
-) -> None:  # contract RC4
+def test_defaults_never_override_user_values(user: float | None, recipe_default: float) -> None:  # contract RC4
     r = DeclarativeRecipeAdapter(Decl(defaults={"run_timer_compensation_seconds": recipe_default}))
     execution = {} if user is None else {"run_timer_compensation_seconds": user}
     prov = (
         {}
         if user is None
-        else {
-            "execution.run_timer_compensation_seconds": [ir.Contribution(layer="cli", kind="cli", source="x")]
-        }
+        else {"execution.run_timer_compensation_seconds": [ir.Contribution(layer="cli", kind="cli", source="x")]}
     )
     p = make_plan(recipes=RecipeRegistry([r]), execution=execution, provenance=prov).plan_attempt(task(), 1)
     assert p.run_timer_compensation_seconds == (recipe_default if user is None else user)

@@ -82,9 +82,7 @@ def test_unenforceable_storage_is_dropped_with_a_warning() -> None:  # contract 
 def test_zero_gpus_is_no_gpu_request() -> None:  # contract P7
     no_gpu = DriverCapabilities(**{**_caps(DOCKER), "resources": ("cpu", "memory_mb")})
     t = task("t1", resources={"cpu": 1, "gpu": 0})
-    assert make_plan(t, caps=no_gpu).plan_attempt(t, 1).environment.resources == ir.ResourceRequirements(
-        cpu=1, gpu=0
-    )
+    assert make_plan(t, caps=no_gpu).plan_attempt(t, 1).environment.resources == ir.ResourceRequirements(cpu=1, gpu=0)
     from acx.errors import CapabilityError
 
     one = task("t2", resources={"gpu": 1})

@@ -46,22 +46,16 @@ def register(sub: Any) -> None:
         description="Merge the run config layers and print runtime, execution and the selected components.",
     )
     show.add_argument("--config", action="append", default=[], metavar="FILE", help="extra config layer")
-    show.add_argument(
-        "--benchmark", nargs="+", default=[], metavar="ID", help="show these benchmarks' params"
-    )
+    show.add_argument("--benchmark", nargs="+", default=[], metavar="ID", help="show these benchmarks' params")
     show.add_argument("--harness", nargs="+", default=[], metavar="ID", help="show these harnesses' params")
     show.add_argument("--env", nargs="+", default=[], metavar="ID", help="show these environments' params")
     show.add_argument("--format", choices=("yaml", "json"), default="yaml")
-    show.add_argument(
-        "--show-origin", action="store_true", help="one line per value: source, layer, path = value"
-    )
+    show.add_argument("--show-origin", action="store_true", help="one line per value: source, layer, path = value")
     show.set_defaults(handler=_show)
 
     sch = sub.add_parser("schema", help="print or write the JSON Schemas of config and orchestration files")
     sch.add_argument("which", nargs="?", choices=("run_config", "orchestration"), help="print one schema")
-    sch.add_argument(
-        "--out", metavar="DIR", help="write run_config.schema.json and orchestration.schema.json to DIR"
-    )
+    sch.add_argument("--out", metavar="DIR", help="write run_config.schema.json and orchestration.schema.json to DIR")
     sch.set_defaults(handler=_schema)
 
 
@@ -208,8 +202,7 @@ def _show(args: argparse.Namespace) -> int:
                     f"unknown {kind} id `{cid}`",
                     code="E0301",
                     path=f"--{'env' if kind == 'environment' else kind}",
-                    help=(f"did you mean `{guess}`? " if guess else "")
-                    + f"known: {', '.join(sorted(registry(kind)))}",
+                    help=(f"did you mean `{guess}`? " if guess else "") + f"known: {', '.join(sorted(registry(kind)))}",
                 )
     docs = load_config_documents(args.config, cwd=os.getcwd(), environ=os.environ)
     diagnostics = [d for cfg in docs for d in validate_document(cfg.doc)]

@@ -23,17 +23,11 @@ def register(sub: Any) -> None:
         "resolved, redacted requests (--dry-run, the default) or the execution plans (--plans, -o).",
     )
     add_compile_inputs(p)
-    p.add_argument(
-        "--dry-run", action="store_true", help="print the resolved requests; load no tasks (default)"
-    )
+    p.add_argument("--dry-run", action="store_true", help="print the resolved requests; load no tasks (default)")
     p.add_argument("--plans", action="store_true", help="load tasks and print the execution plans")
     p.add_argument("--tasks", metavar="GLOB", help="with --plans: only tasks whose id matches GLOB")
-    p.add_argument(
-        "--full", action="store_true", help="show values at their defaults too (json: add provenance)"
-    )
-    p.add_argument(
-        "--format", choices=("text", "json", "yaml"), default="text", help="output format (default text)"
-    )
+    p.add_argument("--full", action="store_true", help="show values at their defaults too (json: add provenance)")
+    p.add_argument("--format", choices=("text", "json", "yaml"), default="text", help="output format (default text)")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE (with a plan: the compiled program)")
     p.set_defaults(handler=_handle)
 
@@ -53,9 +47,7 @@ def add_compile_inputs(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--execution-params", metavar="JSON", help="execution overrides merged over every request's execution"
     )
-    p.add_argument(
-        "--runtime-params", metavar="JSON", help="process runtime overrides (results_dir, progress, ...)"
-    )
+    p.add_argument("--runtime-params", metavar="JSON", help="process runtime overrides (results_dir, progress, ...)")
 
 
 def add_env_flag(p: argparse.ArgumentParser) -> None:

@@ -53,9 +53,7 @@ def _client(args: argparse.Namespace) -> Any:
         client = docker_client(args.docker_host)
         client.ping()
     except EnvironmentSetupError as exc:
-        raise AcxUserError(
-            str(exc), code="E0701", help="start the engine: bash scripts/setup-docker.sh"
-        ) from None
+        raise AcxUserError(str(exc), code="E0701", help="start the engine: bash scripts/setup-docker.sh") from None
     except Exception as exc:
         raise AcxUserError(
             f"the Docker engine does not answer ({type(exc).__name__})",

@@ -45,8 +45,7 @@ def is_library(path: str) -> bool:
 
     module = parse_file(path)
     return bool(module.body) and all(
-        isinstance(s, A.Import | A.Let) or (isinstance(s, A.Block) and s.kind.value == "recipe")
-        for s in module.body
+        isinstance(s, A.Import | A.Let) or (isinstance(s, A.Block) and s.kind.value == "recipe") for s in module.body
     )
 
 

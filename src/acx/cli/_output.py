@@ -61,9 +61,7 @@ def _output_target(path: str, label: str, where: str) -> str | None:
     from acx.errors import AcxUserError
 
     if "\0" in path:
-        raise AcxUserError(
-            f"cannot write {label}: the path contains a NUL character", code="E0217", path=where
-        )
+        raise AcxUserError(f"cannot write {label}: the path contains a NUL character", code="E0217", path=where)
     try:
         mode = os.stat(path).st_mode  # follows symlinks
     except FileNotFoundError:
@@ -241,9 +239,7 @@ def render_dry_run_text(compiled: Any, *, full: bool = False) -> str:
     for run in orch.requests:
         out.append("")
         out.append(f"request {run.name}  key {run.key}")
-        rows = _section_rows(
-            compiled.provenance.get(run.name, {}), flat_leaves(redact(run.request)), full, tally
-        )
+        rows = _section_rows(compiled.provenance.get(run.name, {}), flat_leaves(redact(run.request)), full, tally)
         meta = run.request.metadata
         for name in ("env_inputs", "secret_refs"):
             if getattr(meta, name):

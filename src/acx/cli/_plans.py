@@ -24,17 +24,13 @@ __all__ = ["build_program", "explain_plan_field", "format_seconds", "plan_compil
 class _PlannedRequest:
     """One request's plans: ``rows`` = (task, {attempt: plan}, warnings, first-attempt provenance)."""
 
-    def __init__(
-        self, name: str, request_plan: Any, rows: list[tuple[Any, dict[int, Any], list[str], Any]]
-    ) -> None:
+    def __init__(self, name: str, request_plan: Any, rows: list[tuple[Any, dict[int, Any], list[str], Any]]) -> None:
         self.name = name
         self.rp = request_plan
         self.rows = rows
 
 
-def plan_compiled(
-    compiled: Any, *, task_glob: str | None = None, provenance: bool = False
-) -> list[_PlannedRequest]:
+def plan_compiled(compiled: Any, *, task_glob: str | None = None, provenance: bool = False) -> list[_PlannedRequest]:
     """Plan every request of ``compiled`` (capabilities probed here, at the edge).
 
     ``provenance``: also record the plan provenance of each task's first attempt (``-o``).
@@ -88,9 +84,7 @@ def run_plans(args: Any, compiled: Any) -> int:
         write_program(Path(output), program)
         if not getattr(args, "plans", False):
             n = sum(len(p.rows) * len(p.rp.attempts()) for p in planned)
-            sys.stderr.write(
-                f"acx: wrote {output}: {len(planned)} request(s), {n} plan(s), {program.content_hash}\n"
-            )
+            sys.stderr.write(f"acx: wrote {output}: {len(planned)} request(s), {n} plan(s), {program.content_hash}\n")
     if getattr(args, "plans", False) or not output:
         if fmt == "json":
             _write_json(sys.stdout, planned, provenance=full)
@@ -150,9 +144,7 @@ def _request_head(p: _PlannedRequest) -> dict[str, Any]:
     }
 
 
-def _task_entry(
-    task: Any, plans: dict[int, Any], warnings: list[str], prov: Any = None
-) -> dict[str, Any]:
+def _task_entry(task: Any, plans: dict[int, Any], warnings: list[str], prov: Any = None) -> dict[str, Any]:
     entry = {
         "task_id": task.task_id,
         "load_warnings": list(task.load_warnings),
@@ -187,9 +179,7 @@ def _payload(planned: list[_PlannedRequest], *, provenance: bool = False) -> dic
         "requests": [
             {
                 **_request_head(p),
-                "tasks": [
-                    _task_entry(t, plans, w, pv if provenance else None) for t, plans, w, pv in p.rows
-                ],
+                "tasks": [_task_entry(t, plans, w, pv if provenance else None) for t, plans, w, pv in p.rows],
             }
             for p in planned
         ],
@@ -402,9 +392,7 @@ def render_text(out: TextIO, planned: Iterable[_PlannedRequest], *, full: bool) 
         harness_free = bool(getattr(p.rp.benchmark, "harness_free", False))
         for task, plans, warnings, _prov in p.rows:
             first = plans[1]
-            out.write(
-                f"\n  + {task.task_id}" + (f"  [{task.category}]" if task.category != "all" else "") + "\n"
-            )
+            out.write(f"\n  + {task.task_id}" + (f"  [{task.category}]" if task.category != "all" else "") + "\n")
             out.write("\n".join(_task_lines(first, full=full, harness_free=harness_free)) + "\n")
             rest = [a for a in plans if a != 1]
             differing = [a for a in rest if not _same_but_attempt(first, plans[a])]

@@ -73,8 +73,7 @@ def load_config_documents(
 
     layers = discover_config_layers(configs, cwd=cwd, environ=environ, exclude=exclude)
     return [
-        ConfigDoc(layer.layer, load_document(_display_path(layer.path, cwd), expected="run_config"))
-        for layer in layers
+        ConfigDoc(layer.layer, load_document(_display_path(layer.path, cwd), expected="run_config")) for layer in layers
     ]
 
 
@@ -106,9 +105,7 @@ def compile_orchestration(
     spec = load_document(spec_display)
     if spec.kind != "orchestration":
         raise kind_mismatch_error(spec, "orchestration")
-    config_docs = load_config_documents(
-        configs, cwd=cwd, environ=env, exclude=[os.path.abspath(spec_display)]
-    )
+    config_docs = load_config_documents(configs, cwd=cwd, environ=env, exclude=[os.path.abspath(spec_display)])
     return _check_and_resolve(
         spec,
         list(validate_document(spec)),
@@ -284,8 +281,7 @@ def dry_run_payload(compiled: Compiled, *, provenance: bool = False) -> dict[str
         entry.update(redact(run.request))
         if provenance:
             entry["provenance"] = {
-                path: msgspec.to_builtins(chain)
-                for path, chain in compiled.provenance.get(run.name, {}).items()
+                path: msgspec.to_builtins(chain) for path, chain in compiled.provenance.get(run.name, {}).items()
             }
         requests.append(entry)
     payload: dict[str, Any] = {

@@ -303,15 +303,11 @@ class _Lowerer:
 
     def do_import(self, stmt: A.Import, importer: str, scope: _Scope, chain: tuple[str, ...]) -> None:
         if not stmt.path.is_plain:
-            self.error(
-                "E0129", "an import path cannot interpolate names", stmt.path.span, "write the path literally"
-            )
+            self.error("E0129", "an import path cannot interpolate names", stmt.path.span, "write the path literally")
             return
         rel = stmt.path.plain
         if not rel.endswith(".acx"):
-            self.error(
-                "E0121", f"only .acx files can be imported, not {rel!r}", stmt.path.span, "import a .acx file"
-            )
+            self.error("E0121", f"only .acx files can be imported, not {rel!r}", stmt.path.span, "import a .acx file")
             return
         target = os.path.normpath(os.path.join(os.path.dirname(importer), rel))
         module = self.load_module(target, chain, stmt.path.span)
@@ -444,7 +440,7 @@ class _Lowerer:
                     part.span,
                     _hint(guess)
                     + "${name} interpolates a let or loop name; to read the environment write "
-                    + f'env("{part.name}") as the whole value; write a literal \'${{\' as \'$${{\'',
+                    + f"env(\"{part.name}\") as the whole value; write a literal '${{' as '$${{'",
                 )
             value = self.evaluate(binding, part.name, part.span, None)
             out.append(self.scalar_text(value, part))
@@ -525,9 +521,7 @@ class _Lowerer:
         span = _value_span(stmt.value)
         if isinstance(raw, _Dur):
             if key.endswith("_mb"):
-                raise self.error(
-                    "E0130", f"`{key}` takes a size, not a duration", raw.span, "write e.g. 16GiB"
-                )
+                raise self.error("E0130", f"`{key}` takes a size, not a duration", raw.span, "write e.g. 16GiB")
             key = key if key.endswith("_seconds") else key + "_seconds"
             self.put(out, key, _int_if_whole(raw.seconds), path, stmt.key.span, span)
             return
@@ -558,9 +552,7 @@ class _Lowerer:
         self.statements(stmts, local, out, path, ctx)
         return out
 
-    def statements(
-        self, stmts: tuple[A.Stmt, ...], scope: _Scope, out: dict[str, Any], path: Path_, ctx: str
-    ) -> None:
+    def statements(self, stmts: tuple[A.Stmt, ...], scope: _Scope, out: dict[str, Any], path: Path_, ctx: str) -> None:
         for stmt in stmts:
             try:
                 self.statement(stmt, scope, out, path, ctx)
@@ -571,26 +563,21 @@ class _Lowerer:
         if isinstance(stmt, A.Let):
             return  # bound by body()
         if isinstance(stmt, A.Import):
-            raise self.error(
-                "E0132", "`import` is only allowed at the top of a file", stmt.span, "move it to the top"
-            )
+            raise self.error("E0132", "`import` is only allowed at the top of a file", stmt.span, "move it to the top")
         if isinstance(stmt, A.Assign):
             self.assign(stmt, scope, out, path)
         elif isinstance(stmt, A.For):
             self.loop(stmt, scope, out, path, ctx)
         elif ctx == "orchestration" and stmt.kind.value == "run":
             self.run_block(stmt, scope, out, path)
-        elif stmt.kind.value in ("orchestration", "recipe") or (
-            ctx == "run_config" and stmt.kind.value == "run"
-        ):
+        elif stmt.kind.value in ("orchestration", "recipe") or (ctx == "run_config" and stmt.kind.value == "run"):
             is_run = stmt.kind.value == "run"
             where = "inside an orchestration" if is_run else "at the top of a file"
             raise self.error(
                 "E0132",
                 f"`{stmt.kind.value}` is only allowed {where}",
                 stmt.kind.span,
-                "several runs (or a loop of runs) go in `orchestration NAME { … }`; a single run may be "
-                "the whole file"
+                "several runs (or a loop of runs) go in `orchestration NAME { … }`; a single run may be the whole file"
                 if is_run
                 else "move it to the top level of the file",
             )
@@ -637,9 +624,7 @@ class _Lowerer:
 
     def run_block(self, stmt: A.Block, scope: _Scope, out: dict[str, Any], path: Path_) -> None:
         if stmt.label is None:
-            raise self.error(
-                "E0132", "a `run` needs a name: run NAME { … }", stmt.kind.span, "write run my-run { … }"
-            )
+            raise self.error("E0132", "a `run` needs a name: run NAME { … }", stmt.kind.span, "write run my-run { … }")
         requests = out.setdefault("requests", [])
         if (*path, "requests") not in self.key_locs:
             self.key_locs[(*path, "requests")] = stmt.kind.span
@@ -698,9 +683,7 @@ class _Lowerer:
                 )
             node, scope, seen = binding.value, binding.scope, seen + 1
         if not isinstance(node, A.ListV):
-            raise self.error(
-                "E0131", "`for` loops over a list", _value_span(node), 'write for x in ["a", "b"] { … }'
-            )
+            raise self.error("E0131", "`for` loops over a list", _value_span(node), 'write for x in ["a", "b"] { … }')
         return [(item, scope) for item in node.items]
 
 
@@ -965,9 +948,7 @@ def _recipe_match(lw: _Lowerer, raw: Any, path: Path_) -> dict[str, list[str]]:
             continue
         values = value if isinstance(value, list) else [value]
         if not values or not all(isinstance(v, str) for v in values):
-            lw.error(
-                "E0133", f"match `{key}` takes a string or a list of strings", span, f'write {key} = "id"'
-            )
+            lw.error("E0133", f"match `{key}` takes a string or a list of strings", span, f'write {key} = "id"')
             continue
         out[key] = list(values)
     return out

@@ -66,12 +66,7 @@ def check_seconds(value: Any, field: str, task_id: str, *, allow_none: bool = Tr
         return None
     if type(value) is float and 0 < value < math.inf:  # the common case, checked cheaply
         return value
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
         raise AcxPlanError(
             f"task {task_id!r}: {field} must be a finite positive number of seconds, got {value!r}",
             code="E0425",

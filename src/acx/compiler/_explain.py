@@ -57,8 +57,7 @@ def explain_field(compiled: Compiled, request: str, field: str) -> list[Explaine
         guess = did_you_mean(field, list(table))
         sections = sorted({p.split(".")[0] for p in table})
         raise AcxResolutionError(
-            f"unknown field path `{field}`"
-            + (f" in request `{request}`" if request != ORCHESTRATION_SCOPE else ""),
+            f"unknown field path `{field}`" + (f" in request `{request}`" if request != ORCHESTRATION_SCOPE else ""),
             code="E0307",
             path="FIELD_PATH",
             help=(f"did you mean `{guess}`? " if guess else "")

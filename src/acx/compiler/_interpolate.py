@@ -140,8 +140,7 @@ class _Walk:
                     Diagnostic(
                         code="W0302",
                         severity="warning",
-                        message=f"secret `{name}` is not set (referenced as `${{{name}}}`); "
-                        "`acx run` will need it",
+                        message=f"secret `{name}` is not set (referenced as `${{{name}}}`); `acx run` will need it",
                         span=self.span_of(rel),
                         path=where,
                         help=f"export {name}=... in the shell that runs the evaluation",

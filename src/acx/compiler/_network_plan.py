@@ -155,9 +155,7 @@ def _check_policies(plan: ExecutionPlan, caps: DriverCapabilities, driver: str, 
     for where, seq in sequences:
         if all(p == seq[0] for p in seq):
             continue
-        distinct = {
-            (p.network_mode, tuple(p.allowed_hosts), tuple(p.denied_hosts)) for p in seq if p is not None
-        }
+        distinct = {(p.network_mode, tuple(p.allowed_hosts), tuple(p.denied_hosts)) for p in seq if p is not None}
         if len(distinct) > 1:
             modes = " → ".join(p.network_mode if p else "public" for p in seq)
             raise _refuse(
@@ -192,8 +190,7 @@ def _check_resources(plan: ExecutionPlan, caps: DriverCapabilities, driver: str,
         missing = [f for f in wanted if f not in caps.resources]
         if missing:
             raise _refuse(
-                f"task {task!r}: {field} requests {', '.join(missing)}, "
-                f"which driver {driver!r} cannot enforce",
+                f"task {task!r}: {field} requests {', '.join(missing)}, which driver {driver!r} cannot enforce",
                 code="E0453",
                 path=f"{field}.{missing[0]}",
                 help=f"driver {driver!r} enforces "

@@ -226,9 +226,7 @@ class RequestPlan:
     _bench_mode: str = "none"
 
     # ---- public API ------------------------------------------------------------------------
-    def plan_attempt(
-        self, task: TaskSpec, attempt: int, *, warnings: list[str] | None = None
-    ) -> ExecutionPlan:
+    def plan_attempt(self, task: TaskSpec, attempt: int, *, warnings: list[str] | None = None) -> ExecutionPlan:
         """The ExecutionPlan of ``task`` for semantic attempt ``attempt`` (1-based).
 
         Planning warnings are appended to ``warnings`` when given, recorded in
@@ -239,9 +237,7 @@ class RequestPlan:
             warnings.extend(planned.warnings)
         return planned.plan
 
-    def plan_attempt_detailed(
-        self, task: TaskSpec, attempt: int, *, provenance: bool = True
-    ) -> PlannedAttempt:
+    def plan_attempt_detailed(self, task: TaskSpec, attempt: int, *, provenance: bool = True) -> PlannedAttempt:
         """The plan with its provenance (``explain``) and planning warnings."""
         try:
             planned = self._plan(task, attempt, _Prov(provenance, self.request_provenance), [])
@@ -275,8 +271,7 @@ class RequestPlan:
             f"request {self.name!r} has no selected task {task_id!r}",
             code="E0460",
             path="--task",
-            help=(f"did you mean {hint!r}? " if hint else "")
-            + "`acx compile SPEC --plans` lists the task ids",
+            help=(f"did you mean {hint!r}? " if hint else "") + "`acx compile SPEC --plans` lists the task ids",
         )
 
     def attempts(self) -> range:
@@ -377,9 +372,7 @@ class RequestPlan:
         supported = bool(self.benchmark.collect_artifacts)
         if supported:
             artifacts = ex.artifacts if ex.artifacts is not None else (task.artifacts or [])
-            collect = (
-                ex.artifact_collect if ex.artifact_collect is not None else (task.artifact_collect or [])
-            )
+            collect = ex.artifact_collect if ex.artifact_collect is not None else (task.artifact_collect or [])
         else:
             artifacts, collect = [], []
         save = ex.save_artifacts if ex.save_artifacts is not None else mode == "fresh"
@@ -417,9 +410,7 @@ class RequestPlan:
             resolved = self.benchmark.resolve_artifacts(task, req, plan)
             if resolved is not None:
                 plan = replace(plan, artifacts=resolved)
-                prov.add(
-                    "artifacts", "benchmark", "benchmark", f"{self.benchmark.id}.resolve_artifacts", resolved
-                )
+                prov.add("artifacts", "benchmark", "benchmark", f"{self.benchmark.id}.resolve_artifacts", resolved)
 
         plan = self._allow_model_endpoint(plan, prov)
 
@@ -484,9 +475,7 @@ class RequestPlan:
         return env
 
     def _budget_prov(self, prov: _Prov, path: str, b: Budget, tid: str) -> None:
-        kind = {"task": "task", "benchmark": "benchmark", "harness": "harness"}.get(
-            b.default_source, "default"
-        )
+        kind = {"task": "task", "benchmark": "benchmark", "harness": "harness"}.get(b.default_source, "default")
         source = {
             "task": f"task {tid}",
             "benchmark": f"{self.benchmark.id} benchmark plan",
@@ -502,9 +491,7 @@ class RequestPlan:
     def _artifact_prov(self, prov: _Prov, task: TaskSpec, supported: bool) -> None:
         ex = self.request.execution
         if not supported:
-            prov.add(
-                "artifacts", "benchmark", "benchmark", f"{self.benchmark.id}: collect_artifacts = false", []
-            )
+            prov.add("artifacts", "benchmark", "benchmark", f"{self.benchmark.id}: collect_artifacts = false", [])
             prov.add(
                 "collect_artifacts",
                 "benchmark",
@@ -598,9 +585,7 @@ class RequestPlan:
         if env.baseline_network_policy is None:
             env = replace(env, baseline_network_policy=_PUBLIC)
             changes["environment"] = env
-            prov.add(
-                "environment.baseline_network_policy", "default", "default", "public (P4 step 7)", _PUBLIC
-            )
+            prov.add("environment.baseline_network_policy", "default", "default", "public (P4 step 7)", _PUBLIC)
         return replace(plan, **changes) if changes else plan
 
     def _evaluation_environment(self, plan: ExecutionPlan, task: TaskSpec, prov: _Prov) -> ExecutionPlan:
@@ -615,20 +600,14 @@ class RequestPlan:
                         path=f"environment.{f}",
                         help=f"set environment.evaluation_environment_mode: fresh, or remove environment.{f}",
                     )
-            return (
-                replace(plan, evaluation_environment=None)
-                if plan.evaluation_environment is not None
-                else plan
-            )
+            return replace(plan, evaluation_environment=None) if plan.evaluation_environment is not None else plan
         env = plan.environment
         independent = task.evaluation_environment_setup is not None
         # H2: an explicit verifier environment is independent; None inherits the resolved run setup.
         base_setup = task.evaluation_environment_setup if independent else env.setup
         setup = _merge_setup(base_setup, renv.evaluation_setup)  # type: ignore[arg-type]
         task_res = (
-            task.evaluation_resources
-            if independent
-            else _merge_resources(task.resources, task.evaluation_resources)
+            task.evaluation_resources if independent else _merge_resources(task.resources, task.evaluation_resources)
         )
         resources = _merge_resources(task_res, renv.resources, renv.evaluation_resources)
         # H4: request evaluation baseline > request baseline > task verifier baseline > agent baseline.
@@ -658,9 +637,7 @@ class RequestPlan:
             setup=setup,
         )
         if prov.enabled:
-            src = (
-                "task verifier environment (independent, H2)" if independent else "run setup (inherited, H2)"
-            )
+            src = "task verifier environment (independent, H2)" if independent else "run setup (inherited, H2)"
             prov.add(
                 "evaluation_environment.setup",
                 "task" if independent else "planner",
@@ -669,9 +646,7 @@ class RequestPlan:
                 base_setup,
             )
             if renv.evaluation_setup is not None:
-                prov.request(
-                    "evaluation_environment.setup", "environment.evaluation_setup", renv.evaluation_setup
-                )
+                prov.request("evaluation_environment.setup", "environment.evaluation_setup", renv.evaluation_setup)
             prov.add(
                 "evaluation_environment.baseline_network_policy",
                 "planner",
@@ -714,9 +689,7 @@ class RequestPlan:
             changes["collect_artifacts"] = collect
         # A2: the save default follows the *final* mode; a request or recipe value is explicit.
         initial = ex.save_artifacts if ex.save_artifacts is not None else initial_mode == "fresh"
-        explicit = (
-            plan.save_artifacts if (ex.save_artifacts is not None or plan.save_artifacts != initial) else None
-        )
+        explicit = plan.save_artifacts if (ex.save_artifacts is not None or plan.save_artifacts != initial) else None
         save = resolve_save_artifacts(explicit, mode, tid)
         if save != plan.save_artifacts:
             changes["save_artifacts"] = save
@@ -869,9 +842,7 @@ def plan_request(
     request values came from and lets recipes tell explicit user values from defaults.
     """
     try:
-        return _plan_request(
-            req, base_dir, capabilities, task_glob, recipes, request_provenance, benchmark, harness
-        )
+        return _plan_request(req, base_dir, capabilities, task_glob, recipes, request_provenance, benchmark, harness)
     except AcxUserError as exc:
         raise _in_request(exc, req.metadata.request_name) from None
 
@@ -982,8 +953,7 @@ def _check_pairing(req: RunRequest, bench: Any) -> None:
     harness_free = bool(getattr(bench, "harness_free", False))
     if harness_free and req.harness.id != "none":
         raise AcxPlanError(
-            f"benchmark {bench.id!r} runs tasks itself and must be paired with harness `none`, "
-            f"not {req.harness.id!r}",
+            f"benchmark {bench.id!r} runs tasks itself and must be paired with harness `none`, not {req.harness.id!r}",
             code="E0428",
             path="harness.id",
             help="set harness: {id: none}",

@@ -163,9 +163,7 @@ class DeclarativeRecipeAdapter(BaseRecipe):
             plan = _apply_struct(plan, ExecutionPlan, self._defaults, explicit, "", fill=not fill_all)
             out: ExecutionPlan = _apply_struct(plan, ExecutionPlan, self._set, explicit, "", fill=False)
         except msgspec.ValidationError as exc:  # a block filling an absent struct lacks required fields
-            raise self._error(
-                f"cannot apply: {exc}", "set the whole struct or only fields of present ones"
-            ) from None
+            raise self._error(f"cannot apply: {exc}", "set the whole struct or only fields of present ones") from None
         return out
 
     def _converted(self, section: Mapping[str, Any], where: str) -> dict[str, Any]:
@@ -258,8 +256,7 @@ def _apply_struct(
             new = {**value, **current} if fill else {**current, **value}
         else:
             if fill and not (
-                current is None
-                or (path not in explicit and default is not _NO_DEFAULT and current == default)
+                current is None or (path not in explicit and default is not _NO_DEFAULT and current == default)
             ):
                 continue
             new = value

@@ -775,7 +775,7 @@ class _Resolver:
                             span=span,
                             path=where,
                             help="write the value, or use a variable whose name does not look like a "
-                            "secret (see docs/configuration.md, \"Secrets in output\")",
+                            'secret (see docs/configuration.md, "Secrets in output")',
                         )
                     )
                     return None

@@ -52,9 +52,7 @@ __all__ = [
 class ConfigRuntimeOptions(ResolvedRuntimeOptions, frozen=True, kw_only=True):
     """A run config's ``runtime:`` section: process options plus the per-request reuse defaults."""
 
-    reuse: Annotated[bool | None, msgspec.Meta(description="default for every request's runtime.reuse")] = (
-        None
-    )
+    reuse: Annotated[bool | None, msgspec.Meta(description="default for every request's runtime.reuse")] = None
     checkpoint_resume: Annotated[
         bool | None, msgspec.Meta(description="default for every request's runtime.checkpoint_resume")
     ] = None

@@ -180,9 +180,7 @@ def _syntax_error(exc: Any, path: str) -> AcxConfigError:
 def _syntax_help(problem: str, context: str = "") -> str:
     if "flow mapping" in context or "flow sequence" in context:
         opening, closing = ("{", "}") if "mapping" in context else ("[", "]")
-        return (
-            f"close the {opening} opened at the note's position with `{closing}` (or separate items with `,`)"
-        )
+        return f"close the {opening} opened at the note's position with `{closing}` (or separate items with `,`)"
     if "tab" in problem:
         return "indent with spaces, not tabs"
     if "mapping values are not allowed" in problem:

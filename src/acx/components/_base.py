@@ -74,9 +74,7 @@ class BaseBenchmark:
     def build_plan(self, task: TaskSpec, req: RunRequest) -> BenchmarkPlan:
         return BenchmarkPlan()
 
-    def resolve_artifacts(
-        self, task: TaskSpec, req: RunRequest, plan: ExecutionPlan
-    ) -> list[ArtifactSpec] | None:
+    def resolve_artifacts(self, task: TaskSpec, req: RunRequest, plan: ExecutionPlan) -> list[ArtifactSpec] | None:
         """Artifact paths after all recipes (A3); None keeps what the planner resolved."""
         return None
 

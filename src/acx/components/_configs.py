@@ -38,18 +38,14 @@ class BenchmarkConfig(ComponentConfig, frozen=True):
     """Params every benchmark accepts."""
 
     sample_ids: Annotated[SampleIds, _d("only these task ids (unknown ids are an error)")] = None
-    aggregation_mode: Annotated[
-        Literal["micro_weighted", "category_mean"], _d("how per-task scores are combined")
-    ] = "micro_weighted"
-    category_hierarchy: Annotated[dict[str, list[str]] | None, _d("parent category → child categories")] = (
-        None
+    aggregation_mode: Annotated[Literal["micro_weighted", "category_mean"], _d("how per-task scores are combined")] = (
+        "micro_weighted"
     )
+    category_hierarchy: Annotated[dict[str, list[str]] | None, _d("parent category → child categories")] = None
 
 
 class ExactMatchConfig(BenchmarkConfig, frozen=True, kw_only=True):
-    dataset: Annotated[
-        str, _d("JSONL file with `id`, `question`, `answer` [, `category`]; relative to the spec file")
-    ]
+    dataset: Annotated[str, _d("JSONL file with `id`, `question`, `answer` [, `category`]; relative to the spec file")]
     case_sensitive: Annotated[bool, _d("compare answers case-sensitively")] = False
     normalize_whitespace: Annotated[bool, _d("collapse runs of whitespace and strip both ends")] = True
     strip_punctuation: Annotated[bool, _d("ignore trailing punctuation such as `.` or `!`")] = False
@@ -85,15 +81,11 @@ class OracleHarnessConfig(HarnessConfig, frozen=True, kw_only=True):
 class CommandHarnessConfig(HarnessConfig, frozen=True, kw_only=True):
     """Runs a configured command as the agent."""
 
-    command: Annotated[
-        str | list[str], _d("the agent command: argv list, or a string run with bash -c")
-    ]
+    command: Annotated[str | list[str], _d("the agent command: argv list, or a string run with bash -c")]
     prompt_file: Annotated[
         str | None, _d("where the prompt is written in the sandbox (also passed on stdin); relative to cwd")
     ] = "prompt.txt"
-    answer_file: Annotated[
-        str | None, _d("read the answer from this file instead of stdout; relative to cwd")
-    ] = None
+    answer_file: Annotated[str | None, _d("read the answer from this file instead of stdout; relative to cwd")] = None
     cwd: Annotated[str | None, _d("working directory; default the environment workdir")] = None
     strip_output: Annotated[bool, _d("strip surrounding whitespace from the answer")] = True
 

@@ -304,9 +304,7 @@ def _str_map(value: Any, path: str, ctx: _Ctx) -> dict[str, str]:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise ctx.error(
-            path, f"`{path}` must be a table of strings", f'write it as [{path}] with NAME = "value"'
-        )
+        raise ctx.error(path, f"`{path}` must be a table of strings", f'write it as [{path}] with NAME = "value"')
     out: dict[str, str] = {}
     for k, v in value.items():
         if not isinstance(v, str):
@@ -342,9 +340,7 @@ def _network(table: Mapping[str, Any], path: str, ctx: _Ctx) -> NetworkPolicy | 
             f"allowed_hosts is only valid with allowlist, not {mode!r}",
             'set network_mode = "allowlist" or remove allowed_hosts',
         )
-    if hosts is not None and (
-        not isinstance(hosts, list) or not all(isinstance(h, str) and h for h in hosts)
-    ):
+    if hosts is not None and (not isinstance(hosts, list) or not all(isinstance(h, str) and h for h in hosts)):
         raise ctx.error(
             f"{path}.allowed_hosts",
             "allowed_hosts must be a list of non-empty strings",
@@ -384,9 +380,7 @@ def _setup(env: Mapping[str, Any], path: str, ctx: _Ctx) -> EnvironmentSetup:
             'e.g. docker_image = "python:3.12-slim"',
         )
     workdir = env.get("workdir")
-    if workdir is not None and (
-        not isinstance(workdir, str) or not workdir.startswith("/") or "\\" in workdir
-    ):
+    if workdir is not None and (not isinstance(workdir, str) or not workdir.startswith("/") or "\\" in workdir):
         raise ctx.error(
             f"{path}.workdir",
             f"workdir must be an absolute POSIX path, got {workdir!r}",
@@ -397,13 +391,12 @@ def _setup(env: Mapping[str, Any], path: str, ctx: _Ctx) -> EnvironmentSetup:
         if not isinstance(os_name, str) or os_name.lower() not in ("linux", "windows"):
             raise ctx.error(f"{path}.os", f"unknown os {os_name!r}", 'use "linux" or "windows"')
         os_name = os_name.lower()
-    build = (
-        _seconds(env["build_timeout_sec"], f"{path}.build_timeout_sec", ctx)
-        if "build_timeout_sec" in env
-        else None
-    )
+    build = _seconds(env["build_timeout_sec"], f"{path}.build_timeout_sec", ctx) if "build_timeout_sec" in env else None
     return EnvironmentSetup(
-        image=image, workdir=workdir, os=os_name, build_timeout_seconds=build  # type: ignore[arg-type]
+        image=image,
+        workdir=workdir,
+        os=os_name,  # type: ignore[arg-type]
+        build_timeout_seconds=build,
     )
 
 
@@ -422,9 +415,7 @@ def _int_field(env: Mapping[str, Any], key: str, path: str, ctx: _Ctx) -> int | 
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ctx.error(
-            f"{path}.{key}", f"{key} must be a non-negative integer, got {value!r}", f"e.g. {key} = 2048"
-        )
+        raise ctx.error(f"{path}.{key}", f"{key} must be a non-negative integer, got {value!r}", f"e.g. {key} = 2048")
     return value
 
 

@@ -53,9 +53,7 @@ class EnvironmentConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True,
 class HostProcessConfig(EnvironmentConfig, frozen=True):
     """Runs commands as host processes in a per-session work directory."""
 
-    workdir_root: Annotated[
-        str | None, _d("where per-session work directories are created; default a temp dir")
-    ] = None
+    workdir_root: Annotated[str | None, _d("where per-session work directories are created; default a temp dir")] = None
     inherit_env: Annotated[bool, _d("commands inherit the host environment (V2)")] = True
     keep_workdir: Annotated[bool, _d("keep the session directory after close")] = False
 
@@ -65,9 +63,7 @@ class DockerConfig(EnvironmentConfig, frozen=True):
 
     docker_host: Annotated[str | None, _d("engine URL; default from DOCKER_HOST or the local socket")] = None
     platform: Annotated[str | None, _d("image platform, e.g. linux/amd64")] = None
-    command: Annotated[
-        list[str] | None, _d("container main process; default keeps the container idle")
-    ] = None
+    command: Annotated[list[str] | None, _d("container main process; default keeps the container idle")] = None
     pull: Annotated[Literal["never", "missing"], _d("pull the image when it is missing locally")] = "never"
     cap_add: Annotated[list[str], _d("extra Linux capabilities")] = []
     labels: Annotated[dict[str, str], _d("extra labels on created objects")] = {}

@@ -419,8 +419,7 @@ class DockerDriver(Driver):
                 f"{dockerfile} needs image(s) {names}, not present on the Docker engine; "
                 "acx does not pull (docker param `pull` is `never`)",
                 code="image_not_found",
-                help="build or load the image(s) first (e.g. `docker load`), "
-                "or set environment params `pull: missing`",
+                help="build or load the image(s) first (e.g. `docker load`), or set environment params `pull: missing`",
             )
 
     async def _create(

@@ -80,7 +80,7 @@ CATALOG: dict[str, CatalogEntry] = {
     "call_comma": CatalogEntry(
         "E0109",
         "missing ',' between function arguments",
-        'separate arguments with \',\'; env() and secret() take one string: env("NAME")',
+        "separate arguments with ','; env() and secret() take one string: env(\"NAME\")",
         ('a = f("x" "y")', "a = f(1 2)", "a = f(x y)", 'a = f(1, "x" "y")'),
     ),
     "unmatched_close": CatalogEntry(
@@ -111,7 +111,7 @@ CATALOG: dict[str, CatalogEntry] = {
     "bad_let": CatalogEntry(
         "E0112",
         "malformed `let`: write `let NAME = value`",
-        "a let binds a name to a value: let image = \"python:3.12\"",
+        'a let binds a name to a value: let image = "python:3.12"',
         ("let = 1", "let 1", 'let "a" = 1', "let a 1", "let a {", "let a"),
     ),
     "bad_for": CatalogEntry(
@@ -122,7 +122,7 @@ CATALOG: dict[str, CatalogEntry] = {
     ),
     "bad_import": CatalogEntry(
         "E0112",
-        "malformed `import`: write `import \"relative/path.acx\"`",
+        'malformed `import`: write `import "relative/path.acx"`',
         "the imported path is a string relative to the importing file",
         ("import x", "import 1", "import {", "import"),
     ),
@@ -327,8 +327,9 @@ def translate(
         span = _equals_span(file, text, token, span)
     if label is not None:
         entry = CATALOG[label]
-        return Diagnostic(code=entry.code, message=f"{entry.message}, found {_token_text(token)}",
-                          span=span, help=entry.help), label
+        return Diagnostic(
+            code=entry.code, message=f"{entry.message}, found {_token_text(token)}", span=span, help=entry.help
+        ), label
     expected = _expected_text(exc.accepts or exc.expected, pattern_of)
     return Diagnostic(
         code="E0101",
@@ -407,7 +408,7 @@ def _characters(exc: UnexpectedCharacters, file: str, text: str) -> Diagnostic:
             code="E0104",
             message="unterminated string: no closing '\"' on this line",
             span=Span(file, line, col, line, col + (eol - pos)),
-            help="close the string with '\"'; write a newline inside a string as \\n, or use a \"\"\" block",
+            help='close the string with \'"\'; write a newline inside a string as \\n, or use a """ block',
         )
     if ch == ":":
         return Diagnostic(
@@ -419,9 +420,9 @@ def _characters(exc: UnexpectedCharacters, file: str, text: str) -> Diagnostic:
     if ch == "'":
         return Diagnostic(
             code="E0102",
-            message="unexpected character \"'\": strings use double quotes",
+            message='unexpected character "\'": strings use double quotes',
             span=one,
-            help='write "text" instead of \'text\'',
+            help="write \"text\" instead of 'text'",
         )
     unit = _UNIT_RE.match(text, pos)
     if ch.isdigit() and unit is not None:
@@ -430,8 +431,7 @@ def _characters(exc: UnexpectedCharacters, file: str, text: str) -> Diagnostic:
             code="E0108",
             message=f"unknown unit '{unit.group(1)}' in '{text[pos:end]}'",
             span=Span(file, line, col, line, col + (end - pos)),
-            help="durations use ms, s, m, h, d (90s, 1h30m); sizes use B, KB, MB, GB, TB, KiB, MiB, "
-            "GiB, TiB (16GiB)",
+            help="durations use ms, s, m, h, d (90s, 1h30m); sizes use B, KB, MB, GB, TB, KiB, MiB, GiB, TiB (16GiB)",
         )
     shown = repr(ch)[1:-1] if ch else "end of file"
     return Diagnostic(

@@ -145,10 +145,14 @@ class _Printer:
         return None
 
     def has_comment_before(self, pos: Pos) -> bool:
-        return self.cursor < len(self.comments) and (
-            self.comments[self.cursor].line,
-            self.comments[self.cursor].col,
-        ) < pos
+        return (
+            self.cursor < len(self.comments)
+            and (
+                self.comments[self.cursor].line,
+                self.comments[self.cursor].col,
+            )
+            < pos
+        )
 
     # -- statements ----------------------------------------------------------------------------
     def body(self, stmts: tuple[A.Stmt, ...], depth: int, close: Pos | None) -> list[str]:
@@ -270,8 +274,10 @@ class _Printer:
 
     def multiline(self, value: A.Value, depth: int) -> list[str]:
         if isinstance(value, A.MapV):
-            return [ln.lstrip(" ") if i == 0 else ln for i, ln in enumerate(
-                self.braced([""], value.body, depth, _end(value.span)))]
+            return [
+                ln.lstrip(" ") if i == 0 else ln
+                for i, ln in enumerate(self.braced([""], value.body, depth, _end(value.span)))
+            ]
         if isinstance(value, A.ListV):
             pad = _INDENT * (depth + 1)
             out = ["["]

@@ -158,9 +158,7 @@ class _Recovery:
 
     def record(self, exc: UnexpectedInput) -> str | None:
         self.seen.add(id(exc))
-        diag, label = translate(
-            exc, file=self.file, text=self.text, parse=_plain_parse, pattern_of=_pattern_of
-        )
+        diag, label = translate(exc, file=self.file, text=self.text, parse=_plain_parse, pattern_of=_pattern_of)
         self.diagnostics.append(diag)
         return label
 
@@ -333,9 +331,7 @@ class _AstBuilder(Transformer[Token, Any]):
     def quoted_key(self, children: list[Any]) -> A.Key:
         s: A.Str = children[0]
         if not s.is_plain:
-            self._error(
-                "E0105", "a key cannot contain ${...} interpolation", s.span, "write the key literally"
-            )
+            self._error("E0105", "a key cannot contain ${...} interpolation", s.span, "write the key literally")
         return A.Key(s.plain, True, s.span)
 
     def name_label(self, children: list[Any]) -> A.Name:

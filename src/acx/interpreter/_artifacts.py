@@ -116,9 +116,7 @@ async def _run_commands(session: Any, plan: ExecutionPlan) -> list[ExecutionIssu
             try:
                 res = await session.exec(["bash", "-c", cmd.command], timeout=budget)
             except DriverError as exc:
-                issues.append(
-                    _issue("artifact_collect_failed", f"collection command #{index} failed: {exc.code}")
-                )
+                issues.append(_issue("artifact_collect_failed", f"collection command #{index} failed: {exc.code}"))
                 break
             if res.timed_out:
                 issues.append(
@@ -131,9 +129,7 @@ async def _run_commands(session: Any, plan: ExecutionPlan) -> list[ExecutionIssu
             if res.returncode != 0:
                 # Only the index and exit code: command output may carry secrets.
                 issues.append(
-                    _issue(
-                        "artifact_collect_failed", f"collection command #{index} exited with {res.returncode}"
-                    )
+                    _issue("artifact_collect_failed", f"collection command #{index} exited with {res.returncode}")
                 )
                 break
     return issues
@@ -176,9 +172,7 @@ async def collect(session: Any, plan: ExecutionPlan, attempt_dir: Path) -> Artif
                 if entry["status"] == "collecting":
                     entry.update(status="failed", error_type="timeout")
             outcome.issues.append(
-                _issue(
-                    "artifact_download_timeout", f"artifact download exceeded {limits.timeout_seconds:g} s"
-                )
+                _issue("artifact_download_timeout", f"artifact download exceeded {limits.timeout_seconds:g} s")
             )
     except BaseException:
         for entry in entries:
@@ -231,9 +225,7 @@ async def _collect_entry(session: Any, entry: dict[str, Any], root: Path, budget
     source = entry["source"]
     staging = root / f".staging-{uuid.uuid4().hex[:8]}"
     try:
-        kind = (
-            "directory" if await session.is_dir(source) else "file" if await session.is_file(source) else None
-        )
+        kind = "directory" if await session.is_dir(source) else "file" if await session.is_file(source) else None
         if kind is None:
             entry.update(status="missing")
             return False
@@ -252,9 +244,7 @@ async def _collect_entry(session: Any, entry: dict[str, Any], root: Path, budget
         entry.update(status="failed", error_type="limit_exceeded", error=str(exc))
         return True
     except (DriverError, OSError) as exc:
-        entry.update(
-            status="failed", error_type=getattr(exc, "code", type(exc).__name__), error=_safe_message(exc)
-        )
+        entry.update(status="failed", error_type=getattr(exc, "code", type(exc).__name__), error=_safe_message(exc))
         return False
     finally:
         if staging.exists():
@@ -272,9 +262,7 @@ def _safe_message(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-async def _download(
-    session: Any, source: str, kind: str, staging: Path, exclude: list[str], budget: _Budget
-) -> None:
+async def _download(session: Any, source: str, kind: str, staging: Path, exclude: list[str], budget: _Budget) -> None:
     if getattr(session, "supports_limited_download", False):
         target = staging if kind == "directory" else staging / "content"
         await session.download_tree(
@@ -375,9 +363,7 @@ def _entry_digest(files: list[dict[str, Any]]) -> str:
     """One sha256 over names, types, modes, sizes and content digests (stable order)."""
     digest = hashlib.sha256()
     for f in sorted(files, key=lambda f: f["path"]):
-        digest.update(
-            json.dumps([f["path"], f["type"], f.get("size", 0), f.get("sha256"), f.get("target")]).encode()
-        )
+        digest.update(json.dumps([f["path"], f["type"], f.get("size", 0), f.get("sha256"), f.get("target")]).encode())
     return digest.hexdigest()
 
 
@@ -403,9 +389,7 @@ def _record(entry: dict[str, Any], files: list[dict[str, Any]], excluded: int, k
     )
 
 
-def _finish(
-    entries: list[dict[str, Any]], outcome: ArtifactOutcome, path: Path, failed_operation: str | None
-) -> None:
+def _finish(entries: list[dict[str, Any]], outcome: ArtifactOutcome, path: Path, failed_operation: str | None) -> None:
     for entry in entries:
         if entry["status"] in ("pending", "collecting"):
             entry["status"] = "not_collected"
@@ -417,8 +401,7 @@ def _finish(
             outcome.issues.append(
                 _issue(
                     "artifact_collection_failed",
-                    f"artifact {entry['source']}: {entry['status']} "
-                    f"({entry.get('error') or entry['error_type']})",
+                    f"artifact {entry['source']}: {entry['status']} ({entry.get('error') or entry['error_type']})",
                 )
             )
     manifest = {
@@ -524,19 +507,13 @@ async def restore(session: Any, plan: ExecutionPlan, attempt_dir: Path) -> list[
     if manifest_path is None:
         if not plan.artifacts:
             return []
-        return [
-            _restore_issue("artifact_manifest_missing", "no submission manifest to restore artifacts from")
-        ]
+        return [_restore_issue("artifact_manifest_missing", "no submission manifest to restore artifacts from")]
     try:
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return [_restore_issue("artifact_manifest_invalid", f"{manifest_path.name} is not valid JSON")]
     if not manifest.get("complete"):
-        return [
-            _restore_issue(
-                "artifact_manifest_incomplete", f"{manifest_path.name} records a partial collection"
-            )
-        ]
+        return [_restore_issue("artifact_manifest_incomplete", f"{manifest_path.name} records a partial collection")]
     root = Path(attempt_dir) / manifest.get("directory", ARTIFACTS_DIR)
     entries = _restorable(manifest.get("entries", []))
     for entry in entries:
@@ -550,14 +527,10 @@ async def restore(session: Any, plan: ExecutionPlan, attempt_dir: Path) -> list[
             await _install_all(session, root, entries)
     except trio.TooSlowError:
         return [
-            _restore_issue(
-                "artifact_restore_timeout", "restoring artifacts exceeded artifact_limits.timeout_seconds"
-            )
+            _restore_issue("artifact_restore_timeout", "restoring artifacts exceeded artifact_limits.timeout_seconds")
         ]
     except (DriverError, OSError) as exc:
-        return [
-            _restore_issue("artifact_restore_failed", f"restoring artifacts failed: {_safe_message(exc)}")
-        ]
+        return [_restore_issue("artifact_restore_failed", f"restoring artifacts failed: {_safe_message(exc)}")]
     return []
 
 

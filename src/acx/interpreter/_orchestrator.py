@@ -713,9 +713,7 @@ def _reuse_into(run: _RequestRun, prog: RequestProgram, source: Path) -> int:
         with_errors += state in ("error", "fatal")
     run.store.journal("reuse_loaded", source=str(source), tasks=copied)
     run._write_run_info("running", reused_from={"run_id": info.get("run_id"), "path": str(source)})
-    run.ctx.emit(
-        "reuse_loaded", payload={"tasks": copied, "errors": with_errors, "source_run": info.get("run_id")}
-    )
+    run.ctx.emit("reuse_loaded", payload={"tasks": copied, "errors": with_errors, "source_run": info.get("run_id")})
     return copied
 
 

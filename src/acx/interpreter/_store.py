@@ -473,8 +473,7 @@ def read_record(path: Path) -> dict[str, Any]:
         f"{path.name} is damaged: {reason}",
         code="E0618",
         path=str(path),
-        help="the run cannot be resumed, reused or shown from this file; restore it from a copy, "
-        "or start a new run",
+        help="the run cannot be resumed, reused or shown from this file; restore it from a copy, or start a new run",
     )
 
 

@@ -34,15 +34,11 @@ NonNegative = Annotated[_N, msgspec.Meta(ge=0)]
 class NetworkPolicy(IRStruct, frozen=True):
     """Egress policy of one phase. Entries: hostname, ``*.wildcard``, IP, CIDR, optional ``:port``."""
 
-    network_mode: Annotated[
-        NetworkMode, msgspec.Meta(description="public | no-network | allowlist | denylist")
-    ] = "public"
-    allowed_hosts: Annotated[
-        list[str], msgspec.Meta(description="egress destinations allowed under `allowlist`")
-    ] = []
-    denied_hosts: Annotated[
-        list[str], msgspec.Meta(description="egress destinations denied under `denylist`")
-    ] = []
+    network_mode: Annotated[NetworkMode, msgspec.Meta(description="public | no-network | allowlist | denylist")] = (
+        "public"
+    )
+    allowed_hosts: Annotated[list[str], msgspec.Meta(description="egress destinations allowed under `allowlist`")] = []
+    denied_hosts: Annotated[list[str], msgspec.Meta(description="egress destinations denied under `denylist`")] = []
 
 
 class ResourceRequirements(IRStruct, frozen=True):
@@ -90,6 +86,6 @@ class ArtifactCollectCommand(IRStruct, frozen=True):
 class ArtifactLimits(IRStruct, frozen=True):
     max_mb: Annotated[int, msgspec.Meta(gt=0, description="total downloaded size in MiB")] = 16384
     max_files: Annotated[int, msgspec.Meta(gt=0, description="total downloaded entries")] = 100000
-    timeout_seconds: Annotated[
-        PositiveSeconds, msgspec.Meta(description="bound on artifact download/restore (T4)")
-    ] = 600.0
+    timeout_seconds: Annotated[PositiveSeconds, msgspec.Meta(description="bound on artifact download/restore (T4)")] = (
+        600.0
+    )

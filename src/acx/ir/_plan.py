@@ -160,4 +160,3 @@ class PreparedTask(IRStruct, frozen=True):
     output: TaskOutput = TaskOutput()
     ground_truth: Any = None
     metadata: dict[str, Any] = {}
-

@@ -73,9 +73,7 @@ class EnvironmentSpec(IRStruct, frozen=True):
     params: Annotated[dict[str, Any], _d("provider-native options only")] = {}
     resources: Annotated[ResourceRequirements | None, _d("resources for every environment")] = None
     run_resources: Annotated[ResourceRequirements | None, _d("resources of the run environment")] = None
-    evaluation_resources: Annotated[
-        ResourceRequirements | None, _d("resources of the fresh verifier")
-    ] = None
+    evaluation_resources: Annotated[ResourceRequirements | None, _d("resources of the fresh verifier")] = None
     baseline_network_policy: Annotated[NetworkPolicy | None, _d("policy at sandbox start-up")] = None
     evaluation_baseline_network_policy: Annotated[
         NetworkPolicy | None, _d("start-up policy of the fresh verifier (requires fresh mode)")
@@ -93,9 +91,9 @@ class EnvironmentSpec(IRStruct, frozen=True):
     ] = None
     require_startup_env: Annotated[bool | None, _d("variables must reach sandbox start-up")] = None
     setup: Annotated[EnvironmentSetup, _d("image, workdir, build timeout, os")] = EnvironmentSetup()
-    evaluation_setup: Annotated[
-        EnvironmentSetup | None, _d("set-up of the fresh verifier (requires fresh mode)")
-    ] = None
+    evaluation_setup: Annotated[EnvironmentSetup | None, _d("set-up of the fresh verifier (requires fresh mode)")] = (
+        None
+    )
 
 
 #: The EnvironmentSpec fields that a flat ``environments.<id>`` config section may carry
@@ -123,17 +121,17 @@ class ExecutionSpec(IRStruct, frozen=True):
     ] = None
     retry_min_delay_seconds: Annotated[float, msgspec.Meta(ge=0, description="first backoff")] = 5.0
     retry_max_delay_seconds: Annotated[float, msgspec.Meta(ge=0, description="backoff cap")] = 60.0
-    run_timeout_seconds: Annotated[
-        PositiveSeconds | None, _d("run budget T; null inherits task/benchmark default")
-    ] = None
+    run_timeout_seconds: Annotated[PositiveSeconds | None, _d("run budget T; null inherits task/benchmark default")] = (
+        None
+    )
     run_timer_compensation_seconds: Annotated[
         float, msgspec.Meta(ge=0, description="watchdog slack added to T (never scaled)")
     ] = 120.0
     evaluation_timeout_seconds: Annotated[PositiveSeconds | None, _d("evaluation budget; null inherits")] = None
     timeout_multiplier: Annotated[float, msgspec.Meta(gt=0, description="common budget multiplier")] = 1.0
-    run_timeout_multiplier: Annotated[
-        PositiveSeconds | None, _d("replaces timeout_multiplier for the run stage")
-    ] = None
+    run_timeout_multiplier: Annotated[PositiveSeconds | None, _d("replaces timeout_multiplier for the run stage")] = (
+        None
+    )
     evaluation_timeout_multiplier: Annotated[
         PositiveSeconds | None, _d("replaces timeout_multiplier for evaluation")
     ] = None
@@ -150,9 +148,9 @@ class ExecutionSpec(IRStruct, frozen=True):
     artifacts: Annotated[
         list[ArtifactSpec] | None, _d("replaces task artifact paths; null inherits; [] = no extra paths")
     ] = None
-    artifact_collect: Annotated[
-        list[ArtifactCollectCommand] | None, _d("replaces collection commands; [] clears")
-    ] = None
+    artifact_collect: Annotated[list[ArtifactCollectCommand] | None, _d("replaces collection commands; [] clears")] = (
+        None
+    )
 
 
 class RunRuntimeSpec(IRStruct, frozen=True):
@@ -186,4 +184,3 @@ class RunRequest(IRStruct, frozen=True):
     runtime: RunRuntimeSpec = RunRuntimeSpec()
     output: OutputSpec = OutputSpec()
     metadata: RunMetadata = RunMetadata()
-

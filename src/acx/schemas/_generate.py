@@ -94,10 +94,13 @@ def _with_env_ref(schema: dict[str, Any]) -> dict[str, Any]:
     options = schema.get("anyOf", [schema])
     if any(o.get("type") == "string" and not ({"enum", "pattern", "const"} & o.keys()) for o in options):
         return schema
-    out: dict[str, Any] = {"anyOf": [*options, _ref("EnvRef")]} if "anyOf" in schema else {
-        "anyOf": [{k: v for k, v in schema.items() if k not in ("description", "title", "default")},
-                  _ref("EnvRef")]
-    }
+    out: dict[str, Any] = (
+        {"anyOf": [*options, _ref("EnvRef")]}
+        if "anyOf" in schema
+        else {
+            "anyOf": [{k: v for k, v in schema.items() if k not in ("description", "title", "default")}, _ref("EnvRef")]
+        }
+    )
     for key in ("description", "title", "default"):
         if key in schema:
             out[key] = schema[key]

@@ -34,9 +34,7 @@ def normalize_sample_ids(sample_ids: str | int | Sequence[str | int] | None) -> 
     return out
 
 
-def select_by_sample_ids(
-    tasks: list[TaskSpec], sample_ids: str | int | Sequence[str | int] | None
-) -> list[TaskSpec]:
+def select_by_sample_ids(tasks: list[TaskSpec], sample_ids: str | int | Sequence[str | int] | None) -> list[TaskSpec]:
     """Keep the tasks named by ``sample_ids`` in dataset order (B4); unknown ids are an error."""
     wanted = normalize_sample_ids(sample_ids)
     if wanted is None:

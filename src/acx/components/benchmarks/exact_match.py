@@ -156,9 +156,7 @@ def _task(path: Path, source: str, lineno: int, raw: bytes, seen: dict[str, int]
             "add the question text",
         )
     if "answer" not in record:
-        raise _bad(
-            path, lineno, f"record {task_id!r} (line {lineno}) has no `answer`", "add the reference answer"
-        )
+        raise _bad(path, lineno, f"record {task_id!r} (line {lineno}) has no `answer`", "add the reference answer")
     category = record.get("category", "all")
     if not isinstance(category, str) or not category:
         raise _bad(
