@@ -94,6 +94,23 @@ class Diagnostic:
         return out
 
 
+def not_utf8(error: Any, code: str, data: bytes, offset: int, path: str) -> Any:
+    """``error`` (an :class:`~acx.errors.AcxUserError` class) for a file that is not UTF-8: where the
+    first undecodable byte is (line, column in characters; a leading BOM is not counted)."""
+    line_start = data.rfind(b"\n", 0, offset) + 1
+    if line_start == 0 and data.startswith(b"\xef\xbb\xbf"):
+        line_start = 3
+    line = data.count(b"\n", 0, offset) + 1
+    col = len(data[line_start:offset].decode("utf-8", errors="replace")) + 1
+    return error(
+        f"{path} is not UTF-8 text: byte 0x{data[offset]:02x} at line {line}, column {col} cannot be decoded",
+        code=code,
+        span=Span(path, line, col, line, col + 1),
+        path=path,
+        help="save the file as UTF-8",
+    )
+
+
 def did_you_mean(name: str, candidates: Any, *, cutoff: float = 0.6) -> str | None:
     """The closest candidate to ``name``, or None; used for unknown keys, ids and enum values."""
     import difflib

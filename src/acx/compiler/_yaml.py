@@ -16,7 +16,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from acx.compiler._source import DocKind, Path_, SourceDoc
-from acx.diagnostics import Diagnostic, Related, Span
+from acx.diagnostics import Diagnostic, Related, Span, not_utf8
 from acx.errors import AcxConfigError
 
 if TYPE_CHECKING:
@@ -56,16 +56,7 @@ def read_text(path: str) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        from acx.grammar._parser import utf8_error_position
-
-        line, col = utf8_error_position(data, exc.start)
-        raise AcxConfigError(
-            f"{path} is not UTF-8 text: byte 0x{data[exc.start]:02x} at line {line}, column {col} cannot be decoded",
-            code="E0215",
-            span=Span(path, line, col, line, col + 1),
-            path=path,
-            help="save the file as UTF-8",
-        ) from None
+        raise not_utf8(AcxConfigError, "E0215", data, exc.start, path) from None
 
 
 def _join_pair(m: re.Match[str]) -> str:

@@ -29,7 +29,7 @@ from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedInput, VisitError
 from lark.lexer import PatternStr
 
-from acx.diagnostics import Diagnostic, Span
+from acx.diagnostics import Diagnostic, Span, not_utf8
 from acx.errors import AcxInternalError, AcxSyntaxError
 from acx.grammar import _ast as A
 from acx.grammar._errors import translate
@@ -41,7 +41,6 @@ __all__ = [
     "parse_file",
     "parser_cache_path",
     "read_source",
-    "utf8_error_position",
 ]
 
 _GRAMMAR = Path(__file__).with_name("acx.lark")
@@ -245,24 +244,7 @@ def read_source(path: str, *, at: Span | None = None) -> str:
     try:
         return data[bom:].decode("utf-8")
     except UnicodeDecodeError as exc:
-        bad = bom + exc.start
-        line, col = utf8_error_position(data, bad)
-        raise AcxSyntaxError(
-            f"{path} is not UTF-8 text: byte 0x{data[bad]:02x} at line {line}, column {col} cannot be decoded",
-            code="E0120",
-            span=Span(path, line, col, line, col + 1),
-            path=path,
-            help="save the file as UTF-8",
-        ) from None
-
-
-def utf8_error_position(data: bytes, offset: int) -> tuple[int, int]:
-    """1-based (line, column in characters) of byte ``offset`` in ``data`` (a leading BOM is not counted)."""
-    line_start = data.rfind(b"\n", 0, offset) + 1
-    if line_start == 0 and data.startswith(b"\xef\xbb\xbf"):
-        line_start = 3
-    prefix = data[line_start:offset].decode("utf-8", errors="replace")
-    return data.count(b"\n", 0, offset) + 1, len(prefix) + 1
+        raise not_utf8(AcxSyntaxError, "E0120", data, bom + exc.start, path) from None
 
 
 def _tok_span(file: str, tok: Token) -> Span:
