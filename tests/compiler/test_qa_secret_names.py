@@ -164,3 +164,19 @@ def test_a_malformed_reference_is_reported_once(tmp_path: Path, capsys: pytest.C
     assert main(["validate", str(tmp_path / "s.yaml")]) == 2
     err = capsys.readouterr().err
     assert err.count("error[") == 1 and "E0212" in err
+
+
+def test_validate_reports_every_secret_named_reference_in_a_non_string_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Known from the variable's name alone: the CI gate (validate/check) catches what compile would.
+    (tmp_path / "s.yaml").write_text(
+        "version: 1\nname: s\nrequests:\n  - name: a\n"
+        '    benchmark: {id: exact_match, dataset: qa.jsonl, case_sensitive: "${CASE_SECRET}"}\n'
+        "    harness: {id: command, command: echo}\n"
+        '    execution: {max_retries: "${RETRY_TOKEN}", run_timeout_seconds: "${TIMEOUT_SECRET}"}\n'
+    )
+    assert main(["validate", str(tmp_path / "s.yaml")]) == 2
+    err = capsys.readouterr().err
+    for name in ("CASE_SECRET", "RETRY_TOKEN", "TIMEOUT_SECRET"):
+        assert f"cannot take the secret reference `${{{name}}}`" in err

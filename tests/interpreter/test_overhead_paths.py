@@ -126,7 +126,8 @@ def test_session_ids_are_unique_and_name_the_run(tmp_path: Path) -> None:  # con
     ids = [r.session_id for r in driver.opened]
     assert len(set(ids)) == 6
     run_id = run_dir(result).name
-    assert all(i.startswith(f"{run_id}-") and len(i) <= len(run_id) + 12 for i in ids)
+    key = RunStore.open_existing(run_dir(result)).run_key
+    assert all(i.startswith(f"{run_id}-{key}-") and len(i) <= len(run_id) + 19 for i in ids)
     # records are gone after a clean run; the journal has one start per attempt
     assert not list((run_dir(result) / ".env-resources").glob("*.json"))
     journal = [json.loads(line) for line in (run_dir(result) / "journal.jsonl").read_text().splitlines()]

@@ -365,8 +365,8 @@ class _ListingDriver(FakeDriver):
 def test_resume_reaps_journaled_and_listed_leftovers_but_not_closed_or_kept_ones(tmp_path: Path) -> None:
     first = run([program(FakeBench(), PyHarness(), tasks(2), driver=FakeDriver())], tmp_path)
     d = run_dir(first)
-    rid = d.name
     store = RunStore.open_existing(d)
+    rid = f"{d.name}-{store.run_key}"  # this run's session ids start so
     # a killed process (pid 1 is never ours) left: one session journaled open, one closed, one kept
     store.session_opened(f"{rid}-journaled", {"provider": "fake", "pid": 1})
     store.session_opened(f"{rid}-gone", {"provider": "fake", "pid": 1})  # removed meanwhile (gc)
@@ -375,8 +375,10 @@ def test_resume_reaps_journaled_and_listed_leftovers_but_not_closed_or_kept_ones
     store.session_opened(f"{rid}-kept", {"provider": "fake", "pid": 1})
     store.session_closed(f"{rid}-kept", "kept")
     store.close()
-    # …and the driver lists one the journal never saw, plus the closed and kept ones, plus another run's
-    driver = _ListingDriver([f"{rid}-unjournaled", f"{rid}-closed", f"{rid}-kept", "other-run-x"])
+    # …and the driver lists one the journal never saw, plus the closed and kept ones, plus another
+    # run's, and one of a live run that shares this run id (another request of the orchestration)
+    listed = [f"{rid}-unjournaled", f"{rid}-closed", f"{rid}-kept", "other-run-x", f"{d.name}-0th3r-x"]
+    driver = _ListingDriver(listed)
     run([program(FakeBench(), PyHarness(), tasks(2), driver=driver)], tmp_path, resume_dirs={"req": str(d)})
     assert sorted(driver.reaped) == sorted([f"{rid}-journaled", f"{rid}-unjournaled"])
     states = RunStore.open_existing(d).session_records()

@@ -72,6 +72,10 @@ def test_resume_of_a_run_still_in_progress_is_refused(tmp_path: Path) -> None:
         res = _acx("run", "--resume", "r/quickstart/one", "--progress", "none", cwd=tmp_path)
         assert res.returncode == 2 and "E0617" in res.stderr and "in use by another acx process" in res.stderr
         assert "Traceback" not in res.stderr
+        info = tmp_path / "r" / "quickstart" / "one" / "run_info.json"
+        info.write_text(info.read_text().replace('"status": "completed"', '"status": "running"'))
+        shown = _acx("results", "show", "r/quickstart/one", cwd=tmp_path)
+        assert f"in progress (process {os.getpid()})" in shown.stdout and "--resume" not in shown.stdout
     finally:
         live.close()
     res = _acx("run", "--resume", "r/quickstart/one", "--progress", "none", cwd=tmp_path)
@@ -178,3 +182,82 @@ def test_acx_docker_sweep_0_leaves_crashed_runs_alone(monkeypatch: pytest.Monkey
     monkeypatch.delenv("ACX_DOCKER_SWEEP")
     _sweep_docker_orphans(programs)
     assert swept == ["unix:///x.sock"]
+
+
+def test_a_refused_run_leaves_no_run_directory_behind(tmp_path: Path) -> None:
+    # exit 2 means nothing ran — and nothing half-made is left for a later --reuse to pick up.
+    spec = _quickstart_copy(tmp_path)
+    res = _acx("run", str(spec), "--results-dir", "r", "--run-id", "src", "--progress", "none", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    for extra in (("--reuse", "typo"), ("--reuse", "src", "--k", "2")):
+        res = _acx("run", str(spec), "--results-dir", "r", *extra, "--progress", "none", cwd=tmp_path)
+        assert res.returncode == 2, res.stderr
+        assert sorted(p.name for p in (tmp_path / "r" / "quickstart").iterdir()) == ["src"], extra
+    res = _acx("run", str(spec), "--results-dir", "r", "--reuse", "--progress", "none", cwd=tmp_path)
+    assert res.returncode == 0 and "correct.avg@1 = 0.900" in res.stdout
+
+
+def test_an_unwritable_results_dir_is_a_clear_error(tmp_path: Path) -> None:
+    spec = _quickstart_copy(tmp_path)
+    (tmp_path / "afile").write_text("x")
+    res = _acx("run", str(spec), "--results-dir", "afile", "--progress", "none", cwd=tmp_path)
+    assert res.returncode == 2 and "E0620" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_every_missing_variable_is_reported_at_once(tmp_path: Path) -> None:
+    # Secrets (kept references, a dataset path among them) and env maps, across requests.
+    spec = _quickstart_copy(tmp_path)
+    (spec.parent / "miss.yaml").write_text(
+        "version: 1\nname: miss\nrequests:\n"
+        "  - name: one\n"
+        "    benchmark: {id: exact_match, dataset: data/quickstart.jsonl}\n"
+        '    harness: {id: command, command: "${CMD_ONE_SECRET}"}\n'
+        '    environment: {id: host_process, evaluation_environment_mode: none, run_env_variables: {X: "${ENV_ONE}"}}\n'
+        "  - name: two\n"
+        '    benchmark: {id: exact_match, dataset: "${DATASET_SECRET}"}\n'
+        '    harness: {id: command, command: "${CMD_TWO_SECRET}"}\n'
+        '    environment: {id: host_process, evaluation_environment_mode: none, run_env_variables: {X: "${ENV_TWO}"}}\n'
+    )
+    res = _acx("run", str(spec.parent / "miss.yaml"), "--results-dir", "r", cwd=tmp_path)
+    assert res.returncode == 2 and "E0310" in res.stderr
+    assert "CMD_ONE_SECRET, CMD_TWO_SECRET, DATASET_SECRET, ENV_ONE, ENV_TWO" in res.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_secret_references_outside_component_params_are_resolved_at_run_time(tmp_path: Path) -> None:
+    # The model id, environment params and execution lists get the value; the request on disk
+    # keeps the reference. A results path cannot be a secret (it would be a directory name).
+    spec = _quickstart_copy(tmp_path)
+    text = (spec.parent / "quickstart.yaml").read_text()
+    text = text.replace(
+        "    environment: {id: host_process, evaluation_environment_mode: none}",
+        '    model: {id: "${MODEL_SECRET}"}\n'
+        "    environment: {id: host_process, evaluation_environment_mode: none,"
+        ' workdir_root: "${WORKDIR_SECRET}"}',
+    )
+    (spec.parent / "sec.yaml").write_text(text)
+    env = {**os.environ, "MODEL_SECRET": "model-7e1d", "WORKDIR_SECRET": str(tmp_path / "wd")}
+    res = subprocess.run(
+        [sys.executable, "-m", "acx", "run", str(spec.parent / "sec.yaml"), "--results-dir", "r", "--progress", "none"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "wd").is_dir() and not list(spec.parent.glob("*WORKDIR*"))
+    (run_dir,) = (tmp_path / "r" / "quickstart").iterdir()
+    assert "model-7e1d" not in (run_dir / "run_info.json").read_text()
+    (spec.parent / "out.yaml").write_text(
+        text.replace("  - name: quickstart\n", '  - name: quickstart\n    output: {run_name: "${RUN_TOKEN}"}\n')
+    )
+    res = subprocess.run(
+        [sys.executable, "-m", "acx", "compile", "--dry-run", str(spec.parent / "out.yaml")],
+        cwd=tmp_path,
+        env={**env, "RUN_TOKEN": "x"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 2 and "names a results directory" in res.stderr

@@ -68,7 +68,10 @@ def _show(args: argparse.Namespace) -> int:
         states = ", ".join(sorted({str(r.get("state", "active")) for r in live}))
         out.write(f"  {len(live)} environment(s) not released ({states}): kept, failed to release, or left by an\n")
         out.write("  interrupted run (--resume releases those); see journal.jsonl and .env-resources/\n")
-    if info.get("status") == "running":
+    holder = store.locked_by()
+    if info.get("status") == "running" and holder is not None:
+        out.write(f"  the run is in progress (process {holder})\n")
+    elif info.get("status") == "running":
         out.write("  the run did not finish; continue it with: acx run --resume " + str(store.run_dir) + "\n")
     summary = store.run_dir / "summary.md"
     if summary.is_file():

@@ -179,6 +179,7 @@ def build_programs(args: argparse.Namespace, spec: str) -> tuple[Any, list[Any]]
 
         program = _load_program(spec)
         orch = program.orchestration
+        _refuse_missing_env([run.request for run in orch.requests])
         if runtime_over:
             orch = msgspec.structs.replace(
                 orch,
@@ -206,7 +207,7 @@ def build_programs(args: argparse.Namespace, spec: str) -> tuple[Any, list[Any]]
                     harness=harness,
                     tasks=tasks,
                     plan_attempt=plan_attempt,
-                    driver=create_driver(run.request.environment.id, run.request.environment.params),
+                    driver=create_driver(live.environment.id, live.environment.params),
                     namespace=_namespace(run.name),
                     live_request=live,
                 )
@@ -230,6 +231,7 @@ def build_programs(args: argparse.Namespace, spec: str) -> tuple[Any, list[Any]]
 
         sys.stderr.write(render_text(compiled.warnings, sources=compiled.sources) + "\n")
     orch = compiled.orchestration
+    _refuse_missing_env([run.request for run in orch.requests])
     progs = []
     for run in orch.requests:
         req = run.request
@@ -256,12 +258,22 @@ def build_programs(args: argparse.Namespace, spec: str) -> tuple[Any, list[Any]]
                 harness=rp.harness,
                 tasks=rp.tasks,
                 plan_attempt=rp.plan_attempt,
-                driver=create_driver(req.environment.id, req.environment.params),
+                driver=create_driver(live.environment.id, live.environment.params),
                 namespace=_namespace(run.name),
                 live_request=live,
             )
         )
     return orch, progs
+
+
+def _refuse_missing_env(requests: list[Any]) -> None:
+    """Every name the requests need and the environment lacks, in one E0310, before any task is
+    loaded (a dataset path can be a secret). Names a task adds are checked by the preflight."""
+    from acx.interpreter._envvars import MissingEnvError, missing_names, request_names
+
+    missing = {name for req in requests for name in missing_names(request_names(req), os.environ)}
+    if missing:
+        raise MissingEnvError(missing)
 
 
 def _print_program_warnings(name: str, warnings: list[str]) -> None:

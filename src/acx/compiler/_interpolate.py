@@ -132,6 +132,19 @@ class _Walk:
             self.res.diagnostics.append(embedded_ref_diagnostic(value, self.span_of(rel), where))
             return value
         if rel in self.secret_paths or is_sensitive_path(full) or is_secret_name(name):
+            if full[:1] in (("output",), ("runtime",)):
+                # Output names and results paths become directory names and are printed: a
+                # secret there would be on disk and on screen.
+                self.res.diagnostics.append(
+                    Diagnostic(
+                        code="E0204",
+                        message=f"`{where}` names a results directory: it cannot be the secret reference `${{{name}}}`",
+                        span=self.span_of(rel),
+                        path=where,
+                        help="write the value, or use a variable whose name does not look like a secret",
+                    )
+                )
+                return value
             self.res.secret_refs.add(name)
             if name not in self.environ:
                 # Compiling never reads a secret, so a dry run in CI needs none; `acx run`

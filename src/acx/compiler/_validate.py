@@ -26,6 +26,7 @@ from acx.compiler._interpolate import (
     format_path,
     has_embedded_ref,
 )
+from acx.compiler._redact import is_secret_name
 from acx.compiler._shapes import (
     API_PROTOCOLS,
     COMPONENT_SECTIONS,
@@ -264,6 +265,16 @@ class Checker:
 
     def check_value(self, value: Any, tp: Any, path: Path_, *, cls: type[Any] | None, name: str) -> None:
         if _contains_ref(value):
+            ref = env_ref_name(value)
+            if ref is not None and is_secret_name(ref) and not _takes_text(tp):
+                # Known from the name alone: a secret stays a reference until use, as a string.
+                self.err(
+                    "E0204",
+                    f"`{self.where(path)}` cannot take the secret reference `${{{ref}}}`: a secret is "
+                    "resolved only where it is used, as a string",
+                    path,
+                    help="write the value, or use a variable whose name does not look like a secret",
+                )
             return  # `${VAR}` is checked after substitution
         if _has_unfit_scalar(value):
             return  # reported by check_scalars (msgspec cannot even print a lone surrogate)
@@ -872,6 +883,15 @@ def value_at(value: Any, sub: Path_) -> Any:
         except (KeyError, IndexError, TypeError):
             return None
     return value
+
+
+def _takes_text(tp: Any) -> bool:
+    """Whether a field of type ``tp`` accepts a string (where a secret reference can go)."""
+    try:
+        msgspec.convert("x", tp)
+    except (msgspec.ValidationError, TypeError):
+        return False
+    return True
 
 
 def _contains_ref(value: Any) -> bool:

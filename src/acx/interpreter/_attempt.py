@@ -379,12 +379,15 @@ class AttemptRunner:
         self, env: EnvironmentSpec, role: str, policy: NetworkPolicy, startup_env: dict[str, str]
     ) -> OpenRequest:
         ctx = self.ctx
-        # Unique across processes resuming the same run (random per process) and within one
-        # (a counter): cheaper than a uuid4 per session.
-        session_id = f"{ctx.store.run_id}-{_PROCESS_TOKEN}{next(_SESSION_COUNTER):x}"
+        # The run (its id, and its directory's key: run ids are shared by the requests of an
+        # orchestration), then unique across processes resuming it (random per process) and within
+        # one (a counter): cheaper than a uuid4 per session.
+        store = ctx.store
+        session_id = f"{store.run_id}-{store.run_key}-{_PROCESS_TOKEN}{next(_SESSION_COUNTER):x}"
         resources = env.evaluation_resources if role == "evaluate" else env.run_resources
         labels = {
             "acx.run_id": ctx.store.run_id,
+            "acx.run_key": ctx.store.run_key,
             "acx.request": ctx.name,
             "acx.task": self.task.task_id[:63],
             "acx.attempt": str(self.attempt),

@@ -22,6 +22,7 @@ __all__ = [
     "missing_names",
     "plan_env_maps",
     "referenced_names",
+    "request_names",
     "required_names",
     "resolve_map",
     "resolve_value",
@@ -112,25 +113,43 @@ def required_names(plan: ExecutionPlan, model: ModelSpec | None = None) -> set[s
     return names
 
 
+def request_names(req: RunRequest) -> set[str]:
+    """The names a request needs whatever its tasks: its kept secret references, its env maps and
+    the model's key and URL (a task can add more: :func:`required_names` of its plans)."""
+    env = req.environment
+    names = set(req.metadata.secret_refs)
+    maps = [env.env_variables, env.run_env_variables, env.evaluation_env_variables]
+    for mapping in [*maps, env.evaluation_environment_env_variables or {}]:
+        for value in mapping.values():
+            names |= referenced_names(str(value))[0]
+    for ref in (req.model.api_key, req.model.base_url):
+        if isinstance(ref, str):
+            names |= referenced_names(ref)[0]
+    return names
+
+
 def missing_names(names: Iterable[str], environ: Mapping[str, str]) -> list[str]:
     return sorted(n for n in set(names) if not environ.get(n))
 
 
 def live_request(req: RunRequest, environ: Mapping[str, str]) -> tuple[RunRequest, list[str]]:
-    """``req`` as its components see it at run time: every whole-value ``${NAME}`` the compiler kept
-    as a secret reference (``metadata.secret_refs``) in the benchmark, harness and model params
-    replaced by its value from ``environ``. Returns the request and the values (to scrub from
-    results). The compiled request itself keeps the references: it is what gets persisted.
-    Missing names raise :class:`MissingEnvError` (all of them, names only).
+    """``req`` as it is used at run time: every whole-value ``${NAME}`` the compiler kept as a secret
+    reference (``metadata.secret_refs``) replaced by its value from ``environ`` — in component and
+    model params, the model id, environment params, execution lists. Env-variable maps keep their
+    references (the driver resolves them, V1); ``output`` cannot hold secrets (the compiler refuses
+    them: they name directories). Returns the request and the values (to scrub from results). The
+    compiled request itself keeps the references: it is what gets persisted. With a name missing,
+    ``req`` is returned as it is (the preflight refuses the run).
     """
     import msgspec
 
     names = set(req.metadata.secret_refs)
     if not names:
         return req, []
-    missing = sorted(n for n in names if not environ.get(n))
-    if missing:
-        raise MissingEnvError(missing, where="metadata.secret_refs")
+    if any(not environ.get(n) for n in names):
+        # Refused before anything runs by the interpreter's preflight, which lists every missing
+        # name of every request at once (these and the plans' env maps).
+        return req, []
     values: list[str] = []
 
     def walk(value: Any) -> Any:
@@ -141,15 +160,17 @@ def live_request(req: RunRequest, environ: Mapping[str, str]) -> tuple[RunReques
                 return environ[m.group(1)]
             return value
         if isinstance(value, dict):
-            return {k: walk(v) for k, v in value.items()}
+            return {k: v if k in _ENV_MAPS else walk(v) for k, v in value.items()}
         if isinstance(value, list):
             return [walk(v) for v in value]
         return value
 
-    live = msgspec.structs.replace(
-        req,
-        benchmark=msgspec.structs.replace(req.benchmark, params=walk(dict(req.benchmark.params))),
-        harness=msgspec.structs.replace(req.harness, params=walk(dict(req.harness.params))),
-        model=msgspec.structs.replace(req.model, params=walk(dict(req.model.params))),
-    )
-    return live, values
+    data = msgspec.to_builtins(req)
+    data = {k: v if k in ("metadata", "output") else walk(v) for k, v in data.items()}
+    return msgspec.convert(data, type(req)), values
+
+
+#: Kept as references by :func:`live_request`: the driver resolves them right before use (V1).
+_ENV_MAPS = frozenset(
+    {"env_variables", "run_env_variables", "evaluation_env_variables", "evaluation_environment_env_variables"}
+)

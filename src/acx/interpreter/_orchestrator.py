@@ -18,6 +18,7 @@ import contextlib
 import logging
 import math
 import os
+import shutil
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ from typing import Any
 import msgspec
 import trio
 
-from acx.errors import DriverError
+from acx.errors import AcxUserError, DriverError
 from acx.interpreter._attempt import AttemptRunner, RequestContext, Scrubber
 from acx.interpreter._envvars import MissingEnvError, missing_names, required_names, resolve_value
 from acx.interpreter._events import ProgressEvent, RunProgress
@@ -436,7 +437,7 @@ class _RequestRun:
             and rec.get("provider") == getattr(driver, "id", None)
         }
         if getattr(driver, "sessions_discoverable", False):
-            prefix = f"{self.store.run_id}-"
+            prefix = f"{self.store.run_id}-{self.store.run_key}-"  # this run's, not another's
             with trio.move_on_after(self.orch.runtime.cleanup_grace_seconds):
                 try:
                     listed = await driver.list_sessions({"acx.run_id": self.store.run_id})
@@ -465,6 +466,13 @@ class _RequestRun:
         if reaped:
             log.info("released %d sandbox(es) left by the interrupted run", reaped, extra={"request": self.prog.name})
         return reaped
+
+    def detach_log(self) -> None:
+        """Stop writing this run's ``run.log`` (at the end of the run, or when it is refused)."""
+        if self._log_handler is not None:
+            logging.getLogger("acx").removeHandler(self._log_handler)
+            self._log_handler.close()
+            self._log_handler = None
 
     def task_crashed(self, task: TaskSpec, exc: BaseException) -> None:
         """A task that failed outside its attempts (a bug, a results write that failed) still counts:
@@ -549,9 +557,7 @@ class _RequestRun:
         self.store.close()
         ctx.emit("run_finished", status=status, payload={"run_dir": str(self.store.run_dir)})
         self.progress.close()
-        if self._log_handler is not None:
-            logging.getLogger("acx").removeHandler(self._log_handler)
-            self._log_handler.close()
+        self.detach_log()
         head = report.headline()
         return RequestOutcome(
             name=prog.name,
@@ -612,6 +618,7 @@ def preflight(programs: Sequence[RequestProgram], environ: Mapping[str, str]) ->
     missing: set[str] = set()
     for prog in programs:
         plans: dict[str, ExecutionPlan] = {}
+        missing.update(missing_names(prog.request.metadata.secret_refs, environ))
         for task in prog.tasks:
             plan = prog.plan_attempt(task, 1)
             plans[task.task_id] = plan
@@ -641,8 +648,6 @@ def _artifacts_intact(attempt_dir: Path) -> bool:
 
 def _reuse_into(run: _RequestRun, prog: RequestProgram, source: Path) -> int:
     """Copy verified finished tasks of ``source`` into the new run (reference §4 reuse rules)."""
-    import shutil
-
     from acx.errors import AcxResultsError
 
     info = read_record(source / "run_info.json")
@@ -738,31 +743,45 @@ async def run_orchestration(
     runtime = orch.runtime
     limits = Limits(orch.task_concurrency, runtime.provider_limits, runtime.env_open_qps)
     runs: list[_RequestRun] = []
-    for prog in programs:
-        req = prog.request
-        resume_dir = (resume_dirs or {}).get(prog.name)
-        if resume_dir:
-            store = RunStore.open_existing(resume_dir)
-        else:
-            store = RunStore.create(
-                runtime.results_dir,
-                prog.namespace or prog.name,
-                run_name=req.output.run_name,
-                run_id=req.output.run_id,
-            )
-        store.lock()
-        store.io_threads = io_threads
-        if invocation is not None:
-            store.write_json(".acx/invocation.json", {**invocation, "request_name": prog.name})
-        run = _RequestRun(prog, orch, store, limits, environ, console, first[prog.name], bool(resume_dir))
-        runs.append(run)
-    for run, prog in zip(runs, programs, strict=True):
-        run.start()
-        want_reuse = (reuse or {}).get(prog.name, "__no__")
-        if want_reuse != "__no__" and not run.resumed:
-            source = find_reuse_source(run.store.run_dir.parent, want_reuse, exclude=run.store.run_dir)
-            if source is not None:
-                _reuse_into(run, prog, source)
+    created: list[RunStore] = []
+    try:
+        for prog in programs:
+            req = prog.request
+            resume_dir = (resume_dirs or {}).get(prog.name)
+            if resume_dir:
+                store = RunStore.open_existing(resume_dir)
+            else:
+                store = RunStore.create(
+                    runtime.results_dir,
+                    prog.namespace or prog.name,
+                    run_name=req.output.run_name,
+                    run_id=req.output.run_id,
+                )
+                created.append(store)
+            store.lock()
+            store.io_threads = io_threads
+            if invocation is not None:
+                store.write_json(".acx/invocation.json", {**invocation, "request_name": prog.name})
+            run = _RequestRun(prog, orch, store, limits, environ, console, first[prog.name], bool(resume_dir))
+            runs.append(run)
+        for run, prog in zip(runs, programs, strict=True):
+            run.start()
+            want_reuse = (reuse or {}).get(prog.name, "__no__")
+            if want_reuse != "__no__" and not run.resumed:
+                source = find_reuse_source(run.store.run_dir.parent, want_reuse, exclude=run.store.run_dir)
+                if source is not None:
+                    _reuse_into(run, prog, source)
+    except AcxUserError:
+        # Refused before any task ran (a --reuse source that does not exist or does not fit, the
+        # run id of a later request taken): the run directories this call created go too, so
+        # nothing half-made is left to be picked up by a later --reuse or --resume.
+        for run in runs:
+            run.detach_log()
+            run.progress.close()
+        for store in created:
+            store.close()
+            shutil.rmtree(store.run_dir, ignore_errors=True)
+        raise
 
     for run in runs:
         if run.resumed:

@@ -21,6 +21,7 @@ found on resume (opened and neither closed nor kept).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -72,6 +73,10 @@ class RunStore:
     def __init__(self, run_dir: Path, *, run_id: str) -> None:
         self.run_dir = run_dir
         self.run_id = run_id
+        #: Which run, among those that share a run id (the requests of one orchestration, another
+        #: results dir): a hash of the directory. Session ids carry it, so a resume releases only
+        #: its own run's sandboxes.
+        self.run_key = hashlib.sha256(os.fsencode(os.path.realpath(run_dir))).hexdigest()[:6]
         self.details = run_dir / "details"
         self.journal_path = run_dir / "journal.jsonl"
         self.resources = run_dir / ".env-resources"
@@ -102,7 +107,10 @@ class RunStore:
         if run_name:
             base = base / Path(*[safe_name(p) for p in run_name.split("/") if p])
         base = base / safe_name(namespace)
-        base.mkdir(parents=True, exist_ok=True)
+        try:
+            base.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise _unwritable(base, exc) from None
         if run_id is not None:
             target = base / safe_name(run_id)
             try:
@@ -114,6 +122,8 @@ class RunStore:
                     path="output.run_id",
                     help="choose a different --run-id, resume it with --resume DIR, or use --reuse",
                 ) from None
+            except OSError as exc:
+                raise _unwritable(base, exc) from None
             return cls._init(target, target.name)
         stamp = time.time()
         for i in range(600):
@@ -123,6 +133,8 @@ class RunStore:
                 target.mkdir()
             except FileExistsError:
                 continue
+            except OSError as exc:
+                raise _unwritable(base, exc) from None
             return cls._init(target, rid)
         raise AcxResultsError(
             f"could not reserve a run directory under {base}", code="E0602", help="pass an explicit --run-id"
@@ -201,7 +213,10 @@ class RunStore:
         interrupted run stays resumable; the descriptor is not inherited by commands."""
         import fcntl
 
-        fd = os.open(self.run_dir / ".acx" / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fd = os.open(self.run_dir / ".acx" / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise _unwritable(self.run_dir, exc) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -216,6 +231,23 @@ class RunStore:
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
         self._lock_fd = fd
+
+    def locked_by(self) -> int | None:
+        """The pid of the live process running this run (it holds :meth:`lock`), else None."""
+        import fcntl
+
+        try:
+            fd = os.open(self.run_dir / ".acx" / "lock", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode("ascii", "replace").strip()
+            return int(holder) if holder.isdigit() else 0
+        finally:
+            os.close(fd)  # also drops the shared lock taken when nobody held it
+        return None
 
     def close(self) -> None:
         self.commit.run_queued()
@@ -458,22 +490,35 @@ def read_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+def _unwritable(where: Path, exc: OSError) -> AcxResultsError:
+    return AcxResultsError(
+        f"cannot write run results in {where}: {exc.strerror or exc}",
+        code="E0620",
+        path=str(where),
+        help="choose a results directory acx can create and write (--results-dir / runtime.results_dir); "
+        "a run directory must be writable to be resumed",
+    )
+
+
 def read_record(path: Path) -> dict[str, Any]:
-    """A run's own JSON record (``run_info.json``, ``.acx/invocation.json``): a damaged one is a
-    clear user-facing error (E0618), not a crash."""
+    """A run's own JSON record (``run_info.json``, ``.acx/invocation.json``): a damaged or unreadable
+    one is a clear user-facing error (E0618), not a crash."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
-        reason = f"not valid JSON ({exc})"
+        problem = f"is damaged: not valid JSON ({exc})"
+    except OSError as exc:
+        problem = f"cannot be read: {exc.strerror or exc}"
     else:
         if isinstance(data, dict):
             return data
-        reason = f"a JSON {type(data).__name__}, not an object"
+        problem = f"is damaged: a JSON {type(data).__name__}, not an object"
     raise AcxResultsError(
-        f"{path.name} is damaged: {reason}",
+        f"{path.name} {problem}",
         code="E0618",
         path=str(path),
-        help="the run cannot be resumed, reused or shown from this file; restore it from a copy, or start a new run",
+        help="the run cannot be resumed, reused or shown from this file; restore it (or its permissions), "
+        "or start a new run",
     )
 
 
