@@ -76,11 +76,15 @@ def load_exact_match_dataset(path: Path) -> list[TaskSpec]:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
+        secret = "${" in path.name and path.name.endswith("}")
         raise AcxPlanError(
             f"exact_match dataset {path} does not exist",
             code="E0401",
             path="benchmark.params.dataset",
-            help="`dataset` is resolved relative to the spec file's directory; check the path",
+            help="the path is a secret reference, which only `acx run` resolves (compiling never reads "
+            "secrets): use a variable with an ordinary name for a path you want to plan"
+            if secret
+            else "`dataset` is resolved relative to the spec file's directory; check the path",
         ) from None
     except ValueError:  # an embedded NUL: no file system has such a path
         raise AcxPlanError(
