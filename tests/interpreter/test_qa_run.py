@@ -12,6 +12,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = str(REPO / "examples" / "quickstart.acx")
+ACX = (sys.executable, "-m", "acx")
 
 
 def _status(results: Path) -> str:
@@ -261,3 +262,26 @@ def test_secret_references_outside_component_params_are_resolved_at_run_time(tmp
         timeout=60,
     )
     assert res.returncode == 2 and "names a results directory" in res.stderr
+
+
+def test_an_answer_file_that_is_not_a_file_is_a_task_error_not_a_fatal_one(tmp_path: Path) -> None:
+    spec = _quickstart_copy(tmp_path)
+    text = (spec.parent / "quickstart.yaml").read_text()
+    for name, command in (("fifo", "mkfifo ans.txt"), ("dir", "mkdir ans.txt")):
+        (spec.parent / f"{name}.yaml").write_text(
+            text.replace(
+                'command: python3 "$ACX_SPEC_DIR/agents/arith_agent.py"',
+                f'command: "{command}"\n      answer_file: ans.txt',
+            )
+        )
+        res = subprocess.run(
+            [*ACX, "run", str(spec.parent / f"{name}.yaml"), "--results-dir", name, "--tasks", "add-1"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert res.returncode == 0 and "correct.avg@1 = 0.000" in res.stdout, (name, res.stdout, res.stderr)
+        (run_dir,) = (tmp_path / name / "quickstart").iterdir()
+        (result,) = run_dir.glob("details/error/*/attempt-1/result.json")
+        assert "output_missing" in result.read_text()

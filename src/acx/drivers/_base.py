@@ -283,3 +283,10 @@ class Driver(ABC):
     async def close_session(self, session_id: str) -> None:
         """Release a sandbox by id (acx env close / gc)."""
         raise DriverError(f"driver {self.id} cannot close sessions by id")
+
+    async def end_run(self, session_prefix: str, keep: frozenset[str] = frozenset()) -> None:
+        """The run whose session ids start with ``session_prefix`` has ended (finished, failed or
+        cancelled): release what its commands left that outlives its sessions, except those of the
+        sessions in ``keep`` (kept on purpose). Nothing by default: a driver whose sessions own
+        their processes (a container) has nothing left."""
+        return None

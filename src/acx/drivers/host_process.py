@@ -11,8 +11,9 @@ What it enforces and what it does not:
   session directory on your machine).
 * ``no-network`` runs every command inside a fresh network namespace (``unshare --net
   --map-root-user``; only loopback) when the OS allows it; ``allowlist``/``denylist`` are refused.
-  The policy can change between phases: it applies to commands started afterwards, and no
-  command outlives its ``exec`` (its process group is killed when it returns).
+  The policy can change between phases: it applies to commands started afterwards; a command's
+  process group is killed when its ``exec`` returns, and what left the group (``setsid``,
+  daemons) is killed by its ``ACX_SESSION_ID`` marker when the run ends (:meth:`end_run`).
 * Commands start in their own session (``setsid``); a timeout or a cancellation sends SIGTERM to the
   whole process group, then SIGKILL after ``kill_grace_seconds`` — children and commands that
   ignore SIGTERM included.
@@ -484,9 +485,15 @@ class HostProcessSession(Session):
         target = self.host_path(path)
 
         def _read() -> bytes:
-            if target.is_dir():
-                raise IsADirectoryError(str(path))
-            with target.open("rb") as fh:
+            # O_NONBLOCK: opening a FIFO the agent left (no writer) must not block this worker
+            # thread forever — trio cannot cancel it. Only regular files are read.
+            fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            with os.fdopen(fd, "rb") as fh:
+                mode = os.fstat(fd).st_mode
+                if stat.S_ISDIR(mode):
+                    raise IsADirectoryError(str(path))
+                if not stat.S_ISREG(mode):
+                    raise DriverError(f"{path} is not a regular file", code="not_a_file")
                 data = fh.read() if max_bytes is None else fh.read(max_bytes + 1)
             if max_bytes is not None and len(data) > max_bytes:
                 raise DriverError(f"{path} is larger than the {max_bytes}-byte limit")
@@ -592,6 +599,47 @@ def _reap(session_id: str, roots: list[str]) -> int:
         if not killed:
             break
     return total
+
+
+def _reap_marked(prefix: bytes, spare: frozenset[bytes] = frozenset()) -> int:
+    """SIGKILL this user's processes whose ``ACX_SESSION_ID`` starts with ``prefix`` — never acx,
+    never a process of one of the ``spare`` sessions. Repeats while it finds some (children forked
+    during a pass)."""
+    own, uid, total = os.getpid(), os.getuid(), 0
+    for _ in range(5):
+        killed = 0
+        try:
+            pids = [int(n) for n in os.listdir("/proc") if n.isdigit()]
+        except OSError:
+            return total
+        for pid in pids:
+            marker = _marker_of(pid) if pid != own else None
+            if marker is None or not marker.startswith(prefix) or marker in spare:
+                continue
+            try:
+                if os.stat(f"/proc/{pid}").st_uid == uid:  # another user's, even when we are root
+                    os.kill(pid, signal.SIGKILL)
+                    killed += 1
+            except (ProcessLookupError, PermissionError, FileNotFoundError):
+                pass
+        total += killed
+        if not killed:
+            break
+    return total
+
+
+def _marker_of(pid: int) -> bytes | None:
+    """The ``ACX_SESSION_ID`` value in a process's environment, if it has one we can read."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            data = fh.read()
+    except OSError:  # gone, another user's, a kernel thread
+        return None
+    key = _MARKER_KEY + b"="
+    for entry in data.split(b"\0"):
+        if entry.startswith(key):
+            return entry[len(key) :]
+    return None
 
 
 def _environ_has(pid: int, entry: bytes) -> bool:
@@ -749,6 +797,13 @@ class HostProcessDriver(Driver):
                 )
             )
         return out
+
+    async def end_run(self, session_prefix: str, keep: frozenset[str] = frozenset()) -> None:
+        """SIGKILL the processes of the run's sessions that left their command's process group
+        (``setsid``, daemons): found by their ``ACX_SESSION_ID`` marker — one scan of the process
+        table per run, not per session. Processes of kept sessions are left alone."""
+        spare = frozenset(os.fsencode(k) for k in keep)
+        await trio.to_thread.run_sync(_reap_marked, os.fsencode(session_prefix), spare)
 
     async def close_session(self, session_id: str) -> None:
         """Kill the leftover processes of a crashed session (found by their ``ACX_SESSION_ID``

@@ -429,6 +429,7 @@ class _RequestRun:
         to be closed or kept."""
         driver = self.prog.driver
         records = self.store.session_records()
+        self.store.kept_sessions.update(sid for sid, rec in records.items() if rec.get("state") == "kept")
         stale = {
             sid: rec
             for sid, rec in records.items()
@@ -466,6 +467,16 @@ class _RequestRun:
         if reaped:
             log.info("released %d sandbox(es) left by the interrupted run", reaped, extra={"request": self.prog.name})
         return reaped
+
+    async def end_driver_run(self) -> None:
+        """Let the driver release what outlives this run's sessions (host_process: processes that
+        left their command's process group), within the cleanup grace period; never fails the run."""
+        prefix = f"{self.store.run_id}-{self.store.run_key}-"
+        with trio.move_on_after(self.orch.runtime.cleanup_grace_seconds):
+            try:
+                await self.prog.driver.end_run(prefix, frozenset(self.store.kept_sessions))
+            except Exception as exc:
+                log.warning("releasing the run's leftovers failed: %s", exc, extra={"request": self.prog.name})
 
     def detach_log(self) -> None:
         """Stop writing this run's ``run.log`` (at the end of the run, or when it is refused)."""
@@ -846,6 +857,8 @@ async def run_orchestration(
         status = "cancelled"
     outcomes = []
     with trio.CancelScope(shield=True):
+        for run in runs:
+            await run.end_driver_run()
         for run in runs:
             st = status if status != "completed" else "completed"
             if status == "completed" and (not run.done.is_set() or run.crashed):

@@ -92,6 +92,8 @@ class RunStore:
         #: Opened to continue an interrupted run (attempt directories may hold leftovers).
         self.resumed = False
         self._lock_fd: int | None = None
+        #: Sessions this process kept on purpose (keep_environment): left alone at the end of the run.
+        self.kept_sessions: set[str] = set()
 
     # ---- creation ----------------------------------------------------------------------------
     @classmethod
@@ -432,6 +434,8 @@ class RunStore:
 
     def session_closed(self, session_id: str, how: str = "released") -> None:
         """Journal a released session (``how``: released, open_failed, kept, reaped)."""
+        if how == "kept":
+            self.kept_sessions.add(session_id)
         self.journal("session_closed", fsync=False, id=session_id, how=how)
 
     def record_session(self, session_id: str, payload: dict[str, Any], *, fsync: bool = True) -> None:

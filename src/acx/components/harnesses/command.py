@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 from acx.components._base import BaseHarness
 from acx.components._configs import CommandHarnessConfig
 from acx.components.harnesses._common import agent_exit_issues
+from acx.errors import DriverError
 from acx.ir import ExecutionIssue, ExecutionPlan, PreparedTask, RunRequest, RunResult
 
 __all__ = ["CommandHarness", "model_env"]
@@ -99,14 +100,19 @@ class CommandHarness(BaseHarness):
         if c.answer_file:
             try:
                 answer = await session.read_text(self._path(c.answer_file))
-            except FileNotFoundError:
+            except (FileNotFoundError, IsADirectoryError, DriverError) as exc:
+                # The agent's mistake, not the harness's: this task has no answer (an error), the
+                # request's score stands. A driver failure other than a missing/odd file is fatal.
+                if isinstance(exc, DriverError) and exc.code != "not_a_file":
+                    raise
                 answer = None
+                what = "wrote no answer file" if isinstance(exc, FileNotFoundError) else "left no readable file at"
                 issues.append(
                     ExecutionIssue(
                         severity="error",
                         phase="run",
                         code="output_missing",
-                        message=f"the agent wrote no answer file {c.answer_file}",
+                        message=f"the agent {what} {c.answer_file}",
                     )
                 )
         if answer is not None and c.strip_output:
