@@ -152,3 +152,43 @@ def test_nothing_ever_lands_outside(tmp_path_factory: pytest.TempPathFactory, me
             assert lexical.startswith(str(dest)), (p, os.readlink(p))
             if os.path.exists(p):  # (a loop never resolves: harmless, and realpath() misreports it)
                 assert os.path.realpath(p).startswith(real_dest), p
+
+
+@pytest.mark.parametrize(
+    "members",
+    [
+        # `self -> .` is harmless alone; `self/..` is the root's parent on disk, not `.` as text says.
+        [("out/self", "sym", "."), ("out/up", "sym", "self/..")],
+        # A deep chain: x is a link two levels up, so `x/../..` climbs out although text says inside.
+        [("out/d/e", "dir", b""), ("out/d/e/x", "sym", "../.."), ("out/d/e/esc", "sym", "x/../../etc/hostname")],
+        # The link's own name passes through a link: `self/c -> ../x` is really at the root.
+        [("out/self", "sym", "."), ("out/self/c", "sym", "../x")],
+    ],
+)
+def test_symlink_chains_that_lead_out_are_refused(tmp_path: Path, members: list[tuple[str, str, str]]) -> None:
+    # contract A4: escapes are judged where the filesystem resolves them, not by the text
+    with pytest.raises(UnsafeArchiveError):
+        safe_extract(_tar(("out", "dir", b""), *members), tmp_path / "d", strip_top=True)
+
+
+def test_ordinary_relative_links_stay_allowed(tmp_path: Path) -> None:
+    tar = _tar(
+        ("out", "dir", b""),
+        ("out/sub", "dir", b""),
+        ("out/sub/f", "file", b"F"),
+        ("out/sub/up", "sym", "../sub/f"),
+        ("out/top", "sym", "sub/f"),
+        ("out/dot", "sym", "./sub"),
+    )
+    stats = safe_extract(tar, tmp_path / "d", strip_top=True)
+    assert stats.links == 3 and (tmp_path / "d/sub/up").read_bytes() == b"F"
+
+
+def test_a_single_file_tar_is_dated_now(tmp_path: Path) -> None:
+    import time
+
+    before = int(time.time())
+    safe_extract(io.BytesIO(single_file_tar("f.bin", b"x")), tmp_path / "d", strip_top=False)
+    assert (tmp_path / "d" / "f.bin").read_bytes() == b"x"
+    with tarfile.open(fileobj=io.BytesIO(single_file_tar("f.bin", b"x"))) as tar:
+        assert tar.getmembers()[0].mtime >= before

@@ -400,3 +400,69 @@ def test_a_drivers_own_issue_code_and_help_are_kept(tmp_path: Path) -> None:
     issue = read_results(run_dir(result))["t0"][0]["issues"][0]
     assert issue["code"] == "image_not_found" and issue["severity"] == "fatal"
     assert "image 'x:1' is not present" in issue["message"] and "docker build -t x:1" in issue["message"]
+
+
+def test_a_failed_artifact_transfer_blocks_evaluation(tmp_path: Path) -> None:
+    # contract A6: preparation or transfer failure blocks evaluation (an `error`, not only `fatal`).
+    from acx.ir import ArtifactLimits, ArtifactSpec, RunResult
+
+    async def execute(prepared: Any, session: Any, plan: Any) -> RunResult:
+        for i in range(5):
+            await session.write_text(f"/app/many/f{i}.txt", "x")
+        return RunResult(task_id=prepared.task_id, final_answer="Q0")
+
+    bench = FakeBench()
+    overrides = {
+        "artifacts": [ArtifactSpec(source="/app/many")],
+        "collect_artifacts": True,
+        "save_artifacts": True,
+        "artifact_limits": ArtifactLimits(max_files=2),
+    }
+    result = run([program(bench, PyHarness(execute), tasks(1), plan_overrides=overrides)], tmp_path)
+    res = read_results(run_dir(result))["t0"][0]
+    assert "artifact_collection_failed" in [i["code"] for i in res["issues"]]
+    assert ("evaluate", "t0") not in bench.calls and res["metrics"] == {}
+
+
+def test_artifact_collection_runs_under_the_run_stage_network_policy(tmp_path: Path) -> None:
+    # contract A5: collection commands (and anything the agent left running) keep the run policy;
+    # the baseline comes back only afterwards.
+    from acx.ir import ArtifactCollectCommand, ArtifactSpec
+
+    driver = FakeDriver()
+    seen: list[str] = []
+
+    async def execute(prepared: Any, session: Any, plan: Any) -> Any:
+        await session.write_text("/app/out/a.txt", "A")
+        from acx.ir import RunResult
+
+        return RunResult(task_id=prepared.task_id, final_answer="Q0")
+
+    overrides = {
+        "run_network_policy": NetworkPolicy(network_mode="no-network"),
+        "artifacts": [ArtifactSpec(source="/app/out")],
+        "artifact_collect": [ArtifactCollectCommand(command="true")],
+        "collect_artifacts": True,
+        "save_artifacts": True,
+    }
+    original = driver.open
+
+    async def open_and_watch(request: Any) -> Any:
+        session = await original(request)
+        exec_ = session._exec
+
+        async def watched(argv: list[str], **kw: Any) -> Any:
+            seen.append(session.policy.network_mode)
+            return await exec_(argv, **kw)
+
+        session._exec = watched
+        return session
+
+    driver.open = open_and_watch  # type: ignore[method-assign]
+    env = EnvironmentSpec(id="fake")
+    run(
+        [program(FakeBench(), PyHarness(execute), tasks(1), driver=driver, environment=env, plan_overrides=overrides)],
+        tmp_path,
+    )
+    assert seen and set(seen) == {"no-network"}  # every collection command ran with the run policy
+    assert [m for _, m in driver.policy_log] == ["no-network", "public"]

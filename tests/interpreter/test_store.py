@@ -299,3 +299,45 @@ def test_a_task_that_fails_outside_its_attempts_counts_as_fatal(tmp_path: Path) 
     task_json = json.loads((d / "details" / "fatal" / task_dir_name("t1") / "task.json").read_text())
     assert task_json["state"] == "fatal"
     assert "planner bug" in (result.requests[0].error or "")
+
+
+def _add_tree_artifact(attempt: Path, *, extra: bool = False, link_target: str = "a.txt") -> None:
+    import hashlib
+
+    out = attempt / "artifacts" / "out"
+    out.mkdir(parents=True)
+    (out / "a.txt").write_bytes(b"A")
+    os.chmod(out / "a.txt", 0o644)
+    os.symlink(link_target, out / "link")
+    os.symlink(".", out / "self")  # harmless as a link; fatal to a copy that follows links
+    if extra:
+        (out / "injected.txt").write_text("not collected")
+    entry = {
+        "source": "/app/out",
+        "destination": "out",
+        "status": "collected",
+        "kind": "directory",
+        "files": [
+            {"path": "a.txt", "type": "file", "mode": 0o644, "size": 1, "sha256": hashlib.sha256(b"A").hexdigest()},
+            {"path": "link", "type": "symlink", "target": "a.txt", "size": 0},
+            {"path": "self", "type": "symlink", "target": ".", "size": 0},
+        ],
+    }
+    manifest = {"schema_version": 1, "directory": "artifacts", "complete": True, "created_ns": 1, "entries": [entry]}
+    (attempt / "submission-x.manifest.json").write_text(json.dumps(manifest))
+
+
+def test_reuse_copies_symlinks_as_symlinks_and_refuses_tampered_trees(tmp_path: Path) -> None:
+    # contract A6: a byte-for-byte copy (a followed `self -> .` link used to recurse until the
+    # disk was full); an extra file or a retargeted link is tampering → the task runs again.
+    first = run([program(FakeBench(), PyHarness(), tasks(3))], tmp_path)
+    src = run_dir(first)
+    attempts = {p.parent.name.split("--")[0]: p for p in src.glob("details/normal/*/attempt-1")}
+    _add_tree_artifact(attempts["t0"])
+    _add_tree_artifact(attempts["t1"], extra=True)
+    _add_tree_artifact(attempts["t2"], link_target="/etc/passwd")
+    harness, calls = _counting({})
+    second = run([program(FakeBench(), harness, tasks(3))], tmp_path, reuse={"req": src.name})
+    assert sorted(calls) == ["t1#1", "t2#1"]
+    out = next(run_dir(second).glob("details/normal/t0--*/attempt-1/artifacts/out"))
+    assert os.readlink(out / "link") == "a.txt" and os.readlink(out / "self") == "."

@@ -16,6 +16,7 @@ import stat
 import tarfile
 import tempfile
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
@@ -33,6 +34,7 @@ __all__ = [
     "read_single_file",
     "safe_extract",
     "single_file_tar",
+    "symlink_escapes",
 ]
 
 
@@ -70,6 +72,7 @@ def single_file_tar(relpath: str, data: bytes, mode: int = 0o644) -> bytes:
         info = tarfile.TarInfo(relpath)
         info.size = len(data)
         info.mode = mode & 0o7777
+        info.mtime = int(time.time())  # a file written now, not in 1970 (TarInfo's default)
         tar.addfile(info, io.BytesIO(data))
     return buf.getvalue()
 
@@ -118,14 +121,42 @@ def _member_relpath(name: str, strip_top: bool) -> str | None:
     return "/".join(parts) if parts else None
 
 
-def _check_link(member: tarfile.TarInfo, rel: str, strip_top: bool) -> str:
-    """The link target relative to the root; refuses targets outside it."""
+def symlink_escapes(depth: int, target: str) -> str | None:
+    """Why a symlink at ``depth`` directories below the root (its real location) with ``target``
+    may lead outside the root, or None. Text is not enough: ``x/..`` is not the link's own
+    directory when ``x`` is itself a symlink. So a target may only go up first (``../../``, at most
+    ``depth`` times) and then down by names; every link it passes through obeys the same rule, so
+    none leads out."""
+    if target.startswith("/"):
+        return f"points to the absolute path {target!r}"
+    ups, named = 0, False
+    for part in target.split("/"):
+        if part in ("", "."):
+            continue
+        if part != "..":
+            named = True
+        elif named:
+            return f"goes up ('..') after a name in {target!r} (a symlink there could lead anywhere)"
+        else:
+            ups += 1
+    if ups > depth:
+        return f"{target!r} leads above the artifact directory"
+    return None
+
+
+def _check_link(member: tarfile.TarInfo, rel: str, strip_top: bool, dest: Path) -> str:
+    """The link target relative to the root; refuses targets that may lead outside it."""
     target = member.linkname
     if not target or "\0" in target:
         raise UnsafeArchiveError(f"link {rel!r} has an empty or invalid target")
     if member.issym():
-        if target.startswith("/"):
-            raise UnsafeArchiveError(f"symlink {rel!r} points to the absolute path {target!r}")
+        # Where the link really is: its name may pass through a symlink extracted earlier.
+        real_root = os.path.realpath(dest)
+        real_parent = os.path.realpath(dest / posixpath.dirname(rel))
+        depth = 0 if real_parent == real_root else len(os.path.relpath(real_parent, real_root).split(os.sep))
+        problem = symlink_escapes(depth, target)
+        if problem is not None:
+            raise UnsafeArchiveError(f"symlink {rel!r} {problem}")
         resolved = posixpath.normpath(posixpath.join(posixpath.dirname(rel), target))
     else:  # hard link: the target is another member's name
         stripped = _member_relpath(target, strip_top)
@@ -206,14 +237,14 @@ def _extract_member(
         stats.files += 1
         stats.bytes += member.size
     elif member.issym():
-        _check_link(member, rel, strip_top)
         target.parent.mkdir(parents=True, exist_ok=True)
+        _check_link(member, rel, strip_top, dest)
         if target.is_symlink() or target.exists():
             target.unlink()
         os.symlink(member.linkname, target)
         stats.links += 1
     elif member.islnk():
-        resolved = _check_link(member, rel, strip_top)
+        resolved = _check_link(member, rel, strip_top, dest)
         source = dest / resolved
         _ensure_inside(dest, source)
         if not source.is_file():

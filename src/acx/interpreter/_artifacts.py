@@ -301,7 +301,7 @@ def _fingerprint_tree(staging: Path, kind: str, exclude: list[str]) -> tuple[lis
     Escaping symlinks and special files are refused here too, so a driver whose own transfer is a
     plain copy still cannot smuggle them in. Excludes are applied (again) for such drivers.
     """
-    from acx.drivers._docker_archive import UnsafeArchiveError, is_excluded
+    from acx.drivers._docker_archive import UnsafeArchiveError, is_excluded, symlink_escapes
 
     base = staging
     files: list[dict[str, Any]] = []
@@ -323,9 +323,10 @@ def _fingerprint_tree(staging: Path, kind: str, exclude: list[str]) -> tuple[lis
             st = full.lstat()
             if stat.S_ISLNK(st.st_mode):
                 target = os.readlink(full)
-                resolved = posixpath.normpath(posixpath.join(posixpath.dirname(rel), target))
-                if target.startswith("/") or resolved == ".." or resolved.startswith("../"):
-                    raise UnsafeArchiveError(f"symlink {rel!r} → {target!r} escapes the artifact")
+                # os.walk does not follow links: ``rel`` is the link's real place in the tree.
+                problem = symlink_escapes(rel.count("/"), target)
+                if problem is not None:
+                    raise UnsafeArchiveError(f"symlink {rel!r} {problem}")
                 files.append({"path": shown, "type": "symlink", "target": target, "size": 0})
             elif stat.S_ISDIR(st.st_mode):
                 files.append({"path": shown, "type": "dir", "mode": stat.S_IMODE(st.st_mode), "size": 0})
@@ -462,19 +463,40 @@ def _restore_issue(code: str, message: str) -> ExecutionIssue:
 
 
 def _verify(root: Path, entry: dict[str, Any]) -> str | None:
-    """Why the stored bytes of ``entry`` do not match the manifest (None when they do)."""
+    """Why the stored tree of ``entry`` does not match the manifest (None when it does): every
+    file's bytes and mode, every symlink's target, every directory — and nothing more."""
     final = root / entry["destination"]
     for f in entry["files"]:
         path = final / f["path"] if f["path"] else final
-        if f["type"] == "file":
-            if not path.is_file() or path.is_symlink():
-                return f"{path.relative_to(root)} is missing"
-            if path.stat().st_size != f["size"] or _sha256(path) != f["sha256"]:
-                return f"{path.relative_to(root)} does not match its checksum"
-        elif f["type"] == "dir" and not path.is_dir():
-            return f"{path.relative_to(root)} is missing"
-    if entry["kind"] == "directory" and not final.is_dir():
-        return f"{entry['destination']} is missing"
+        problem = _entry_problem(path, f)
+        if problem is not None:
+            return f"{path.relative_to(root)} {problem}"
+    if entry["kind"] == "directory":
+        if not final.is_dir() or final.is_symlink():
+            return f"{entry['destination']} is missing"
+        listed = {f["path"] for f in entry["files"]}
+        for dirpath, dirnames, filenames in os.walk(final):  # links are not followed
+            for name in dirnames + filenames:
+                rel = (Path(dirpath) / name).relative_to(final).as_posix()
+                if rel not in listed:
+                    return f"{entry['destination']}/{rel} is not in the manifest"
+    return None
+
+
+def _entry_problem(path: Path, f: dict[str, Any]) -> str | None:
+    if f["type"] == "symlink":
+        if not path.is_symlink() or os.readlink(path) != f["target"]:
+            return "is not the recorded symlink"
+        return None
+    if f["type"] == "file":
+        if not path.is_file() or path.is_symlink():
+            return "is missing"
+        if path.stat().st_size != f["size"] or _sha256(path) != f["sha256"]:
+            return "does not match its checksum"
+    elif f["type"] == "dir" and (not path.is_dir() or path.is_symlink()):
+        return "is missing"
+    if "mode" in f and stat.S_IMODE(path.lstat().st_mode) != f["mode"]:
+        return "has another mode than recorded"
     return None
 
 

@@ -203,6 +203,8 @@ class _Try:
     evaluated: RunResult | None = None
     artifacts: dict[str, Any] = field(default_factory=dict)
     run_ok: bool = True
+    #: The network policy the run stage left in force (kept through artifact collection, A5).
+    net: NetworkPolicy | None = None
 
     def add(self, severity: str, phase: str, code: str, message: str = "") -> None:
         self.issues.append(_issue(severity, phase, code, message))
@@ -360,6 +362,7 @@ class AttemptRunner:
                     await self._run_stage(t, session)
                     if t.run_ok and plan.collect_artifacts:
                         await self._collect_artifacts(t, session)
+                    await self._end_run_policy(t, session)
                     if t.run_ok and mode == "reuse":
                         await self._evaluate(t, session, switch=True)
             finally:
@@ -514,7 +517,7 @@ class AttemptRunner:
             return
         baseline = self._baseline(plan.environment)
         try:
-            current = await self._switch(t, session, plan.run_network_policy, baseline, "setup")
+            t.net = await self._switch(t, session, plan.run_network_policy, baseline, "setup")
         except _Abort:
             return
         T = plan.run_timeout_seconds
@@ -522,10 +525,17 @@ class AttemptRunner:
             await self._run_harness_free(t, session, T)
         else:
             await self._run_harness(t, session, T)
+
+    async def _end_run_policy(self, t: _Try, session: Session) -> None:
+        """Back to the baseline policy — after artifact collection, which (with anything the agent
+        left running) stays under the run stage's policy (A5)."""
+        if t.net is None:
+            return
         try:
-            await self._switch(t, session, baseline, current, "cleanup")
+            await self._switch(t, session, self._baseline(self.plan.environment), t.net, "cleanup")
         except _Abort:
             pass
+        t.net = None
 
     async def _run_harness_free(self, t: _Try, session: Session, T: float | None) -> None:
         ctx = self.ctx
@@ -608,7 +618,7 @@ class AttemptRunner:
             t.add("fatal", "collect", "artifact_transfer_failed", self._msg(exc))
             return
         t.issues.extend(outcome.issues)
-        if any(i.severity == "fatal" for i in outcome.issues):
+        if outcome.blocks_evaluation:  # A6: a failed preparation or transfer is never evaluated
             t.run_ok = False
         t.artifacts["declared_artifacts"] = outcome.declared_artifacts
         if outcome.manifest_path is not None:

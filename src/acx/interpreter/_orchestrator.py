@@ -708,7 +708,14 @@ def _reuse_into(run: _RequestRun, prog: RequestProgram, source: Path) -> int:
             if retry_reason(issues, req.execution.retry_pattern_list):
                 continue  # retry-eligible: run it again
         dest = run.store.details / state / d.name
-        shutil.copytree(d, dest)  # real copies, never hard links between runs
+        try:
+            # Real copies, never hard links between runs; symlinks stay symlinks (following one,
+            # a `self -> .` link in an agent's artifacts recurses until the disk is full).
+            shutil.copytree(d, dest, symlinks=True)
+        except (shutil.Error, OSError) as exc:
+            log.warning("reuse: task %s not copied (%s); it runs again", task_id, exc, extra={"request": run.prog.name})
+            shutil.rmtree(dest, ignore_errors=True)
+            continue
         if not all(_artifacts_intact(p) for p in dest.glob("attempt-*")):
             shutil.rmtree(dest, ignore_errors=True)
             continue
