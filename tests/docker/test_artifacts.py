@@ -298,3 +298,31 @@ def test_download_deadline_is_enforced_promptly(run_label: str, tmp_path: Path, 
     assert elapsed < 5, elapsed
     assert [i.code for i in outcome.issues] == ["artifact_download_timeout"]
     assert [d["status"] for d in outcome.declared_artifacts] == ["failed"] and not outcome.complete
+
+
+def test_a_container_killed_from_outside_is_reported_as_gone(run_label: str, docker_driver: Any) -> None:
+    # Not "the agent exited with 137" plus a raw HTTP 409: the sandbox itself stopped.
+    import pytest
+
+    from acx.drivers.docker import docker_client
+    from acx.errors import DriverError
+
+    async def main() -> None:
+        agent = await _open(docker_driver(), run_label)
+        try:
+
+            async def kill_soon() -> None:
+                await trio.sleep(1)
+                await trio.to_thread.run_sync(docker_client().api.kill, agent.container_id)
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(kill_soon)
+                with pytest.raises(DriverError, match="is gone: it was stopped from outside") as info:
+                    await agent.exec(["sleep", "30"])
+            assert info.value.code == "sandbox_stopped"
+            with pytest.raises(DriverError, match="is gone"):
+                await agent.exec(["true"])
+        finally:
+            await agent.close()
+
+    trio.run(main)

@@ -657,11 +657,16 @@ class DockerSession(Session):
             )
         except APIError as exc:
             # e.g. the container died (OOM-killed, removed by `acx env close`): a driver failure.
+            await self._raise_if_stopped()
             raise DriverError(f"cannot run a command in session {self.id}: {_short(exc)}", code="exec_failed") from exc
         exec_id = created["Id"]
         out = _Output(max_output_bytes)
         timed_out = await self._run_stream(exec_id, tag, out, timeout)
         code = await self.driver._call(_exit_code, self.api, exec_id)
+        if code == 137 and not timed_out:  # SIGKILL that acx did not send: the sandbox, or its memory
+            await self._raise_if_stopped()
+            if await self._oom_killed():
+                out.add(None, b"\n[acx: the sandbox reached its memory limit; a process was OOM-killed]\n")
         if code == 126 and f"acx-cwd-missing:{tag}".encode() in out.stderr:
             raise DriverError(f"working directory {cwd} does not exist in session {self.id}", code="cwd_missing")
         if timed_out:
@@ -739,6 +744,30 @@ class DockerSession(Session):
             except Exception:  # the container may already be gone: nothing left to kill
                 return
 
+    async def _container_state(self) -> dict[str, Any]:
+        from docker.errors import APIError
+
+        try:
+            info = await self.driver._call(self.api.inspect_container, self.container_id)
+        except APIError:  # removed altogether
+            return {"Running": False, "Status": "removed"}
+        return dict(info.get("State") or {})
+
+    async def _raise_if_stopped(self) -> None:
+        """A clear error when the container itself is gone (killed from outside, OOM, removed)."""
+        state = await self._container_state()
+        if state.get("Running", True):
+            return
+        why = (
+            "it ran out of memory (OOM-killed)"
+            if state.get("OOMKilled")
+            else f"it was stopped from outside ({state.get('Status', 'not running')})"
+        )
+        raise DriverError(f"the sandbox of session {self.id} is gone: {why}", code="sandbox_stopped")
+
+    async def _oom_killed(self) -> bool:
+        return bool((await self._container_state()).get("OOMKilled"))
+
     async def kill_stray_processes(self) -> None:
         """Kill every process left in the container by earlier commands (phase boundary).
 
@@ -761,6 +790,7 @@ class DockerSession(Session):
             output = await self.driver._call(self.api.exec_start, created["Id"])
             code = await self.driver._call(_exit_code, self.api, created["Id"])
         except APIError as exc:
+            await self._raise_if_stopped()
             raise DriverError(
                 f"cannot stop the processes left in session {self.id}: {_short(exc)}", code="exec_failed"
             ) from exc

@@ -568,8 +568,8 @@ class AttemptRunner:
             with _deadline(watchdog) as scope, session.env_scope(self.run_env):
                 try:
                     partial = await harness.execute_task(state, session, t.prepared, req, plan)
-                except Exception as exc:
-                    t.add("fatal", "run", "harness_failed", self._msg(exc))
+                except Exception as exc:  # a sandbox that died keeps its own code (sandbox_stopped)
+                    t.add("fatal", "run", self._code(exc, "harness_failed"), self._msg(exc))
             if scope.cancelled_caught:
                 t.telemetry["timed_out"] = True
                 t.add(
