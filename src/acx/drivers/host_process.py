@@ -40,7 +40,7 @@ import signal
 import stat
 import subprocess
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import ClassVar
 
@@ -571,40 +571,28 @@ def _session_dirs(parent: str, session_id: str) -> list[str]:
 
 
 def _reap(session_id: str, roots: list[str]) -> int:
-    """SIGKILL every process of a dead session: its environment holds the exact marker entry
-    ``ACX_SESSION_ID=<session id>``, or its cwd is inside one of ``roots``. Never this process,
-    never another user's (permission denied: skipped). Repeats while it finds some, so children
-    forked during a pass are caught by the next one."""
-    entry = b"\0" + _MARKER_KEY + b"=" + os.fsencode(session_id) + b"\0"
+    """SIGKILL every process of a dead session: its environment holds the exact marker
+    ``ACX_SESSION_ID=<session id>``, or its cwd is inside one of ``roots``."""
+    marker = os.fsencode(session_id)
     allowed = [os.path.realpath(r) for r in roots]
-    own, uid = os.getpid(), os.getuid()
-    total = 0
-    for _ in range(5):
-        killed = 0
-        try:
-            pids = [int(n) for n in os.listdir("/proc") if n.isdigit()]
-        except OSError:
-            return total
-        for pid in pids:
-            if pid == own or not (_environ_has(pid, entry) or _cwd_inside(pid, allowed)):
-                continue
-            try:
-                if os.stat(f"/proc/{pid}").st_uid != uid:  # another user's, even when we are root
-                    continue
-                os.kill(pid, signal.SIGKILL)
-                killed += 1
-            except (ProcessLookupError, PermissionError, FileNotFoundError):
-                pass
-        total += killed
-        if not killed:
-            break
-    return total
+    return _kill_matching(lambda pid: _marker_of(pid) == marker or _cwd_inside(pid, allowed))
 
 
 def _reap_marked(prefix: bytes, spare: frozenset[bytes] = frozenset()) -> int:
-    """SIGKILL this user's processes whose ``ACX_SESSION_ID`` starts with ``prefix`` — never acx,
-    never a process of one of the ``spare`` sessions. Repeats while it finds some (children forked
-    during a pass)."""
+    """SIGKILL the processes whose ``ACX_SESSION_ID`` starts with ``prefix``, except those of the
+    ``spare`` sessions."""
+
+    def matches(pid: int) -> bool:
+        marker = _marker_of(pid)
+        return marker is not None and marker.startswith(prefix) and marker not in spare
+
+    return _kill_matching(matches)
+
+
+def _kill_matching(matches: Callable[[int], bool]) -> int:
+    """SIGKILL this user's processes that ``matches`` — never acx itself, never another user's
+    (skipped even when we are root). Repeats while it finds some, so children forked during a
+    pass are caught by the next one."""
     own, uid, total = os.getpid(), os.getuid(), 0
     for _ in range(5):
         killed = 0
@@ -613,11 +601,10 @@ def _reap_marked(prefix: bytes, spare: frozenset[bytes] = frozenset()) -> int:
         except OSError:
             return total
         for pid in pids:
-            marker = _marker_of(pid) if pid != own else None
-            if marker is None or not marker.startswith(prefix) or marker in spare:
+            if pid == own or not matches(pid):
                 continue
             try:
-                if os.stat(f"/proc/{pid}").st_uid == uid:  # another user's, even when we are root
+                if os.stat(f"/proc/{pid}").st_uid == uid:
                     os.kill(pid, signal.SIGKILL)
                     killed += 1
             except (ProcessLookupError, PermissionError, FileNotFoundError):
@@ -640,15 +627,6 @@ def _marker_of(pid: int) -> bytes | None:
         if entry.startswith(key):
             return entry[len(key) :]
     return None
-
-
-def _environ_has(pid: int, entry: bytes) -> bool:
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as fh:
-            data = fh.read()
-    except OSError:  # gone, another user's (PermissionError), a kernel thread
-        return False
-    return entry in b"\0" + data + (b"" if data.endswith(b"\0") else b"\0")
 
 
 def _cwd_inside(pid: int, allowed: list[str]) -> bool:
