@@ -261,7 +261,7 @@ def test_secret_references_outside_component_params_are_resolved_at_run_time(tmp
         text=True,
         timeout=60,
     )
-    assert res.returncode == 2 and "names a results directory" in res.stderr
+    assert res.returncode == 2 and "cannot be the secret reference" in res.stderr
 
 
 def test_an_answer_file_that_is_not_a_file_is_a_task_error_not_a_fatal_one(tmp_path: Path) -> None:
@@ -285,3 +285,36 @@ def test_an_answer_file_that_is_not_a_file_is_a_task_error_not_a_fatal_one(tmp_p
         (run_dir,) = (tmp_path / name / "quickstart").iterdir()
         (result,) = run_dir.glob("details/error/*/attempt-1/result.json")
         assert "output_missing" in result.read_text()
+
+
+def test_resume_of_a_run_it_cannot_write_is_refused_up_front(tmp_path: Path) -> None:
+    import shutil
+
+    spec = _quickstart_copy(tmp_path)
+    res = _acx("run", str(spec), "--results-dir", "r", "--run-id", "one", "--progress", "none", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    running = tmp_path / "r" / "quickstart" / "one" / "details" / "running"
+    shutil.rmtree(running)
+    running.write_text("in the way")  # a directory resume must write into cannot be
+    res = _acx("run", "--resume", "r/quickstart/one", "--progress", "none", cwd=tmp_path)
+    assert res.returncode == 2 and "E0620" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_request_and_task_level_missing_variables_come_in_one_e0310(tmp_path: Path) -> None:
+    from acx.cli._run import _refuse_missing_env
+    from acx.compiler import compile_orchestration
+
+    spec = _quickstart_copy(tmp_path)
+    text = (spec.parent / "quickstart.yaml").read_text()
+    text = text.replace(
+        "    environment: {id: host_process, evaluation_environment_mode: none}",
+        '    environment: {id: host_process, evaluation_environment_mode: none, run_env_variables: {X: "${RUN_ONLY}"}}',
+    )
+    (spec.parent / "env.yaml").write_text(text)
+    requests = [r.request for r in compile_orchestration(str(spec.parent / "env.yaml")).orchestration.requests]
+    _refuse_missing_env(requests)  # not needed to load the tasks: left to the preflight (one E0310)
+    ds = text.replace("dataset: data/quickstart.jsonl", 'dataset: "${DATASET_SECRET}"')
+    (spec.parent / "ds.yaml").write_text(ds)
+    requests = [r.request for r in compile_orchestration(str(spec.parent / "ds.yaml")).orchestration.requests]
+    with pytest.raises(Exception, match="DATASET_SECRET, RUN_ONLY"):
+        _refuse_missing_env(requests)

@@ -267,13 +267,30 @@ def build_programs(args: argparse.Namespace, spec: str) -> tuple[Any, list[Any]]
 
 
 def _refuse_missing_env(requests: list[Any]) -> None:
-    """Every name the requests need and the environment lacks, in one E0310, before any task is
-    loaded (a dataset path can be a secret). Names a task adds are checked by the preflight."""
-    from acx.interpreter._envvars import MissingEnvError, missing_names, request_names
+    """Refuse before any task is loaded when loading needs a missing variable (a secret dataset
+    path): then every name the requests need and the environment lacks is listed at once. Otherwise
+    the interpreter's preflight lists them, together with the names the tasks add (one E0310)."""
+    import msgspec
+
+    from acx.interpreter._envvars import MissingEnvError, missing_names, referenced_names, request_names
 
     missing = {name for req in requests for name in missing_names(request_names(req), os.environ)}
-    if missing:
+    loading = set()
+    for req in requests:
+        for value in _strings(msgspec.to_builtins(req.benchmark.params)):
+            loading |= referenced_names(value)[0]
+    if missing & loading:
         raise MissingEnvError(missing)
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
 
 
 def _print_program_warnings(name: str, warnings: list[str]) -> None:

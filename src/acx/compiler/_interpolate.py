@@ -56,6 +56,23 @@ def has_embedded_ref(value: Any) -> bool:
     return isinstance(value, str) and "${" in value and env_ref_name(value) is None
 
 
+#: Sections a secret cannot fill: output names and results paths become directory names, and
+#: execution settings are shown in events and logs (a retry's reason quotes its pattern).
+NO_SECRET_SECTIONS = frozenset({("output",), ("runtime",), ("execution",)})
+
+
+def no_secret_here(where: str, name: str, span: Span | None) -> Diagnostic:
+    return Diagnostic(
+        code="E0204",
+        message=f"`{where}` is shown in results, logs or directory names: it cannot be the secret reference "
+        f"`${{{name}}}`",
+        span=span,
+        path=where,
+        help="write the value, or reference it with an ordinary variable name (`env(...)` instead of "
+        "`secret(...)` in .acx)",
+    )
+
+
 def in_env_map(path: Path_) -> bool:
     return any(isinstance(p, str) and p in ENV_MAP_KEYS for p in path[:-1])
 
@@ -132,18 +149,8 @@ class _Walk:
             self.res.diagnostics.append(embedded_ref_diagnostic(value, self.span_of(rel), where))
             return value
         if rel in self.secret_paths or is_sensitive_path(full) or is_secret_name(name):
-            if full[:1] in (("output",), ("runtime",)):
-                # Output names and results paths become directory names and are printed: a
-                # secret there would be on disk and on screen.
-                self.res.diagnostics.append(
-                    Diagnostic(
-                        code="E0204",
-                        message=f"`{where}` names a results directory: it cannot be the secret reference `${{{name}}}`",
-                        span=self.span_of(rel),
-                        path=where,
-                        help="write the value, or use a variable whose name does not look like a secret",
-                    )
-                )
+            if full[:1] in NO_SECRET_SECTIONS:
+                self.res.diagnostics.append(no_secret_here(where, name, self.span_of(rel)))
                 return value
             self.res.secret_refs.add(name)
             if name not in self.environ:

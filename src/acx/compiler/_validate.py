@@ -21,10 +21,12 @@ import msgspec
 
 from acx.compiler._interpolate import (
     ENV_MAP_KEYS,
+    NO_SECRET_SECTIONS,
     embedded_ref_diagnostic,
     env_ref_name,
     format_path,
     has_embedded_ref,
+    no_secret_here,
 )
 from acx.compiler._redact import is_secret_name
 from acx.compiler._shapes import (
@@ -264,17 +266,9 @@ class Checker:
             )
 
     def check_value(self, value: Any, tp: Any, path: Path_, *, cls: type[Any] | None, name: str) -> None:
-        if _contains_ref(value):
-            ref = env_ref_name(value)
-            if ref is not None and is_secret_name(ref) and not _takes_text(tp):
-                # Known from the name alone: a secret stays a reference until use, as a string.
-                self.err(
-                    "E0204",
-                    f"`{self.where(path)}` cannot take the secret reference `${{{ref}}}`: a secret is "
-                    "resolved only where it is used, as a string",
-                    path,
-                    help="write the value, or use a variable whose name does not look like a secret",
-                )
+        nested = struct_of(tp)
+        if _contains_ref(value) and not (nested is not None and isinstance(value, dict)):
+            self.check_secret_ref(value, tp, path)
             return  # `${VAR}` is checked after substitution
         if _has_unfit_scalar(value):
             return  # reported by check_scalars (msgspec cannot even print a lone surrogate)
@@ -435,6 +429,31 @@ class Checker:
                 f"`{self.where(path)}`: invalid string: `\\u{ord(lone):04x}` is a lone UTF-16 surrogate",
                 path,
                 help="write the character itself, or a high+low surrogate pair (e.g. \\ud83d\\ude00)",
+            )
+
+    def check_secret_ref(self, value: Any, tp: Any, path: Path_) -> None:
+        """What compile will refuse about a secret reference, known without the environment: a
+        secret (by its variable's name, or ``secret()`` in .acx) cannot fill a non-string field,
+        nor a field of ``output``, ``runtime`` or ``execution``."""
+        if isinstance(value, list):  # e.g. retry_pattern_list: the section rule applies to items
+            for i, item in enumerate(value):
+                self.check_secret_ref(item, str, (*path, i))
+            return
+        ref = env_ref_name(value)
+        if ref is None or not (is_secret_name(ref) or path in self.doc.secret_paths):
+            return
+        semantic = path[2:] if path[:1] == ("requests",) else path[1:] if path[:1] == ("defaults",) else path
+        if semantic[:1] in NO_SECRET_SECTIONS:
+            d = no_secret_here(self.where(path), ref, None if self.cli_flag else self.doc.span_of(path))
+            self.diagnostics.append(d)
+        elif not _takes_text(tp):
+            self.err(
+                "E0204",
+                f"`{self.where(path)}` cannot take the secret reference `${{{ref}}}`: a secret is "
+                "resolved only where it is used, as a string",
+                path,
+                help="write the value, or reference it with an ordinary variable name (`env(...)` instead "
+                "of `secret(...)` in .acx)",
             )
 
     # ---- interpolation --------------------------------------------------------------------
@@ -605,6 +624,7 @@ class Checker:
 
     def check_task_concurrency(self, value: Any) -> None:
         if env_ref_name(value) is not None:
+            self.check_secret_ref(value, int, ("task_concurrency",))
             return
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             self.err(

@@ -145,10 +145,11 @@ class RunStore:
     @classmethod
     def _init(cls, run_dir: Path, run_id: str) -> RunStore:
         store = cls(run_dir, run_id=run_id)
-        for sub in ("running", *FINAL_STATES):
-            (store.details / sub).mkdir(parents=True, exist_ok=True)
-        store.resources.mkdir(exist_ok=True)
-        (run_dir / ".acx").mkdir(exist_ok=True)
+        for d in (*(store.details / sub for sub in ("running", *FINAL_STATES)), store.resources, run_dir / ".acx"):
+            try:
+                d.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:  # a file in the way, no permission
+                raise _unwritable(d, exc) from None
         return store
 
     @classmethod
@@ -233,6 +234,24 @@ class RunStore:
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
         self._lock_fd = fd
+        if self.resumed:
+            self._check_writable()
+
+    def _check_writable(self) -> None:
+        """Everything a resumed run writes can be written (E0620 now, not a crash mid-run)."""
+        for d in (self.run_dir, self.run_dir / ".acx", *(self.details / s for s in ("running", *FINAL_STATES))):
+            probe = d / f".acx-probe-{os.getpid()}"
+            try:
+                os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+                os.unlink(probe)
+            except OSError as exc:
+                raise _unwritable(d, exc) from None
+        for f in (self.journal_path, self.run_dir / "run_info.json", self.run_dir / "progress.jsonl"):
+            try:
+                if f.exists():
+                    os.close(os.open(f, os.O_WRONLY | os.O_APPEND))
+            except OSError as exc:
+                raise _unwritable(f, exc) from None
 
     def locked_by(self) -> int | None:
         """The pid of the live process running this run (it holds :meth:`lock`), else None."""
