@@ -663,9 +663,11 @@ class DockerSession(Session):
         out = _Output(max_output_bytes)
         timed_out = await self._run_stream(exec_id, tag, out, timeout)
         code = await self.driver._call(_exit_code, self.api, exec_id)
-        if code == 137 and not timed_out:  # SIGKILL that acx did not send: the sandbox, or its memory
-            await self._raise_if_stopped()
-            if await self._oom_killed():
+        if not timed_out and code in (None, 137):
+            # Killed by a signal acx did not send, or no exit recorded: was it the sandbox itself
+            # (killed from outside, OOM-killed, removed), or its memory limit?
+            await self._raise_if_stopped(settle=1.0)
+            if code == 137 and await self._oom_killed():
                 out.add(None, b"\n[acx: the sandbox reached its memory limit; a process was OOM-killed]\n")
         if code == 126 and f"acx-cwd-missing:{tag}".encode() in out.stderr:
             raise DriverError(f"working directory {cwd} does not exist in session {self.id}", code="cwd_missing")
@@ -753,9 +755,18 @@ class DockerSession(Session):
             return {"Running": False, "Status": "removed"}
         return dict(info.get("State") or {})
 
-    async def _raise_if_stopped(self) -> None:
-        """A clear error when the container itself is gone (killed from outside, OOM, removed)."""
-        state = await self._container_state()
+    async def _raise_if_stopped(self, settle: float = 0.0) -> None:
+        """A clear error when the container itself is gone (killed from outside, OOM, removed).
+
+        ``settle``: how long to watch for the engine to record the stop — a command's stream can
+        end before the container's state says it exited.
+        """
+        deadline = trio.current_time() + settle
+        while True:
+            state = await self._container_state()
+            if not state.get("Running", True) or trio.current_time() >= deadline:
+                break
+            await trio.sleep(0.05)
         if state.get("Running", True):
             return
         why = (
