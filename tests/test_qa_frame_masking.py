@@ -31,6 +31,7 @@ requests:
 
 
 def test_continuation_line_value_is_masked_end_to_end(write: Writer, capsys: pytest.CaptureFixture[str]) -> None:
+    # contract P8
     write("ml.yaml", ML)
     assert main(["validate", "ml.yaml"]) == 2
     err = capsys.readouterr().err
@@ -44,6 +45,7 @@ def _render(text: str, span: Span, path: str | None, code: str = "E0204") -> str
 
 
 def test_span_of_a_sensitive_path_is_masked_on_any_line() -> None:
+    # contract P8
     text = "headers:\n  Authorization:\n    - Bearer visible-1\n"
     out = _render(text, Span("f.yaml", 3, 5, 4, 1), "requests[0].model.params.headers.Authorization[0]")
     assert "visible-1" not in out and " 3 |     * ****** *********" in out
@@ -53,6 +55,7 @@ def test_span_of_a_sensitive_path_is_masked_on_any_line() -> None:
 
 
 def test_ordinary_paths_keys_and_references_are_left_readable() -> None:
+    # contract P8
     assert "visible-3" in _render("  - visible-3\n", Span("f.yaml", 1, 3), "requests[0].harness.command")
     # the span is the sensitive key itself (unknown key): it is named in the message anyway
     out = _render("      headers:\n", Span("f.yaml", 1, 7, 1, 14), "requests[0].model.headers", "E0203")
@@ -63,6 +66,7 @@ def test_ordinary_paths_keys_and_references_are_left_readable() -> None:
 
 
 def test_related_frames_of_a_sensitive_diagnostic_are_masked() -> None:
+    # contract P8
     text = "api_key:\n  - visible-4\napi_key:\n  - visible-5\n"
     diag = Diagnostic(
         code="E0204",

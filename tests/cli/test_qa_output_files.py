@@ -31,6 +31,7 @@ def spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_output_to_a_directory_is_a_clear_error(
     spec: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], dry_run: bool
 ) -> None:
+    # contract P8
     target = tmp_path / "out"
     target.mkdir()
     assert main(["compile", str(spec), "-o", str(target), *(["--dry-run"] if dry_run else [])]) == 2
@@ -41,6 +42,7 @@ def test_output_to_a_directory_is_a_clear_error(
 
 
 def test_output_to_an_uncreatable_path_is_a_clear_error(spec: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # contract P8
     assert main(["compile", str(spec), "-o", "/proc/acx-qa-no-such-dir/x.json"]) == 2
     err = capsys.readouterr().err
     assert "error[E0217]" in err and "internal error" not in err
@@ -54,6 +56,7 @@ def test_output_to_an_uncreatable_path_is_a_clear_error(spec: Path, capsys: pyte
 def test_output_writes_through_a_symlink(
     spec: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], dry_run: bool
 ) -> None:
+    # contract P8
     real = tmp_path / "real.txt"
     real.write_text("old\n", encoding="utf-8")
     real.chmod(0o640)
@@ -69,6 +72,7 @@ def test_output_writes_through_a_symlink(
 def test_output_to_a_fifo_or_character_device_writes_in_place(
     spec: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    # contract P8
     fifo = tmp_path / "fifo.json"
     os.mkfifo(fifo)
     reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # so the writer's open does not block
@@ -84,6 +88,7 @@ def test_output_to_a_fifo_or_character_device_writes_in_place(
 
 
 def test_fmt_formats_the_target_of_a_symlink(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # contract P8
     real = tmp_path / "real.acx"
     real.write_text("let  x =  1\n", encoding="utf-8")
     link = tmp_path / "link.acx"
@@ -93,6 +98,7 @@ def test_fmt_formats_the_target_of_a_symlink(tmp_path: Path, capsys: pytest.Capt
 
 
 def test_nul_in_a_dataset_path_is_a_user_error_for_plans(spec: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # contract P8
     spec.write_text(SPEC.replace("data/lang-qa.jsonl", "data/x\\u0000"), encoding="utf-8")
     for command in (["check"], ["compile", "--dry-run"], ["compile", "--plans"]):
         assert main([*command, str(spec)]) == 2

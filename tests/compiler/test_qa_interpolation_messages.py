@@ -33,6 +33,7 @@ Writer = Callable[[str, str], Path]
     ],
 )
 def test_message_names_the_real_problem(value: str, expected: str) -> None:
+    # contract R6
     diag = embedded_ref_diagnostic(value, None, "p")
     assert diag.code == "E0212" and expected in diag.message
     if "inside a longer string" not in expected:
@@ -40,18 +41,21 @@ def test_message_names_the_real_problem(value: str, expected: str) -> None:
 
 
 def test_default_help_points_to_env_maps_and_never_quotes_the_default() -> None:
+    # contract R6
     diag = embedded_ref_diagnostic("${X:-s3cret-default}", None, "model.base_url")
     assert "env_variables" in (diag.help or "") and "export X" in (diag.help or "")
     assert "s3cret-default" not in diag.message + (diag.help or "")
 
 
 def test_interpolation_reports_the_same_wording() -> None:
+    # contract R6
     _, info = interpolate({"max_retries": "${ X }"}, {"X": "1"}, span_of=lambda rel: Span("f.yaml", 1, 1))
     (diag,) = info.diagnostics
     assert diag.code == "E0212" and "spaces around the name" in diag.message
 
 
 def test_validate_end_to_end(write: Writer, capsys: pytest.CaptureFixture[str]) -> None:
+    # contract R6
     write(
         "m.yaml",
         """

@@ -59,15 +59,18 @@ def _span(rel: object) -> Span:
     ],
 )
 def test_secret_looking_names(name: str) -> None:
+    # contract R6
     assert is_secret_name(name)
 
 
 @pytest.mark.parametrize("name", ["MODEL_BASE_URL", "MAX_TOKENS", "TOKENIZER", "WRAP_API_KEY", "HOME", "N"])
 def test_ordinary_names(name: str) -> None:
+    # contract R6
     assert not is_secret_name(name)
 
 
 def test_secret_name_at_an_ordinary_key_stays_a_reference() -> None:
+    # contract R6
     data = {"system_prompt": "${OPENAI_API_KEY}", "dataset": "${DATA}"}
     out, info = interpolate(
         data, {"OPENAI_API_KEY": "sk-1", "DATA": "d.jsonl"}, span_of=_span, abs_prefix=("benchmark", "params")
@@ -89,6 +92,7 @@ def test_ordinary_names_are_still_substituted() -> None:  # contract R6
 
 
 def _run(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    # contract R6
     code = main(argv)
     out, err = capsys.readouterr()
     assert code == 0, err
@@ -98,6 +102,7 @@ def _run(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
 def test_no_view_and_no_plan_file_holds_the_value(
     write: Writer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], project: Path
 ) -> None:
+    # contract R6
     for name, value in SECRETS.items():
         monkeypatch.setenv(name, value)
     write("qa.jsonl", '{"id": "q1", "question": "q", "answer": "a"}\n')
@@ -133,6 +138,7 @@ def test_no_view_and_no_plan_file_holds_the_value(
 def test_a_secret_reference_in_a_non_string_field_is_an_error_not_a_dropped_request(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, source: str, name: str
 ) -> None:
+    # contract R6
     # Before: the request silently vanished ("0 request(s)", exit 0).
     monkeypatch.setenv("DB_PASSWORD", "sekret-31337")
     (tmp_path / "qa.jsonl").write_text('{"id": "a", "question": "1?", "answer": "1"}\n')
@@ -155,6 +161,7 @@ def test_a_secret_reference_in_a_non_string_field_is_an_error_not_a_dropped_requ
 
 
 def test_a_malformed_reference_is_reported_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # contract R6
     (tmp_path / "s.yaml").write_text(
         "version: 1\nname: s\nrequests:\n  - name: a\n"
         "    benchmark: {id: exact_match, dataset: qa.jsonl}\n"
@@ -169,6 +176,7 @@ def test_a_malformed_reference_is_reported_once(tmp_path: Path, capsys: pytest.C
 def test_validate_reports_every_secret_named_reference_in_a_non_string_field(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    # contract R6
     # Known from the variable's name alone: the CI gate (validate/check) catches what compile would.
     (tmp_path / "s.yaml").write_text(
         "version: 1\nname: s\nrequests:\n  - name: a\n"

@@ -109,6 +109,7 @@ def _result(results: Path, request: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("request_name", ["nohup", "envi"])
 def test_background_forger_does_not_set_the_reward(forged_run: Path, request_name: str) -> None:
+    # contract B1
     res = _result(forged_run, request_name)
     # Shared verification: the verifier wrote reward.txt = 0; the forged reward.json is gone.
     assert res["metrics"] == {"score": 0.0, "correct": False}, res
@@ -117,6 +118,7 @@ def test_background_forger_does_not_set_the_reward(forged_run: Path, request_nam
 
 
 def test_verifier_secret_is_masked_in_result_json(forged_run: Path) -> None:
+    # contract B1
     res = _result(forged_run, "secret")
     tail = res["extra"]["verifier_output_tail"]
     assert "using key ********" in tail, tail
@@ -137,6 +139,7 @@ _LISTER = "for d in /proc/[0-9]*; do c=$(tr '\\0' ' ' < $d/cmdline 2>/dev/null);
 def test_kill_stray_processes_kills_everything_the_commands_left(
     run_label: str, image: str, docker_driver: Any
 ) -> None:
+    # contract B1
     started = (
         "sh -c 'trap \"\" HUP; sleep 301' >/dev/null 2>&1 & "
         "env -i setsid sleep 302 >/dev/null 2>&1 & "
@@ -168,6 +171,7 @@ def test_kill_stray_processes_kills_everything_the_commands_left(
 def test_build_with_missing_base_image_is_refused_not_pulled(
     run_label: str, tmp_path: Path, docker_driver: Any
 ) -> None:
+    # contract B1
     ctx = tmp_path / "environment"
     ctx.mkdir()
     (ctx / "Dockerfile").write_text(f"FROM acx-test/qa-absent-{run_label}:1\nRUN true\n")

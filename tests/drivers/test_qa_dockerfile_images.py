@@ -10,10 +10,12 @@ from acx.drivers._docker_build import external_images
 
 
 def test_plain_from() -> None:
+    # contract H3
     assert external_images("FROM acx-test/bookworm:latest\nWORKDIR /app\n") == (["acx-test/bookworm:latest"], [])
 
 
 def test_stages_scratch_and_copy_from() -> None:
+    # contract H3
     text = (
         "FROM acx-test/bookworm:latest AS build\n"
         "RUN make\n"
@@ -28,6 +30,7 @@ def test_stages_scratch_and_copy_from() -> None:
 
 
 def test_global_args_flags_and_continuations() -> None:
+    # contract H3
     text = (
         "# syntax=docker/dockerfile:1\n"
         "ARG BASE=python\n"
@@ -41,11 +44,13 @@ def test_global_args_flags_and_continuations() -> None:
 
 
 def test_escape_directive() -> None:
+    # contract H3
     text = "# escape=`\nFROM `\n  acx-test/busybox:latest\nRUN dir c:\\\n"
     assert external_images(text) == (["acx-test/busybox:latest"], [])
 
 
 def test_unknowable_references_are_reported_not_guessed() -> None:
+    # contract H3
     text = "ARG NOPE\nFROM ${NOPE}\nFROM acx-test/busybox:latest\nARG LOCAL=x\nCOPY --from=$LOCAL /a /a\n"
     images, unresolved = external_images(text)
     assert images == ["acx-test/busybox:latest"]
@@ -53,4 +58,5 @@ def test_unknowable_references_are_reported_not_guessed() -> None:
 
 
 def test_duplicates_once() -> None:
+    # contract H3
     assert external_images("FROM a:1\nFROM a:1\n") == (["a:1"], [])

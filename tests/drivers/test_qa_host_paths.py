@@ -14,6 +14,7 @@ from acx.errors import DriverError
 
 
 def test_writes_create_parents_only_inside_the_session(tmp_path: Path) -> None:
+    # contract E1
     async def main() -> None:
         driver = HostProcessDriver(HostProcessConfig(workdir_root=str(tmp_path / "sessions")))
         session = await driver.open(OpenRequest(session_id="s1"))
@@ -33,6 +34,7 @@ def test_writes_create_parents_only_inside_the_session(tmp_path: Path) -> None:
 
 
 def test_reading_a_fifo_or_a_directory_fails_at_once_instead_of_hanging(tmp_path: Path) -> None:
+    # contract E1
     # A FIFO with no writer would block the worker thread forever (trio cannot cancel it).
     import os
 
@@ -54,6 +56,7 @@ def test_reading_a_fifo_or_a_directory_fails_at_once_instead_of_hanging(tmp_path
 
 
 def test_end_run_kills_what_left_the_process_group_but_not_kept_sessions(tmp_path: Path) -> None:
+    # contract E1
     # A `setsid` daemon escapes the group kill at the end of its exec; the run's end finds it by
     # its ACX_SESSION_ID marker. A kept session's daemon is left alone; so is another run's.
     import os

@@ -22,6 +22,7 @@ def _string_value(text: str) -> str:
 
 
 def test_lone_surrogate_escape_is_an_e0105_at_the_escape() -> None:
+    # contract R12
     with pytest.raises(AcxSyntaxError) as info:
         parse('let s = "a\\uD800b"\n', "s.acx")
     (diag,) = info.value.diagnostics
@@ -32,6 +33,7 @@ def test_lone_surrogate_escape_is_an_e0105_at_the_escape() -> None:
 
 
 def test_surrogate_pair_escape_is_one_character() -> None:
+    # contract R12
     assert _string_value("\\uD83D\\uDE00") == "\U0001f600"
     assert _string_value("\\u00e9") == "é"
 
@@ -40,6 +42,7 @@ def test_surrogate_pair_escape_is_one_character() -> None:
 def test_surrogate_in_a_spec_is_a_user_error_everywhere(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], command: list[str]
 ) -> None:
+    # contract R12
     spec = tmp_path / "s.acx"
     spec.write_text(SPEC.format(ds="\\uD800"), encoding="utf-8")
     assert main([*command, str(spec)]) == 2
@@ -48,6 +51,7 @@ def test_surrogate_in_a_spec_is_a_user_error_everywhere(
 
 
 def test_missing_and_directory_spec_name_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # contract R12
     missing = tmp_path / "nonexist.acx"
     assert main(["compile", "--dry-run", str(missing)]) == 2
     err = capsys.readouterr().err
@@ -61,6 +65,7 @@ def test_missing_and_directory_spec_name_the_file(tmp_path: Path, capsys: pytest
 
 
 def test_undecodable_bytes_give_line_and_column(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # contract R12
     spec = tmp_path / "bad.acx"
     spec.write_bytes(b'run x {\n  harness command { command = "\xc3\xa9\xff" }\n}\n')
     assert main(["check", str(spec), "--format", "json"]) == 2

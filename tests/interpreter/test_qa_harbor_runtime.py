@@ -107,6 +107,7 @@ async def _reward_one(proc: FakeProcess) -> int:
 
 
 def test_agent_processes_are_stopped_before_the_wipe_and_the_verifier(tmp_path: Path) -> None:
+    # contract B1
     async def ok() -> None:
         return None
 
@@ -116,6 +117,7 @@ def test_agent_processes_are_stopped_before_the_wipe_and_the_verifier(tmp_path: 
 
 
 def test_processes_that_cannot_be_stopped_are_an_evaluation_error(tmp_path: Path) -> None:
+    # contract B1
     async def fails() -> None:
         raise DriverError("2 process(es) still running", code="process_cleanup_failed")
 
@@ -127,6 +129,7 @@ def test_processes_that_cannot_be_stopped_are_an_evaluation_error(tmp_path: Path
 
 
 def test_verifier_output_tail_masks_resolved_verifier_env(tmp_path: Path) -> None:
+    # contract B1
     async def prints_secret(proc: FakeProcess) -> int:
         out = f"+ echo 'using key {SECRET}'\nusing key {SECRET}\nmode literal-mode\n"
         await proc.session.write_text("/logs/verifier/test-stdout.txt", out)
@@ -140,12 +143,14 @@ def test_verifier_output_tail_masks_resolved_verifier_env(tmp_path: Path) -> Non
 
 
 def test_scrub_before_cut_leaves_no_fragment() -> None:
+    # contract B1
     text = "x" * 10 + SECRET + "y" * 1990
     tail = scrub_values(text, [SECRET])[-2000:]
     assert SECRET[-6:] not in tail
 
 
 def test_summary_category_column_is_labelled_with_the_headline_series() -> None:
+    # contract B1
     # Two scored tasks (1.0 and 0.25) and one without a score: the column is the headline
     # series' category value (62.5%), so it must not claim to be a pass rate (1 of 3 passed).
     def outcome(tid: str, score: float | None) -> TaskOutcome:

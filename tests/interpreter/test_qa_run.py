@@ -21,6 +21,7 @@ def _status(results: Path) -> str:
 
 
 def test_a_reader_that_goes_away_does_not_fail_the_run(tmp_path: Path) -> None:
+    # contract R13
     # `acx run ... 2>&1 | head -1`: the progress display and the final report hit a closed pipe.
     results = tmp_path / "r"
     proc = subprocess.Popen(
@@ -40,6 +41,7 @@ def test_a_reader_that_goes_away_does_not_fail_the_run(tmp_path: Path) -> None:
 
 
 def test_a_closed_stderr_does_not_fail_the_run(tmp_path: Path) -> None:
+    # contract R13
     # `acx run ... 2>&-`: no stderr at all (sys.stderr is None; descriptor 2 is free).
     results = tmp_path / "r"
     cmd = f"'{sys.executable}' -m acx run '{QUICKSTART}' --results-dir '{results}' --progress plain 2>&-"
@@ -61,6 +63,7 @@ def _quickstart_copy(tmp_path: Path) -> Path:
 
 
 def test_resume_of_a_run_still_in_progress_is_refused(tmp_path: Path) -> None:
+    # contract R13
     # Two processes on one run directory would run tasks twice and kill each other's agents.
     from acx.interpreter._store import RunStore
 
@@ -84,6 +87,7 @@ def test_resume_of_a_run_still_in_progress_is_refused(tmp_path: Path) -> None:
 
 
 def test_resume_refuses_a_changed_dataset(tmp_path: Path) -> None:
+    # contract R13
     spec = _quickstart_copy(tmp_path)
     res = _acx("run", str(spec), "--results-dir", "r", "--run-id", "one", "--progress", "none", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
@@ -95,6 +99,7 @@ def test_resume_refuses_a_changed_dataset(tmp_path: Path) -> None:
 
 
 def test_a_damaged_run_info_is_a_clear_error_everywhere(tmp_path: Path) -> None:
+    # contract R13
     spec = _quickstart_copy(tmp_path)
     res = _acx("run", str(spec), "--results-dir", "r", "--run-id", "one", "--progress", "none", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
@@ -111,6 +116,7 @@ def test_a_damaged_run_info_is_a_clear_error_everywhere(tmp_path: Path) -> None:
 
 
 def test_a_secret_reference_in_component_params_is_resolved_at_run_time_and_never_stored(tmp_path: Path) -> None:
+    # contract V1
     # A `${VAR}` whose name looks like a secret stays a reference in the compiled request (never
     # printed or stored); the run resolves it for the components, and its value stays out of results.
     import shutil
@@ -151,6 +157,7 @@ def test_a_secret_reference_in_component_params_is_resolved_at_run_time_and_neve
 
 
 def test_an_unreachable_docker_engine_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    # contract E1
     env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"}
     res = subprocess.run(
         [sys.executable, "-m", "acx", "run", str(REPO / "examples" / "docker-smoke.acx"), "--results-dir", "r"],
@@ -165,6 +172,7 @@ def test_an_unreachable_docker_engine_is_refused_before_anything_runs(tmp_path: 
 
 
 def test_acx_docker_sweep_0_leaves_crashed_runs_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    # contract E1
     # docs/docker.md: `ACX_DOCKER_SWEEP=0` skips the clean-up of crashed runs' containers at start.
     from types import SimpleNamespace
 
@@ -186,6 +194,7 @@ def test_acx_docker_sweep_0_leaves_crashed_runs_alone(monkeypatch: pytest.Monkey
 
 
 def test_a_refused_run_leaves_no_run_directory_behind(tmp_path: Path) -> None:
+    # contract R13
     # exit 2 means nothing ran — and nothing half-made is left for a later --reuse to pick up.
     spec = _quickstart_copy(tmp_path)
     res = _acx("run", str(spec), "--results-dir", "r", "--run-id", "src", "--progress", "none", cwd=tmp_path)
@@ -199,6 +208,7 @@ def test_a_refused_run_leaves_no_run_directory_behind(tmp_path: Path) -> None:
 
 
 def test_an_unwritable_results_dir_is_a_clear_error(tmp_path: Path) -> None:
+    # contract R13
     spec = _quickstart_copy(tmp_path)
     (tmp_path / "afile").write_text("x")
     res = _acx("run", str(spec), "--results-dir", "afile", "--progress", "none", cwd=tmp_path)
@@ -206,6 +216,7 @@ def test_an_unwritable_results_dir_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_every_missing_variable_is_reported_at_once(tmp_path: Path) -> None:
+    # contract V1
     # Secrets (kept references, a dataset path among them) and env maps, across requests.
     spec = _quickstart_copy(tmp_path)
     (spec.parent / "miss.yaml").write_text(
@@ -226,6 +237,7 @@ def test_every_missing_variable_is_reported_at_once(tmp_path: Path) -> None:
 
 
 def test_secret_references_outside_component_params_are_resolved_at_run_time(tmp_path: Path) -> None:
+    # contract V1
     # The model id, environment params and execution lists get the value; the request on disk
     # keeps the reference. A results path cannot be a secret (it would be a directory name).
     spec = _quickstart_copy(tmp_path)
@@ -265,6 +277,7 @@ def test_secret_references_outside_component_params_are_resolved_at_run_time(tmp
 
 
 def test_an_answer_file_that_is_not_a_file_is_a_task_error_not_a_fatal_one(tmp_path: Path) -> None:
+    # contract S2
     spec = _quickstart_copy(tmp_path)
     text = (spec.parent / "quickstart.yaml").read_text()
     for name, command in (("fifo", "mkfifo ans.txt"), ("dir", "mkdir ans.txt")):
@@ -288,6 +301,7 @@ def test_an_answer_file_that_is_not_a_file_is_a_task_error_not_a_fatal_one(tmp_p
 
 
 def test_resume_of_a_run_it_cannot_write_is_refused_up_front(tmp_path: Path) -> None:
+    # contract R13
     import shutil
 
     spec = _quickstart_copy(tmp_path)
@@ -301,6 +315,7 @@ def test_resume_of_a_run_it_cannot_write_is_refused_up_front(tmp_path: Path) -> 
 
 
 def test_request_and_task_level_missing_variables_come_in_one_e0310(tmp_path: Path) -> None:
+    # contract V1
     from acx.cli._run import _refuse_missing_env
     from acx.compiler import compile_orchestration
 

@@ -18,6 +18,7 @@ from acx.errors import AcxPlanError
 
 
 def test_task_without_image_or_dockerfile_is_refused_at_load(harbor_task) -> None:
+    # contract H3
     d = harbor_task("bare", "[agent]\ntimeout_sec = 10\n", dockerfile=None)
     with pytest.raises(AcxPlanError) as info:
         load_harbor_dataset(d)
@@ -30,6 +31,7 @@ def test_task_without_image_or_dockerfile_is_refused_at_load(harbor_task) -> Non
 
 
 def test_an_image_from_the_task_or_the_request_is_enough(harbor_task) -> None:
+    # contract H3
     with_image = harbor_task("img", '[environment]\ndocker_image = "acx-test/bookworm:latest"\n', dockerfile=None)
     assert [t.task_id for t in load_harbor_dataset(with_image)] == ["img"]
     bare = harbor_task("bare", "", dockerfile=None)
@@ -38,6 +40,7 @@ def test_an_image_from_the_task_or_the_request_is_enough(harbor_task) -> None:
 
 
 def test_separate_verifier_environment_needs_an_image_too(harbor_task) -> None:
+    # contract H3
     toml = (
         '[environment]\ndocker_image = "acx-test/bookworm:latest"\n'
         '[verifier]\nenvironment_mode = "separate"\n[verifier.environment]\ncpus = 1\n'
@@ -50,6 +53,7 @@ def test_separate_verifier_environment_needs_an_image_too(harbor_task) -> None:
 
 
 def test_in_a_dataset_the_error_waits_for_selection(harbor_task, tmp_path: Path) -> None:
+    # contract H3
     root = tmp_path / "tasks"
     harbor_task("bare", "", dockerfile=None, root=root)
     harbor_task("good", "", root=root)
@@ -71,6 +75,7 @@ def _spec(tmp_path: Path, image: str | None = None) -> Path:
 def test_compile_exits_2_naming_the_task(
     tmp_path: Path, harbor_task, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # contract H3
     monkeypatch.chdir(tmp_path)
     d = harbor_task("bare", "", dockerfile=None, root=tmp_path / "tasks")
     assert main(["compile", str(_spec(tmp_path)), "--plans"]) == 2
