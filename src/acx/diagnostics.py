@@ -9,11 +9,11 @@ Everything in acx that reports bad input builds Diagnostics and raises them insi
 :class:`acx.errors.AcxUserError`; the CLI renders them with :func:`render_text` (code frames when
 the source text is at hand) or :func:`render_json` (the editor contract of ``acx check``).
 
-This module imports nothing but the standard library at import time: it is the one piece every
-layer shares. Code frames hide secrets (same length, carets stay aligned): literal values of
-sensitive keys on the framed line, and — when the diagnostic's ``path`` is a sensitive position by
-:func:`acx.compiler._redact.is_sensitive_path`, imported late — the framed span itself, wherever
-the value sits (a continuation line, a list item).
+This module imports nothing but the standard library and the leaves :mod:`acx.envref` and
+:mod:`acx.secrets`: it is the one piece every layer shares. Code frames hide secrets (same length,
+carets stay aligned): literal values of sensitive keys on the framed line, and — when the
+diagnostic's ``path`` is a sensitive position by :func:`acx.secrets.is_sensitive_path` — the framed
+span itself, wherever the value sits (a continuation line, a list item).
 """
 
 from __future__ import annotations
@@ -23,6 +23,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from acx.envref import NAME
+from acx.secrets import CONTAINER_KEYS, FRAME_KEY_ENDINGS, NON_SENSITIVE_KEYS, is_sensitive_path
 
 __all__ = [
     "Diagnostic",
@@ -145,11 +148,11 @@ def _source_lines(file: str, sources: dict[str, str] | None) -> list[str] | None
         return None
 
 
-#: ``key: value`` / ``key = value`` where the key is a secret by the redaction rules (reference
-#: §2.2: ``api_key``, ``token``, ``password``, ``*_key``, ``*_secret``, ``*_token``, ...).
+#: ``key: value`` / ``key = value`` where the key ends like a secret by the redaction rules
+#: (:data:`acx.secrets.FRAME_KEY_ENDINGS`: ``api_key``, ``token``, ``password``, ``*_secret``, ...).
 _SECRET_ASSIGNMENT = re.compile(
     r"""(?P<key>(?<![A-Za-z0-9_-])["']?[A-Za-z0-9_-]*?"""
-    r"""(?:_key|_secret|_token|_jwt|_password|password|token|authorization|cookie|jwt|aksk|token_id)"""
+    rf"""(?:{"|".join(map(re.escape, FRAME_KEY_ENDINGS))})"""
     r"""["']?\s*[:=]\s*)(?P<value>"[^"]*"|'[^']*'|[^\s,}\]#]+)""",
     re.IGNORECASE,
 )
@@ -161,26 +164,15 @@ def _mask_secrets(line: str) -> str:
     def mask(m: re.Match[str]) -> str:
         key, value = m.group("key"), m.group("value")
         # References are not secrets: ${VAR}, and .acx calls such as secret("X") / env("X").
-        if "${" in value or "(" in value or key.strip("\"' :=").lower() == "wrap_api_key":
+        if "${" in value or "(" in value or key.strip("\"' :=").lower() in NON_SENSITIVE_KEYS:
             return m.group(0)
         return key + "*" * len(value)
 
     return _SECRET_ASSIGNMENT.sub(mask, line)
 
 
-#: Keys whose every value is secret (reference §2.2 container keys; kept equal to
-#: ``acx.compiler._redact.CONTAINER_KEYS`` by a test).
-_CONTAINER_KEYS = (
-    "auth",
-    "authentication",
-    "credentials",
-    "headers",
-    "env",
-    "env_variables",
-    "run_env_variables",
-    "evaluation_env_variables",
-    "evaluation_environment_env_variables",
-)
+#: Keys whose every value is secret (reference §2.2 container keys).
+_CONTAINER_KEYS = tuple(sorted(CONTAINER_KEYS))
 _CONTAINER = "|".join(sorted(_CONTAINER_KEYS, key=len, reverse=True))
 #: ``env_variables: {A: x, B: y}`` / ``env_variables = { A = "x" }`` on one line.
 _INLINE_CONTAINER = re.compile(
@@ -241,9 +233,7 @@ def _mask_frame_line(lines: list[str], index: int) -> str:
 
 
 #: A whole-value reference in a frame (``${VAR}``, ``"${VAR}"``, .acx ``secret("X")``/``env("X")``).
-_WHOLE_REFERENCE = re.compile(
-    r"""^(?:(["']?)\$\{[A-Za-z_][A-Za-z0-9_]*\}\1|(?:secret|env)\(\s*"[A-Za-z_][A-Za-z0-9_]*"\s*\))$"""
-)
+_WHOLE_REFERENCE = re.compile(rf"""^(?:(["']?)\$\{{{NAME}\}}\1|(?:secret|env)\(\s*"{NAME}"\s*\))$""")
 #: One step of a field path: ``name``, ``.name`` or ``[3]``.
 _PATH_PART = re.compile(r"\[(?P<index>\d+)\]|\.?(?P<key>[^.\[\]]+)")
 
@@ -259,10 +249,6 @@ def _secret_path(path: str | None) -> tuple[str | int, ...] | None:
     """The parts of ``path`` when the value there is a secret by the redaction rules, else None."""
     if not path:
         return None
-    # The one rule for sensitive positions lives with the redaction code; imported late so that
-    # this module stays importable on its own (only framed diagnostics with a path need it).
-    from acx.compiler._redact import is_sensitive_path
-
     parts = _path_parts(path)
     return parts if parts and is_sensitive_path(parts) else None
 

@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 from acx.compiler._source import DocKind, Path_, SourceDoc
 from acx.diagnostics import Diagnostic, Related, Span, did_you_mean, unique
+from acx.envref import has_reference_syntax
 from acx.errors import AcxSyntaxError
 from acx.grammar import _ast as A
 
@@ -511,7 +512,7 @@ class _Lowerer:
             return [self.place(item, (*path, i), item_span) for i, (item, item_span) in pairs]
         if isinstance(raw, _MapMarker):
             return self.body(raw.node.body, raw.scope, path, "generic")
-        if isinstance(raw, str) and "${" in raw:
+        if has_reference_syntax(raw):
             self.literal_paths.add(path)
         return raw
 

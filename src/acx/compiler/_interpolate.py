@@ -16,14 +16,14 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from acx.compiler._redact import is_secret_name, is_sensitive_path
 from acx.compiler._source import Path_
 from acx.diagnostics import Diagnostic, Span
+from acx.envref import ENV_MAP_KEYS, has_reference_syntax, malformed_whole, whole_default_name, whole_name
+from acx.secrets import is_secret_name, is_sensitive_path
 
 __all__ = [
     "ENV_MAP_KEYS",
@@ -35,25 +35,15 @@ __all__ = [
     "interpolate",
 ]
 
-ENV_MAP_KEYS = frozenset(
-    {"env_variables", "run_env_variables", "evaluation_env_variables", "evaluation_environment_env_variables"}
-)
-
-_WHOLE = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
-
 
 def env_ref_name(value: Any) -> str | None:
-    """``VAR`` when ``value`` is exactly ``${VAR}``, else None."""
-    if isinstance(value, str):
-        m = _WHOLE.match(value)
-        if m:
-            return m.group(1)
-    return None
+    """``VAR`` when ``value`` is exactly ``${VAR}``, else None (:func:`acx.envref.whole_name`)."""
+    return whole_name(value)
 
 
 def has_embedded_ref(value: Any) -> bool:
     """A string that contains ``${`` but is not a whole-field ``${VAR}``."""
-    return isinstance(value, str) and "${" in value and env_ref_name(value) is None
+    return has_reference_syntax(value) and whole_name(value) is None
 
 
 #: Sections a secret cannot fill: output names and results paths become directory names, and
@@ -138,7 +128,7 @@ class _Walk:
             return {k: self.walk(v, (*rel, k)) for k, v in value.items()}
         if isinstance(value, list):
             return [self.walk(v, (*rel, i)) for i, v in enumerate(value)]
-        if not isinstance(value, str) or "${" not in value or rel in self.literal_paths:
+        if not has_reference_syntax(value) or rel in self.literal_paths:
             return value
         full = (*self.prefix, *rel)
         if in_env_map(full) or (full and full[-1] in ENV_MAP_KEYS):
@@ -183,10 +173,6 @@ class _Walk:
         return self.environ[name]
 
 
-#: ``${VAR:-default}`` as the whole value (the default form is only resolved inside env maps).
-_WHOLE_DEFAULT = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*):-[^{}]*\}$", re.DOTALL)
-#: The whole value is one ``${...}`` (or an unterminated ``${...``) that is not a valid reference.
-_WHOLE_MALFORMED = re.compile(r"^\$\{(?P<inner>[^{}$]*)(?P<close>\}?)$", re.DOTALL)
 _NAME_HELP = "a name is letters, digits and `_`, not starting with a digit"
 
 
@@ -209,9 +195,8 @@ def embedded_ref_diagnostic(value: str, span: Span | None, path: str) -> Diagnos
     reference (``${}``, ``${ X }``, ``${1X}``, ``${X``) or a reference inside a longer string. The
     message never quotes the value (it may sit at a secret position); the code frame shows it.
     """
-    m = _WHOLE_DEFAULT.match(value)
-    if m:
-        name = m.group(1)
+    name = whole_default_name(value)
+    if name is not None:
         return Diagnostic(
             code="E0212",
             message=f"unsupported environment interpolation in `{path}`: `${{{name}:-...}}` (a default value) "
@@ -221,9 +206,9 @@ def embedded_ref_diagnostic(value: str, span: Span | None, path: str) -> Diagnos
             help=f"write `${{{name}}}` and export {name}, or write the value itself; `${{VAR:-default}}` works "
             "in env_variables, run_env_variables and evaluation_env_variables",
         )
-    m = _WHOLE_MALFORMED.match(value)
-    if m:
-        inner, closed = m.group("inner"), bool(m.group("close"))
+    malformed = malformed_whole(value)
+    if malformed is not None:
+        inner, closed = malformed
         return Diagnostic(
             code="E0212",
             message=f"malformed environment reference in `{path}`: {_malformed_reason(inner, closed)}",

@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import logging
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +42,7 @@ from acx.compiler._network_plan import (
 from acx.compiler._recipes import BaseRecipe, DeclarativeRecipeAdapter, RecipeRegistry, build_run_registry
 from acx.diagnostics import did_you_mean
 from acx.drivers._specs import DriverCapabilities
+from acx.envref import referenced_names
 from acx.errors import AcxPlanError, AcxUserError
 from acx.ir import (
     Contribution,
@@ -62,7 +62,6 @@ __all__ = ["PlanWarning", "PlannedAttempt", "RequestPlan", "plan_request", "requ
 
 _PUBLIC = NetworkPolicy()
 _DEFAULT_EXECUTION = ExecutionSpec()
-_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(:-[^}]*)?\}")
 _LEGACY_IMAGE_KEYS = ("image", "evaluation_image")
 _FRESH_ONLY = (
     "evaluation_setup",
@@ -161,9 +160,7 @@ def required_env_names(*maps: dict[str, str] | None) -> list[str]:
     names: set[str] = set()
     for m in maps:
         for value in (m or {}).values():
-            for name, default in _REF.findall(value):
-                if not default:
-                    names.add(name)
+            names |= referenced_names(value)[0]
     return sorted(names)
 
 

@@ -9,10 +9,10 @@ but the ``${…}`` forms is interpreted.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from acx.envref import ENV_MAP_KEYS, referenced_names, substitute, whole_name
 from acx.errors import AcxResolutionError
 from acx.ir import ExecutionPlan, ModelSpec, RunRequest
 
@@ -27,9 +27,6 @@ __all__ = [
     "resolve_map",
     "resolve_value",
 ]
-
-_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
-_WHOLE_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 class MissingEnvError(AcxResolutionError):
@@ -46,30 +43,9 @@ class MissingEnvError(AcxResolutionError):
         self.names = ordered
 
 
-def referenced_names(value: str) -> tuple[set[str], set[str]]:
-    """(names that must be set, names that have a default) referenced in ``value``."""
-    required: set[str] = set()
-    optional: set[str] = set()
-    for m in _REF.finditer(value):
-        (optional if m.group(2) is not None else required).add(m.group(1))
-    return required, optional
-
-
 def resolve_value(value: str, environ: Mapping[str, str]) -> str:
     """Substitute every reference; a missing or empty required name raises MissingEnvError."""
-    missing: list[str] = []
-
-    def repl(m: re.Match[str]) -> str:
-        name, default = m.group(1), m.group(2)
-        got = environ.get(name)
-        if got:
-            return got
-        if default is not None:
-            return default
-        missing.append(name)
-        return ""
-
-    out = _REF.sub(repl, value)
+    out, missing = substitute(value, environ)
     if missing:
         raise MissingEnvError(missing)
     return out
@@ -154,13 +130,14 @@ def live_request(req: RunRequest, environ: Mapping[str, str]) -> tuple[RunReques
 
     def walk(value: Any) -> Any:
         if isinstance(value, str):
-            m = _WHOLE_REF.fullmatch(value)
-            if m is not None and m.group(1) in names:
-                values.append(environ[m.group(1)])
-                return environ[m.group(1)]
+            name = whole_name(value)
+            if name is not None and name in names:
+                values.append(environ[name])
+                return environ[name]
             return value
         if isinstance(value, dict):
-            return {k: v if k in _ENV_MAPS else walk(v) for k, v in value.items()}
+            # Kept as references: the driver resolves them right before use (V1).
+            return {k: v if k in ENV_MAP_KEYS else walk(v) for k, v in value.items()}
         if isinstance(value, list):
             return [walk(v) for v in value]
         return value
@@ -168,9 +145,3 @@ def live_request(req: RunRequest, environ: Mapping[str, str]) -> tuple[RunReques
     data = msgspec.to_builtins(req)
     data = {k: v if k in ("metadata", "output") else walk(v) for k, v in data.items()}
     return msgspec.convert(data, type(req)), values
-
-
-#: Kept as references by :func:`live_request`: the driver resolves them right before use (V1).
-_ENV_MAPS = frozenset(
-    {"env_variables", "run_env_variables", "evaluation_env_variables", "evaluation_environment_env_variables"}
-)
