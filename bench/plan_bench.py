@@ -28,7 +28,7 @@ def _child(n: int) -> dict[str, float]:
 
     import acx.ir as ir
     from acx.compiler._planner import plan_request
-    from acx.drivers._specs import probe_capabilities
+    from acx.drivers import probe_capabilities
 
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "qa.jsonl"

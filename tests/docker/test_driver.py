@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import trio
 
+from acx.drivers import probe_capabilities
 from acx.drivers._base import OpenRequest
-from acx.drivers._specs import probe_capabilities
 from acx.drivers.docker import docker_client, list_objects, sweep_orphans
 from acx.errors import CapabilityError, EnvironmentSetupError
 from acx.ir import EnvironmentSetup, NetworkPolicy, ResourceRequirements

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 import trio
 
+from acx.drivers import probe_capabilities
 from acx.drivers._base import OpenRequest
-from acx.drivers._specs import HostProcessConfig, probe_capabilities
+from acx.drivers._specs import HostProcessConfig
 from acx.drivers.host_process import HostProcessDriver
 from acx.errors import CapabilityError, EnvironmentSetupError
 from acx.ir import EnvironmentSetup, NetworkPolicy

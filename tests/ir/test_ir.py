@@ -58,7 +58,8 @@ def test_structs_are_frozen_and_closed() -> None:
 def test_runtime_options_distinct_from_request_runtime() -> None:  # contract R3
     assert "results_dir" in ir.ResolvedRuntimeOptions.__struct_fields__
     assert "results_dir" not in ir.RunRuntimeSpec.__struct_fields__
-    assert ir.ResolvedRuntimeOptions().provider_limits == {"host_process": 128, "docker": 128}
+    # Per-provider defaults come from the driver registry (filled by the resolver), not the IR.
+    assert ir.ResolvedRuntimeOptions().provider_limits == {}
 
 
 def test_unset_differs_from_null_on_task_timeouts() -> None:  # contract T1, T2

@@ -13,7 +13,8 @@ import pytest
 
 import acx.ir as ir
 from acx.compiler._planner import PlanWarning
-from acx.drivers._specs import DriverCapabilities, probe_capabilities
+from acx.drivers import probe_capabilities
+from acx.drivers._specs import DriverCapabilities
 
 from ._helpers import DOCKER, make_plan, task
 

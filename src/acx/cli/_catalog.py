@@ -68,17 +68,22 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from acx.components._registry import registry
+    from acx.components import registry
 
-    infos = list(registry(args.kind).values())
+    table = registry(args.kind)
+    infos = list(table.values())
+    # A broken plugin is reported, never silently missing from the list.
+    for reason in table.broken_plugins().values():
+        sys.stderr.write(f"warning: {reason}\n")
     if args.format == "json":
-        rows = [{"id": i.id, "description": i.description} for i in infos]
+        rows = [{"id": i.id, "description": i.description, "origin": i.origin} for i in infos]
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
         return 0
     width = max(len(i.id) for i in infos)
     sys.stdout.write(f"{'ID'.ljust(width)}  DESCRIPTION\n")
     for info in infos:
-        sys.stdout.write(f"{info.id.ljust(width)}  {info.description}\n")
+        origin = "" if info.origin == "built-in" else f"  [{info.origin}]"
+        sys.stdout.write(f"{info.id.ljust(width)}  {info.description}{origin}\n")
     return 0
 
 
@@ -141,7 +146,7 @@ def _rows_of(cls: type[Any], prefix: str = "", skip: frozenset[str] = frozenset(
 
 def component_field_rows(kind: str, cid: str) -> list[dict[str, str]]:
     """The documented fields of component ``cid`` (AcxUserError for an unknown id)."""
-    from acx.components._registry import registry
+    from acx.components import registry
     from acx.diagnostics import did_you_mean
     from acx.errors import AcxUserError
     from acx.ir import EnvironmentSetup, EnvironmentSpec
@@ -189,7 +194,7 @@ def _show(args: argparse.Namespace) -> int:
     from acx.compiler import load_config_documents, redact, validate_document
     from acx.compiler._explain import flat_leaves
     from acx.compiler._resolve import config_view
-    from acx.components._registry import registry
+    from acx.components import registry
     from acx.diagnostics import did_you_mean
     from acx.errors import AcxUserError
 

@@ -36,7 +36,7 @@ def plan_compiled(compiled: Any, *, task_glob: str | None = None, provenance: bo
     ``provenance``: also record the plan provenance of each task's first attempt (``-o``).
     """
     from acx.compiler._planner import plan_request
-    from acx.drivers._specs import probe_capabilities
+    from acx.drivers import probe_capabilities
 
     out: list[_PlannedRequest] = []
     for run in compiled.orchestration.requests:
@@ -438,7 +438,7 @@ def explain_plan_field(args: Any, compiled: Any) -> int:
     from acx.compiler._planner import plan_request
     from acx.compiler._redact import is_sensitive_path, redact
     from acx.diagnostics import did_you_mean
-    from acx.drivers._specs import probe_capabilities
+    from acx.drivers import probe_capabilities
     from acx.errors import AcxPlanError
 
     names = [r.name for r in compiled.orchestration.requests]

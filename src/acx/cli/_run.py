@@ -142,7 +142,7 @@ def _load_program(path: str) -> Any:
 def _components(req: Any, base_dir: str) -> tuple[Any, Any]:
     import msgspec
 
-    from acx.components._registry import BENCHMARKS, HARNESSES
+    from acx.components import BENCHMARKS, HARNESSES
 
     binfo, hinfo = BENCHMARKS[req.benchmark.id], HARNESSES[req.harness.id]
     bench = binfo.load()(msgspec.convert(req.benchmark.params, binfo.config_class), base_dir=Path(base_dir))
@@ -215,7 +215,7 @@ def build_programs(args: argparse.Namespace, spec: str) -> tuple[Any, list[Any]]
         return orch, progs
     from acx.compiler import compile_orchestration
     from acx.compiler._planner import plan_request
-    from acx.drivers._specs import probe_capabilities
+    from acx.drivers import probe_capabilities
     from acx.interpreter._envvars import live_request
 
     compiled = compile_orchestration(

@@ -301,12 +301,14 @@ def dry_run_payload(compiled: Compiled, *, provenance: bool = False) -> dict[str
 
 def _check_environment_id(env_id: str) -> list[Any]:
     """``--env ID`` must name a registered environment provider (R12)."""
-    from acx.components._registry import ENVIRONMENTS
     from acx.diagnostics import Diagnostic, did_you_mean
+    from acx.drivers import DRIVERS
 
-    if env_id in ENVIRONMENTS:
+    if env_id in DRIVERS:
         return []
-    guess = did_you_mean(env_id, ENVIRONMENTS)
+    if ":" in env_id:
+        return [Diagnostic(code="E0301", message=DRIVERS.why_missing(env_id), path="--env")]
+    guess = did_you_mean(env_id, list(DRIVERS))
     return [
         Diagnostic(
             code="E0301",
@@ -314,7 +316,7 @@ def _check_environment_id(env_id: str) -> list[Any]:
             path="--env",
             help=(f"did you mean `{guess}`? " if guess else "")
             + "known: "
-            + ", ".join(sorted(ENVIRONMENTS))
+            + ", ".join(sorted(DRIVERS))
             + " (acx list env)",
         )
     ]

@@ -104,7 +104,8 @@ def _enum_table() -> dict[str, frozenset[str]]:
     """Field name → the string values its schema enumerates (over every IR and config struct)."""
     import msgspec
 
-    from acx.components._registry import BENCHMARKS, ENVIRONMENTS, HARNESSES
+    from acx.components import BENCHMARKS, HARNESSES
+    from acx.drivers import DRIVERS
     from acx.ir import ExecutionPlan, NetworkPolicy, ResolvedRuntimeOptions, RunRequest
 
     table: dict[str, set[str]] = {}
@@ -127,7 +128,7 @@ def _enum_table() -> dict[str, frozenset[str]]:
                         visit(ftype, fname)
 
     roots: list[type[Any]] = [RunRequest, ResolvedRuntimeOptions, ExecutionPlan]
-    for reg in (BENCHMARKS, HARNESSES, ENVIRONMENTS):
+    for reg in (BENCHMARKS, HARNESSES, DRIVERS):
         roots.extend(info.config_class for info in reg.values())
     for root in roots:
         visit(root, "")

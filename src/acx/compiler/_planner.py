@@ -974,14 +974,14 @@ def _build_harness(req: RunRequest) -> Any:
 
 def _build_component(kind: str, cid: str, params: dict[str, Any], **kwargs: Any) -> Any:
     """A benchmark or harness instance from the component registry with its typed config (B2)."""
-    from acx.components._registry import BENCHMARKS, HARNESSES
+    from acx.components import BENCHMARKS, HARNESSES
 
     registry = BENCHMARKS if kind == "benchmark" else HARNESSES
     info = registry.get(cid)
     if info is None:
-        hint = did_you_mean(cid, list(registry))
+        hint = None if ":" in cid else did_you_mean(cid, list(registry))
         raise AcxPlanError(
-            f"unknown {kind} {cid!r}",
+            registry.why_missing(cid),
             code="E0300",
             path=f"{kind}.id",
             help=(f"did you mean {hint!r}? " if hint else "") + f"known {kind}s: " + ", ".join(registry),

@@ -556,7 +556,7 @@ class _Resolver:
     def component(
         self, key: str, frags: list[_Frag], label: str, fallback: Span | None, used: list[_Frag]
     ) -> tuple[Any, dict[str, list[Contribution]]]:
-        from acx.components._registry import registry
+        from acx.components import registry
 
         cid, id_chain, applied = self.select_id(key, frags, None, label, fallback)
         if cid is None:
@@ -583,7 +583,7 @@ class _Resolver:
     def environment(
         self, frags: list[_Frag], label: str, fallback: Span | None, used: list[_Frag]
     ) -> tuple[Any, dict[str, list[Contribution]]]:
-        from acx.components._registry import ENVIRONMENTS
+        from acx.drivers import DRIVERS as ENVIRONMENTS
 
         cid, id_chain, applied = self.select_id("environment", frags, DEFAULT_ENVIRONMENT, label, fallback)
         if self.environment_override is not None:
@@ -951,7 +951,7 @@ def config_view(
     defaults). Values are shown as written: ``${VAR}`` references are not substituted.
     """
     from acx.compiler._shapes import ConfigRuntimeOptions
-    from acx.components._registry import registry
+    from acx.components import registry
 
     view: dict[str, Any] = {}
     prov: dict[str, list[Contribution]] = {}

@@ -121,6 +121,13 @@ def field_descriptions(cls: type[Any]) -> dict[str, str]:
     return _DESCRIPTIONS[cls]
 
 
+def _provider_defaults() -> dict[str, Any]:
+    """Per-provider runtime defaults come from the driver registry (each driver's entry)."""
+    from acx.drivers import default_env_open_qps, default_provider_limits
+
+    return {"provider_limits": default_provider_limits(), "env_open_qps": default_env_open_qps()}
+
+
 def field_defaults(cls: type[Any]) -> dict[str, Any]:
     """Field name → default as plain data (a fresh copy per call); required fields are absent."""
     if cls not in _DEFAULTS:
@@ -130,6 +137,8 @@ def field_defaults(cls: type[Any]) -> dict[str, Any]:
                 out[f.name] = msgspec.to_builtins(f.default, order="deterministic")
             elif f.default_factory is not msgspec.NODEFAULT:
                 out[f.name] = msgspec.to_builtins(f.default_factory(), order="deterministic")
+        if issubclass(cls, ResolvedRuntimeOptions):
+            out.update(_provider_defaults())
         _DEFAULTS[cls] = out
     return deep_copy(_DEFAULTS[cls])  # type: ignore[no-any-return]
 

@@ -117,7 +117,7 @@ def check_cli_params(
 
 def component_param_types(kind: str, component_id: str) -> dict[str, Any] | None:
     """Field name → type of the params of a registered component, or None for an unknown id."""
-    from acx.components._registry import registry
+    from acx.components import registry
 
     info = registry(kind).get(component_id)
     if info is None:
@@ -309,7 +309,7 @@ class Checker:
 
     def check_provider_keys(self, value: Any, path: Path_) -> None:
         """``provider_limits``/``env_open_qps`` are keyed by environment provider id (E0203)."""
-        from acx.components._registry import registry
+        from acx.components import registry
 
         if not isinstance(value, dict):
             return
@@ -511,7 +511,7 @@ class Checker:
                 self.check_params(kind, cid, params, (*path, cid), skip_id=False)
 
     def known_id(self, kind: str, cid: Any, path: Path_, *, key: bool = False) -> bool:
-        from acx.components._registry import registry
+        from acx.components import registry
 
         ids = registry(kind)
         if not isinstance(cid, str):
@@ -519,7 +519,10 @@ class Checker:
             return False
         if cid in ids:
             return True
-        guess = did_you_mean(cid, ids)
+        if ":" in cid:  # a `module:Class` id: say why it does not import (plugins)
+            self.err("E0301", ids.why_missing(cid), path, key=key, help="a `module:Class` id names an installed class")
+            return False
+        guess = did_you_mean(cid, list(ids))
         listing = "acx list " + ("env" if kind == "environment" else kind)
         self.err(
             "E0301",
@@ -531,7 +534,7 @@ class Checker:
         return False
 
     def check_params(self, kind: str, cid: str, params: dict[str, Any], path: Path_, *, skip_id: bool) -> None:
-        from acx.components._registry import registry
+        from acx.components import registry
 
         info = registry(kind)[cid]
         types = component_param_types(kind, cid) or {}

@@ -1,4 +1,4 @@
-"""Benchmarks and harnesses: the registry of shipped ids, base classes and config types.
+"""Benchmarks and harnesses: their registries (``BENCHMARKS``, ``HARNESSES``), base classes, configs.
 
 Third-party components subclass :class:`BaseBenchmark` / :class:`BaseHarness`; their plan-time
 half is pure (no environment, model or secret), their run-time half gets an open session.
@@ -10,16 +10,16 @@ from acx.components._base import BaseHarness as BaseHarness
 from acx.components._configs import BenchmarkConfig as BenchmarkConfig
 from acx.components._configs import HarnessConfig as HarnessConfig
 from acx.components._registry import BENCHMARKS as BENCHMARKS
-from acx.components._registry import ENVIRONMENTS as ENVIRONMENTS
 from acx.components._registry import HARNESSES as HARNESSES
-from acx.components._registry import ComponentInfo as ComponentInfo
 from acx.components._registry import registry as registry
+from acx.components.scorers import SCORERS as SCORERS
+from acx.registry import ComponentInfo as ComponentInfo
 
 __all__ = [
     "BENCHMARKS",
     "DEFAULT_ARTIFACTS_DIR",
-    "ENVIRONMENTS",
     "HARNESSES",
+    "SCORERS",
     "BaseBenchmark",
     "BaseHarness",
     "BenchmarkConfig",

@@ -1,124 +1,91 @@
-"""The component registry: the ids acx ships, their descriptions and typed config classes.
+"""The benchmark and harness registries, with the ids acx ships (see :mod:`acx.registry`).
 
-Implementations are imported lazily (``ComponentInfo.load``) so listing, validating and
-compiling never import trio, the docker SDK or an HTTP client.
+Adding a built-in benchmark or harness is its module plus one ``register`` entry here; a
+third-party one is an entry point in the ``acx.benchmarks`` / ``acx.harnesses`` group or a
+``module:Class`` id in a spec. Implementations are imported lazily (``ComponentInfo.load``) so
+listing, validating and compiling never import trio, the docker SDK or an HTTP client.
 """
 
 from __future__ import annotations
 
-import importlib
-from dataclasses import dataclass
-from typing import Any, Literal
+from acx.registry import ComponentInfo, Registry
 
-from acx.components._configs import (
-    CommandHarnessConfig,
-    ExactMatchConfig,
-    HarborConfig,
-    NoneHarnessConfig,
-    OpenAIChatConfig,
-    OracleHarnessConfig,
+__all__ = ["BENCHMARKS", "HARNESSES", "registry"]
+
+BENCHMARKS = Registry("benchmark", group="acx.benchmarks", base="acx.components._base:BaseBenchmark")
+HARNESSES = Registry("harness", group="acx.harnesses", base="acx.components._base:BaseHarness")
+
+_CONFIGS = "acx.components._configs"
+
+BENCHMARKS.register(
+    ComponentInfo(
+        "benchmark",
+        "exact_match",
+        "Question answering over a JSONL dataset, scored by normalised exact match.",
+        f"{_CONFIGS}:ExactMatchConfig",
+        "acx.components.benchmarks.exact_match:ExactMatchBenchmark",
+    )
 )
-from acx.drivers._specs import DockerConfig, HostProcessConfig
-
-__all__ = ["BENCHMARKS", "ENVIRONMENTS", "HARNESSES", "ComponentInfo", "registry"]
-
-Kind = Literal["benchmark", "harness", "environment"]
-
-
-@dataclass(frozen=True)
-class ComponentInfo:
-    kind: Kind
-    id: str
-    description: str
-    config_class: type[Any]
-    impl: str  # "module:attr", imported on demand
-
-    def load(self) -> Any:
-        module, _, attr = self.impl.partition(":")
-        return getattr(importlib.import_module(module), attr)
-
-
-BENCHMARKS: dict[str, ComponentInfo] = {
-    info.id: info
-    for info in (
-        ComponentInfo(
-            "benchmark",
-            "exact_match",
-            "Question answering over a JSONL dataset, scored by normalised exact match.",
-            ExactMatchConfig,
-            "acx.components.benchmarks.exact_match:ExactMatchBenchmark",
-        ),
-        ComponentInfo(
-            "benchmark",
-            "harbor",
-            "Harbor task directories (task.toml, instruction.md, tests/), scored by the verifier's reward.",
-            HarborConfig,
-            "acx.components.benchmarks.harbor:HarborBenchmark",
-        ),
+BENCHMARKS.register(
+    ComponentInfo(
+        "benchmark",
+        "harbor",
+        "Harbor task directories (task.toml, instruction.md, tests/), scored by the verifier's reward.",
+        f"{_CONFIGS}:HarborConfig",
+        "acx.components.benchmarks.harbor:HarborBenchmark",
     )
-}
+)
 
-HARNESSES: dict[str, ComponentInfo] = {
-    info.id: info
-    for info in (
-        ComponentInfo(
-            "harness",
-            "none",
-            "No harness: selects a harness-free benchmark.",
-            NoneHarnessConfig,
-            "acx.components.harnesses.none:NoneHarness",
-        ),
-        ComponentInfo(
-            "harness",
-            "oracle",
-            "Runs a Harbor task's solution/solve.sh (reference solution).",
-            OracleHarnessConfig,
-            "acx.components.harnesses.oracle:OracleHarness",
-        ),
-        ComponentInfo(
-            "harness",
-            "command",
-            "Runs a configured command as the agent: prompt on stdin and in a file, answer from stdout or a file.",
-            CommandHarnessConfig,
-            "acx.components.harnesses.command:CommandHarness",
-        ),
-        ComponentInfo(
-            "harness",
-            "openai_chat",
-            "One OpenAI-compatible chat completion per task.",
-            OpenAIChatConfig,
-            "acx.components.harnesses.openai_chat:OpenAIChatHarness",
-        ),
+HARNESSES.register(
+    ComponentInfo(
+        "harness",
+        "none",
+        "No harness: selects a harness-free benchmark.",
+        f"{_CONFIGS}:NoneHarnessConfig",
+        "acx.components.harnesses.none:NoneHarness",
     )
-}
-
-ENVIRONMENTS: dict[str, ComponentInfo] = {
-    info.id: info
-    for info in (
-        ComponentInfo(
-            "environment",
-            "host_process",
-            "Host processes in a per-session work directory (absolute paths are host paths).",
-            HostProcessConfig,
-            "acx.drivers.host_process:HostProcessDriver",
-        ),
-        ComponentInfo(
-            "environment",
-            "docker",
-            "Containers on a local Docker engine, with network policies and resource limits.",
-            DockerConfig,
-            "acx.drivers.docker:DockerDriver",
-        ),
+)
+HARNESSES.register(
+    ComponentInfo(
+        "harness",
+        "oracle",
+        "Runs a Harbor task's solution/solve.sh (reference solution).",
+        f"{_CONFIGS}:OracleHarnessConfig",
+        "acx.components.harnesses.oracle:OracleHarness",
     )
-}
+)
+HARNESSES.register(
+    ComponentInfo(
+        "harness",
+        "command",
+        "Runs a configured command as the agent: prompt on stdin and in a file, answer from stdout or a file.",
+        f"{_CONFIGS}:CommandHarnessConfig",
+        "acx.components.harnesses.command:CommandHarness",
+    )
+)
+HARNESSES.register(
+    ComponentInfo(
+        "harness",
+        "openai_chat",
+        "One OpenAI-compatible chat completion per task.",
+        f"{_CONFIGS}:OpenAIChatConfig",
+        "acx.components.harnesses.openai_chat:OpenAIChatHarness",
+    )
+)
 
 
-def registry(kind: str) -> dict[str, ComponentInfo]:
-    """The registry of ``kind``: benchmark, harness, env/environment."""
+def registry(kind: str) -> Registry:
+    """The registry of an extension point: benchmark, harness, scorer, env/environment."""
     if kind == "benchmark":
         return BENCHMARKS
     if kind == "harness":
         return HARNESSES
+    if kind == "scorer":
+        from acx.components.scorers import SCORERS
+
+        return SCORERS
     if kind in ("env", "environment"):
-        return ENVIRONMENTS
+        from acx.drivers import DRIVERS
+
+        return DRIVERS
     raise KeyError(kind)

@@ -1,19 +1,29 @@
 """Environment drivers: the driver API, built-in drivers and their capabilities.
 
 Driver classes are imported lazily (``acx.drivers.HostProcessDriver`` imports trio on first use),
-so importing this package stays cheap for the compiler.
+so importing this package stays cheap for the compiler. The registry of driver ids is
+:data:`DRIVERS` (see :mod:`acx.drivers._registry` for how a driver registers).
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from acx.drivers._specs import DriverCapabilities, EnvironmentConfig, probe_capabilities
+from acx.drivers._registry import (
+    DRIVERS,
+    DriverInfo,
+    default_env_open_qps,
+    default_provider_limits,
+    probe_capabilities,
+)
+from acx.drivers._specs import DriverCapabilities, EnvironmentConfig
 
 __all__ = [
+    "DRIVERS",
     "Driver",
     "DriverCapabilities",
+    "DriverInfo",
     "EnvironmentConfig",
     "ExecResult",
     "FakeDriver",
@@ -21,8 +31,13 @@ __all__ = [
     "OpenRequest",
     "Session",
     "create_driver",
+    "default_env_open_qps",
+    "default_provider_limits",
     "probe_capabilities",
 ]
+
+if TYPE_CHECKING:
+    from acx.drivers._base import Driver
 
 _LAZY = {
     "Driver": "acx.drivers._base",
@@ -41,13 +56,11 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
-def create_driver(env_id: str, params: dict[str, Any] | None = None) -> Any:
+def create_driver(env_id: str, params: dict[str, Any] | None = None) -> Driver:
     """Instantiate the registered driver ``env_id`` with its validated provider params."""
     import msgspec
 
-    from acx.components._registry import ENVIRONMENTS
-
-    info = ENVIRONMENTS[env_id]
+    info = DRIVERS[env_id]
     cls = info.load()
     config = msgspec.convert(params or {}, type=info.config_class)
-    return cls(config)
+    return cls(config)  # type: ignore[no-any-return]

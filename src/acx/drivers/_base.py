@@ -271,7 +271,15 @@ class Driver(ABC):
         self.config = config if config is not None else self.config_class()
 
     @abstractmethod
-    def capabilities(self) -> DriverCapabilities: ...
+    def capabilities(self) -> DriverCapabilities:
+        """What this driver enforces on this machine; the planner refuses plans needing more (P7)."""
+
+    @classmethod
+    def probe(cls) -> DriverCapabilities:
+        """Capabilities at planning time, without opening anything: the registry calls this when a
+        driver's entry names no ``probe`` function (plugins, ``module:Class`` ids). The default
+        builds an instance with the default config; override it when that is costly."""
+        return cls(cls.config_class()).capabilities()
 
     @abstractmethod
     async def open(self, request: OpenRequest) -> Session: ...

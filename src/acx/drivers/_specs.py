@@ -7,6 +7,7 @@ what the planner checks every policy against (P7: refuse, never downgrade).
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated, Literal
 
 import msgspec
@@ -16,6 +17,8 @@ __all__ = [
     "DriverCapabilities",
     "EnvironmentConfig",
     "HostProcessConfig",
+    "probe_docker",
+    "probe_host_process",
 ]
 
 
@@ -92,53 +95,40 @@ def _host_netns_available() -> bool:
     return proc.returncode == 0
 
 
-_CAPS_CACHE: dict[str, DriverCapabilities] = {}
+@functools.cache
+def probe_host_process() -> DriverCapabilities:
+    """What ``host_process`` enforces on this machine (its registry probe; probed once)."""
+    netns = _host_netns_available()
+    return DriverCapabilities(
+        network_modes=("public", "no-network") if netns else ("public",),
+        # Each command gets its namespace at exec time and no process outlives its exec()
+        # (the process group is killed), so switching between phases is sound.
+        dynamic_network_policy=True,
+        task_env=True,
+        startup_env=True,
+        resources=(),
+        isolated_filesystem=False,
+        setup_image=False,
+        unsupported_reasons={
+            "allowlist": "host_process cannot filter egress by host; use --env docker",
+            "denylist": "host_process cannot filter egress by host; use --env docker",
+            **({} if netns else {"no-network": "this machine cannot create network namespaces (unshare --net failed)"}),
+        },
+    )
 
 
-def probe_capabilities(env_id: str) -> DriverCapabilities:
-    """Capabilities of a built-in driver on this machine (probed once per process).
-
-    This is the edge where the compiler learns machine facts; the planner receives the result
-    as an explicit input so it stays a pure function.
-    """
-    if env_id in _CAPS_CACHE:
-        return _CAPS_CACHE[env_id]
-    if env_id == "host_process":
-        netns = _host_netns_available()
-        caps = DriverCapabilities(
-            network_modes=("public", "no-network") if netns else ("public",),
-            # Each command gets its namespace at exec time and no process outlives its exec()
-            # (the process group is killed), so switching between phases is sound.
-            dynamic_network_policy=True,
-            task_env=True,
-            startup_env=True,
-            resources=(),
-            isolated_filesystem=False,
-            setup_image=False,
-            unsupported_reasons={
-                "allowlist": "host_process cannot filter egress by host; use --env docker",
-                "denylist": "host_process cannot filter egress by host; use --env docker",
-                **(
-                    {}
-                    if netns
-                    else {"no-network": "this machine cannot create network namespaces (unshare --net failed)"}
-                ),
-            },
-        )
-    elif env_id == "docker":
-        caps = DriverCapabilities(
-            # Exactly what acx.drivers.docker enforces (allowlist/denylist: an internal network
-            # whose only way out is an enforcing egress proxy, see acx.drivers._docker_proxy).
-            network_modes=("public", "no-network", "allowlist", "denylist"),
-            dynamic_network_policy=True,
-            task_env=True,
-            startup_env=True,
-            resources=("cpu", "memory_mb"),
-            isolated_filesystem=True,
-            setup_image=True,
-            unsupported_reasons={},
-        )
-    else:
-        caps = DriverCapabilities()
-    _CAPS_CACHE[env_id] = caps
-    return caps
+@functools.cache
+def probe_docker() -> DriverCapabilities:
+    """What ``docker`` enforces (its registry probe): exactly what acx.drivers.docker implements
+    (allowlist/denylist: an internal network whose only way out is an enforcing egress proxy, see
+    acx.drivers._docker_proxy)."""
+    return DriverCapabilities(
+        network_modes=("public", "no-network", "allowlist", "denylist"),
+        dynamic_network_policy=True,
+        task_env=True,
+        startup_env=True,
+        resources=("cpu", "memory_mb"),
+        isolated_filesystem=True,
+        setup_image=True,
+        unsupported_reasons={},
+    )

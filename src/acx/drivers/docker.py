@@ -66,7 +66,7 @@ from acx.drivers._docker_archive import (
 )
 from acx.drivers._docker_build import external_images
 from acx.drivers._docker_proxy import ALLOW_FILE, PROXY_ALIAS, PROXY_PORT, PROXY_SOURCE, policy_file_bytes
-from acx.drivers._specs import DockerConfig, DriverCapabilities, probe_capabilities
+from acx.drivers._specs import DockerConfig, DriverCapabilities, probe_docker
 from acx.errors import CapabilityError, DriverError, EnvironmentSetupError
 from acx.ir import NetworkPolicy
 
@@ -254,7 +254,7 @@ class DockerDriver(Driver):
         self._build_locks: dict[str, trio.Lock] = {}
 
     def capabilities(self) -> DriverCapabilities:
-        return probe_capabilities("docker")
+        return probe_docker()
 
     # -- thread plumbing --
     async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

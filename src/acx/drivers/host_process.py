@@ -47,7 +47,7 @@ from typing import ClassVar
 import trio
 
 from acx.drivers._base import Driver, ExecResult, OpenRequest, Session, SessionRecord
-from acx.drivers._specs import DriverCapabilities, HostProcessConfig, probe_capabilities
+from acx.drivers._specs import DriverCapabilities, HostProcessConfig, probe_host_process
 from acx.errors import CapabilityError, DriverError, EnvironmentSetupError
 from acx.ir import NetworkPolicy
 
@@ -527,7 +527,7 @@ class HostProcessSession(Session):
     # ---- network -----------------------------------------------------------------------------
     async def set_network_policy(self, policy: NetworkPolicy) -> None:
         """Applies to commands started from now on; none started earlier is still running."""
-        caps = probe_capabilities("host_process")
+        caps = probe_host_process()
         if policy.network_mode not in caps.network_modes:
             raise CapabilityError(
                 f"host_process cannot enforce network_mode {policy.network_mode!r}: "
@@ -686,7 +686,7 @@ class HostProcessDriver(Driver):
     _parent_dir: str | None = None
 
     def capabilities(self) -> DriverCapabilities:
-        return probe_capabilities("host_process")
+        return probe_host_process()
 
     async def open(self, request: OpenRequest) -> Session:
         config = self.config

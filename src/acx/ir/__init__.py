@@ -30,12 +30,6 @@ from acx.ir._encoding import content_hash as content_hash
 from acx.ir._encoding import decode as decode
 from acx.ir._encoding import to_builtins as to_builtins
 from acx.ir._orchestration import (
-    DEFAULT_ENV_OPEN_QPS as DEFAULT_ENV_OPEN_QPS,
-)
-from acx.ir._orchestration import (
-    DEFAULT_PROVIDER_LIMITS as DEFAULT_PROVIDER_LIMITS,
-)
-from acx.ir._orchestration import (
     OrchestratedRun as OrchestratedRun,
 )
 from acx.ir._orchestration import (
@@ -129,8 +123,6 @@ from acx.ir._result import TaskStatus as TaskStatus
 from acx.ir._result import status_from_issues as status_from_issues
 
 __all__ = [
-    "DEFAULT_ENV_OPEN_QPS",
-    "DEFAULT_PROVIDER_LIMITS",
     "ENVIRONMENT_SPEC_FIELDS",
     "PROGRAM_FORMAT_VERSION",
     "UNSET",

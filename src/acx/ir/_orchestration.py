@@ -10,15 +10,10 @@ from acx.ir._common import IRStruct, NonNegative
 from acx.ir._request import RunRequest
 
 __all__ = [
-    "DEFAULT_ENV_OPEN_QPS",
-    "DEFAULT_PROVIDER_LIMITS",
     "OrchestratedRun",
     "Orchestration",
     "ResolvedRuntimeOptions",
 ]
-
-DEFAULT_PROVIDER_LIMITS: dict[str, int] = {"host_process": 128, "docker": 128}
-DEFAULT_ENV_OPEN_QPS: dict[str, float] = {"host_process": 0.0, "docker": 0.0}
 
 
 def _d(text: str) -> msgspec.Meta:
@@ -42,11 +37,19 @@ class ResolvedRuntimeOptions(IRStruct, frozen=True):
     log_file: Annotated[str | None, _d("extra log file")] = None
     auto_install_dependencies: Annotated[bool, _d("install missing benchmark extras")] = False
     provider_limits: Annotated[
-        dict[str, NonNegative[int]], _d("max concurrent sessions per provider; 0 disables the limit")
-    ] = msgspec.field(default_factory=lambda: dict(DEFAULT_PROVIDER_LIMITS))
+        dict[str, NonNegative[int]],
+        _d(
+            "max concurrent sessions per provider; 0 or absent disables the limit "
+            "(the resolver fills each registered driver's default, 128 for the built-ins)"
+        ),
+    ] = {}
     env_open_qps: Annotated[
-        dict[str, NonNegative[float]], _d("max environment opens per second per provider; 0 disables")
-    ] = msgspec.field(default_factory=lambda: dict(DEFAULT_ENV_OPEN_QPS))
+        dict[str, NonNegative[float]],
+        _d(
+            "max environment opens per second per provider; 0 or absent disables "
+            "(the resolver fills each registered driver's default)"
+        ),
+    ] = {}
     recipe_dirs: Annotated[list[str], _d("trusted external recipe directories")] = []
 
 

@@ -43,7 +43,8 @@ def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def _components() -> tuple[dict[str, Any], dict[str, Any]]:
-    from acx.components._registry import BENCHMARKS, ENVIRONMENTS, HARNESSES
+    from acx.components import BENCHMARKS, HARNESSES
+    from acx.drivers import DRIVERS
 
     types: list[Any] = [
         ConfigRuntimeOptions,
@@ -54,13 +55,24 @@ def _components() -> tuple[dict[str, Any], dict[str, Any]]:
         OutputSpec,
         EnvironmentSpec,
     ]
-    infos = [*BENCHMARKS.values(), *HARNESSES.values(), *ENVIRONMENTS.values()]
+    infos = [*BENCHMARKS.values(), *HARNESSES.values(), *DRIVERS.values()]
     types += [i.config_class for i in infos]
     _, defs = msgspec.json.schema_components(types, ref_template="#/$defs/{name}")
     defs = copy.deepcopy(defs)
     _shorthands(defs)
+    _provider_defaults(defs)
     _allow_env_refs(defs)
-    return defs, {"benchmark": BENCHMARKS, "harness": HARNESSES, "environment": ENVIRONMENTS}
+    return defs, {"benchmark": BENCHMARKS, "harness": HARNESSES, "environment": DRIVERS}
+
+
+def _provider_defaults(defs: dict[str, Any]) -> None:
+    """Per-provider runtime defaults are each registered driver's (not the IR's empty map)."""
+    from acx.compiler._shapes import field_defaults
+
+    defaults = field_defaults(ResolvedRuntimeOptions)
+    for name in ("ResolvedRuntimeOptions", "ConfigRuntimeOptions"):
+        for key in ("provider_limits", "env_open_qps"):
+            defs[name]["properties"][key]["default"] = defaults[key]
 
 
 def _shorthands(defs: dict[str, Any]) -> None:
