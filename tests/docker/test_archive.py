@@ -11,14 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from acx.drivers._docker_archive import (
-    ArchiveLimitError,
-    UnsafeArchiveError,
-    is_excluded,
-    read_single_file,
-    safe_extract,
-    single_file_tar,
-)
+from acx.drivers.docker._archive import read_single_file, safe_extract, single_file_tar
+from acx.drivers.transfer import ArchiveLimitError, UnsafeArchiveError, is_excluded
 
 pytestmark = pytest.mark.no_engine
 

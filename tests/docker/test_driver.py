@@ -291,7 +291,7 @@ def test_escaping_symlink_download_is_refused(run_label: str, tmp_path: Path, do
         session = await docker_driver().open(_request(run_label))
         try:
             await session.exec("mkdir -p out && echo ok > out/f && ln -s /etc/passwd out/evil", shell=True)
-            from acx.drivers._docker_archive import UnsafeArchiveError
+            from acx.drivers.transfer import UnsafeArchiveError
 
             with pytest.raises(UnsafeArchiveError):
                 await session.download_dir("out", str(tmp_path / "dl"))

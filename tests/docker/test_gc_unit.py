@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from acx.drivers.docker import _proc_start_time, is_orphan
+from acx.drivers.docker import is_orphan
+from acx.drivers.docker._engine import _proc_start_time
 
 pytestmark = pytest.mark.no_engine
 

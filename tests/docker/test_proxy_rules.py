@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from acx.drivers._docker_proxy import entry_allows, entry_matches_addr
+from acx.drivers.docker._proxy import entry_allows, entry_matches_addr
 
 pytestmark = pytest.mark.no_engine
 

@@ -6,7 +6,7 @@ pulls an absent ``FROM`` base even when asked not to pull.
 
 from __future__ import annotations
 
-from acx.drivers._docker_build import external_images
+from acx.drivers.docker._dockerfile import external_images
 
 
 def test_plain_from() -> None:

@@ -121,7 +121,7 @@ def probe_host_process() -> DriverCapabilities:
 def probe_docker() -> DriverCapabilities:
     """What ``docker`` enforces (its registry probe): exactly what acx.drivers.docker implements
     (allowlist/denylist: an internal network whose only way out is an enforcing egress proxy, see
-    acx.drivers._docker_proxy)."""
+    acx.drivers.docker._proxy)."""
     return DriverCapabilities(
         network_modes=("public", "no-network", "allowlist", "denylist"),
         dynamic_network_policy=True,

@@ -219,7 +219,7 @@ def _overlaps(a: str, b: str) -> bool:
 
 async def _collect_entry(session: Any, entry: dict[str, Any], root: Path, budget: _Budget) -> bool:
     """Download one entry; True when the stage must stop (limits breached)."""
-    from acx.drivers._docker_archive import ArchiveLimitError
+    from acx.drivers.transfer import ArchiveLimitError
 
     entry["status"] = "collecting"
     source = entry["source"]
@@ -253,7 +253,7 @@ async def _collect_entry(session: Any, entry: dict[str, Any], root: Path, budget
 
 def _safe_message(exc: BaseException) -> str:
     """Our own driver messages are safe to persist; provider exception text is reduced to its type."""
-    from acx.drivers._docker_archive import UnsafeArchiveError
+    from acx.drivers.transfer import UnsafeArchiveError
 
     if isinstance(exc, (UnsafeArchiveError, FileNotFoundError, PermissionError)):
         return str(exc)
@@ -269,7 +269,7 @@ async def _download(session: Any, source: str, kind: str, staging: Path, exclude
             source, str(target), exclude=exclude, max_bytes=budget.bytes_left, max_entries=budget.entries_left
         )
         return
-    from acx.drivers._docker_archive import ArchiveLimitError, is_excluded
+    from acx.drivers.transfer import ArchiveLimitError, is_excluded
 
     if kind == "directory":
         await session.download_dir(source, str(staging))
@@ -284,7 +284,7 @@ async def _download(session: Any, source: str, kind: str, staging: Path, exclude
 
 
 def _charge(files: list[dict[str, Any]], budget: _Budget) -> None:
-    from acx.drivers._docker_archive import ArchiveLimitError
+    from acx.drivers.transfer import ArchiveLimitError
 
     size = sum(int(f.get("size", 0)) for f in files)
     if size > budget.bytes_left:
@@ -301,7 +301,7 @@ def _fingerprint_tree(staging: Path, kind: str, exclude: list[str]) -> tuple[lis
     Escaping symlinks and special files are refused here too, so a driver whose own transfer is a
     plain copy still cannot smuggle them in. Excludes are applied (again) for such drivers.
     """
-    from acx.drivers._docker_archive import UnsafeArchiveError, is_excluded, symlink_escapes
+    from acx.drivers.transfer import UnsafeArchiveError, is_excluded, symlink_escapes
 
     base = staging
     files: list[dict[str, Any]] = []

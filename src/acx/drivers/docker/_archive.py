@@ -4,7 +4,8 @@
 container are untrusted (the agent controls their content), so extraction refuses absolute or
 ``..`` members, links that escape the destination, and device/fifo members, and enforces entry and
 byte limits while it reads — a refused archive is a :class:`UnsafeArchiveError`, a breached limit
-an :class:`ArchiveLimitError`; both are collection errors for the artifact collector (A4).
+an :class:`ArchiveLimitError` (both in the neutral :mod:`acx.drivers.transfer`); both are collection
+errors for the artifact collector (A4).
 """
 
 from __future__ import annotations
@@ -18,51 +19,18 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import IO
 
+from acx.drivers.transfer import ArchiveLimitError, ExtractStats, UnsafeArchiveError, is_excluded, symlink_escapes
 from acx.errors import DriverError
 
 __all__ = [
-    "ArchiveLimitError",
-    "ExtractStats",
-    "UnsafeArchiveError",
     "directory_tar",
-    "is_excluded",
     "read_single_file",
     "safe_extract",
     "single_file_tar",
-    "symlink_escapes",
 ]
-
-
-class UnsafeArchiveError(DriverError):
-    """An archive member would escape the destination or is a special file."""
-
-    def __init__(self, message: str, **fields: object) -> None:
-        super().__init__(message, code="unsafe_archive", **fields)
-
-
-class ArchiveLimitError(DriverError):
-    """An archive exceeds the byte or entry limit."""
-
-    def __init__(self, message: str, **fields: object) -> None:
-        super().__init__(message, code="artifact_limit_exceeded", **fields)
-
-
-@dataclass
-class ExtractStats:
-    files: int = 0
-    dirs: int = 0
-    links: int = 0
-    bytes: int = 0
-    excluded: list[str] = field(default_factory=list)
-
-    @property
-    def entries(self) -> int:
-        return self.files + self.dirs + self.links
 
 
 def single_file_tar(relpath: str, data: bytes, mode: int = 0o644) -> bytes:
@@ -96,19 +64,6 @@ def _as_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
     return info
 
 
-def is_excluded(relpath: str, patterns: Sequence[str]) -> bool:
-    """GNU tar ``--exclude`` semantics (unanchored; wildcards match ``/``; a dir excludes its tree)."""
-    if not patterns:
-        return False
-    parts = [p for p in relpath.split("/") if p not in ("", ".")]
-    for i in range(len(parts)):
-        for j in range(i + 1, len(parts) + 1):
-            sub = "/".join(parts[i:j])
-            if any(fnmatchcase(sub, pat.rstrip("/")) for pat in patterns):
-                return True
-    return False
-
-
 def _member_relpath(name: str, strip_top: bool) -> str | None:
     """Normalised relative path of a member; None for the stripped top entry itself."""
     if name.startswith("/") or (len(name) > 1 and name[1] == ":"):
@@ -119,29 +74,6 @@ def _member_relpath(name: str, strip_top: bool) -> str | None:
     if strip_top:
         parts = parts[1:]
     return "/".join(parts) if parts else None
-
-
-def symlink_escapes(depth: int, target: str) -> str | None:
-    """Why a symlink at ``depth`` directories below the root (its real location) with ``target``
-    may lead outside the root, or None. Text is not enough: ``x/..`` is not the link's own
-    directory when ``x`` is itself a symlink. So a target may only go up first (``../../``, at most
-    ``depth`` times) and then down by names; every link it passes through obeys the same rule, so
-    none leads out."""
-    if target.startswith("/"):
-        return f"points to the absolute path {target!r}"
-    ups, named = 0, False
-    for part in target.split("/"):
-        if part in ("", "."):
-            continue
-        if part != "..":
-            named = True
-        elif named:
-            return f"goes up ('..') after a name in {target!r} (a symlink there could lead anywhere)"
-        else:
-            ups += 1
-    if ups > depth:
-        return f"{target!r} leads above the artifact directory"
-    return None
 
 
 def _check_link(member: tarfile.TarInfo, rel: str, strip_top: bool, dest: Path) -> str:

@@ -1,0 +1,211 @@
+"""Opening a docker session: labels, the container, its network, and clean-up of half-made ones.
+
+Everything created is labelled (``acx.session``, ``acx.pid``, ``acx.host``, the interpreter's
+run/task/attempt labels) and recorded in ``created`` as soon as the engine returns its id, so an
+open that fails or is cancelled half-way removes exactly what it made.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import trio
+
+from acx.drivers._base import OpenRequest, Session, SessionRecord
+from acx.drivers.docker._build import ImageBuilder
+from acx.drivers.docker._engine import (
+    LABEL_HOST,
+    LABEL_KIND,
+    LABEL_MANAGED,
+    LABEL_PID,
+    LABEL_PID_START,
+    LABEL_SESSION,
+    _host_name,
+    _proc_start_time,
+    _remove_container,
+    _remove_network,
+    _sanitize,
+)
+from acx.drivers.docker._gc import close_objects, list_objects, sweep_orphans
+from acx.drivers.docker._session import DockerSession
+from acx.errors import CapabilityError, DriverError, EnvironmentSetupError
+
+__all__ = ["DockerDriver"]
+
+#: Keeps the container alive without depending on `sleep infinity` (busybox lacks it).
+_IDLE_COMMAND = ["/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"]
+
+#: Engines this process has already swept for orphans (see DockerDriver._sweep_once).
+_SWEPT: set[str | None] = set()
+
+
+class DockerDriver(ImageBuilder):
+    id = "docker"
+    sessions_discoverable = True  # every object carries acx.* labels
+
+    async def _sweep_once(self) -> None:
+        """Before this process opens its first sandbox, remove what crashed runs left behind.
+
+        Once per process and engine; ``ACX_DOCKER_SWEEP=0`` turns it off. A failing sweep never
+        blocks a run (``acx gc`` reports the same objects).
+        """
+        key = self.config.docker_host
+        if key in _SWEPT or os.environ.get("ACX_DOCKER_SWEEP", "1") == "0":
+            return
+        _SWEPT.add(key)
+        with contextlib.suppress(Exception):
+            await self._call(sweep_orphans, key)
+
+    # -- open --
+    async def open(self, request: OpenRequest) -> Session:
+        self._check_policy(request.network_policy)
+        await self._sweep_once()
+        if request.setup.os not in (None, "linux"):
+            raise CapabilityError(
+                f"the docker driver runs linux containers only, not setup.os={request.setup.os!r}",
+                code="E0454",
+                help="drop environment.os or use a provider with Windows sandboxes",
+            )
+        client = await self.client()
+        labels = self._labels(request)
+        budget = request.setup.build_timeout_seconds
+        created: dict[str, str] = {}
+        try:
+            with trio.fail_after(budget) if budget else contextlib.nullcontext():
+                image = await self._resolve_image(client, request, labels)
+                session = await self._create(client, request, image, labels, created)
+        except trio.TooSlowError:
+            await self._discard(client, created)
+            raise EnvironmentSetupError(
+                f"environment {request.session_id} was not built and started within build_timeout_seconds={budget}",
+                code="environment_start_timeout",
+            ) from None
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await self._discard(client, created)
+            raise
+        return session
+
+    def _labels(self, request: OpenRequest) -> dict[str, str]:
+        labels = {**self.config.labels, **request.labels}
+        labels[LABEL_MANAGED] = "docker"
+        labels[LABEL_SESSION] = request.session_id
+        labels.setdefault(LABEL_HOST, _host_name())
+        if LABEL_PID not in labels:
+            labels[LABEL_PID] = str(os.getpid())
+        if labels[LABEL_PID] == str(os.getpid()) and labels.get(LABEL_HOST) == _host_name():
+            start = _proc_start_time(os.getpid())
+            if start:
+                labels[LABEL_PID_START] = start
+        return labels
+
+    async def _create(
+        self, client: Any, request: OpenRequest, image: str, labels: dict[str, str], created: dict[str, str]
+    ) -> DockerSession:
+        suffix = uuid.uuid4().hex[:8]
+        name = f"acx-{_sanitize(request.session_id)}-{suffix}"
+        mode = request.network_policy.network_mode
+        network: str | None = None
+        if mode == "public":
+            network = await self._create_network(client, name, labels)
+            created["network"] = network
+        host_config = client.api.create_host_config(
+            network_mode=network or "none",
+            init=True,
+            cap_add=list(self.config.cap_add) or None,
+            **_resource_kwargs(request),
+        )
+        # The idle loop replaces the image's ENTRYPOINT too (an `ENTRYPOINT ["python"]` image would
+        # otherwise exit at once); a configured `command` keeps the image's entrypoint.
+        idle = self.config.command is None
+        from docker.errors import ImageNotFound
+
+        try:
+            container = await self._call(
+                client.api.create_container,
+                image,
+                command=None if idle else self.config.command,
+                entrypoint=_IDLE_COMMAND if idle else None,
+                name=name,
+                labels={**labels, LABEL_KIND: "session"},
+                environment={k: v for k, v in request.startup_env.items()},
+                working_dir=request.setup.workdir,
+                host_config=host_config,
+                detach=True,
+                platform=self.config.platform,
+            )
+        except ImageNotFound:
+            raise EnvironmentSetupError(
+                f"image {image!r} is not present on the Docker engine and acx does not pull by default",
+                code="image_not_found",
+                help="build or load the image first, or set environment params `pull: missing`",
+            ) from None
+        cid = container["Id"]
+        created["container"] = cid
+        await self._call(client.api.start, cid)
+        workdir = request.setup.workdir or await self._call(_image_workdir, client, image)
+        session = DockerSession(
+            driver=self,
+            client=client,
+            container_id=cid,
+            name=name,
+            network=network,
+            mode=mode,
+            session_id=request.session_id,
+            workdir=workdir,
+            public_env=request.startup_env,
+            image=image,
+            labels=labels,
+        )
+        if mode in ("allowlist", "denylist"):
+            try:
+                await session.set_network_policy(request.network_policy)
+            finally:
+                created.update(session.created_objects())
+        return session
+
+    async def _discard(self, client: Any, created: Mapping[str, str]) -> None:
+        for key in ("container", "proxy"):
+            if key in created:
+                await self._call(_remove_container, client, created[key])
+        for key in ("network", "internal"):
+            if key in created:
+                await self._call(_remove_network, client, created[key])
+
+    # -- inventory --
+    async def list_sessions(self, labels: Mapping[str, str] | None = None) -> list[SessionRecord]:
+        client = await self.client()
+        return await self._call(list_objects, client, labels=labels)
+
+    async def close_session(self, session_id: str) -> None:
+        client = await self.client()
+        removed = await self._call(close_objects, client, session_id=session_id)
+        if not removed:
+            raise DriverError(f"no docker environment with session id {session_id!r}", code="session_not_found")
+
+
+def _resource_kwargs(request: OpenRequest) -> dict[str, Any]:
+    res = request.resources
+    if res is None:
+        return {}
+    if res.gpu or res.gpu_type:
+        raise CapabilityError(
+            "the docker driver does not allocate GPUs", code="E0453", help="drop resources.gpu / gpu_type"
+        )
+    kwargs: dict[str, Any] = {}
+    if res.cpu is not None:
+        kwargs["nano_cpus"] = int(res.cpu * 1e9)
+    if res.memory_mb is not None:
+        kwargs["mem_limit"] = f"{int(res.memory_mb)}m"
+        kwargs["memswap_limit"] = f"{int(res.memory_mb)}m"
+    return kwargs
+
+
+def _image_workdir(client: Any, image: str) -> str:
+    """The image's WORKDIR (H5 default when setup.workdir is unset), else ``/``."""
+    info = client.api.inspect_image(image)
+    return str((info.get("Config") or {}).get("WorkingDir") or "/")
