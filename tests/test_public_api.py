@@ -181,6 +181,33 @@ PUBLIC_API: dict[str, list[str]] = {
     "acx.testing": [
         "driver_conformance",
     ],
+    "acx.testing.results": [
+        "actf_trajectory",
+        "synthetic_tasks",
+        "write_run",
+    ],
+    "acx.results": [
+        "AttemptRecord",
+        "FINAL_STATES",
+        "PhaseTiming",
+        "RUN_INFO_SCHEMA",
+        "RunReader",
+        "TaskRecord",
+        "find_runs",
+    ],
+    "acx.report": [
+        "ROW_FIELDS",
+        "Redactor",
+        "ReportWritten",
+        "RunData",
+        "ViewServer",
+        "compare_runs",
+        "filter_rows",
+        "load_run",
+        "paired_difference",
+        "render_runs",
+        "write_report",
+    ],
     "acx.interpreter": [
         "OrchestrationResult",
         "RequestOutcome",

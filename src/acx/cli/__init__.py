@@ -23,6 +23,7 @@ _COMMAND_MODULES = (
     "acx.cli._lang",
     "acx.cli._run",
     "acx.cli._results",
+    "acx.cli._report",
     "acx.cli._envcmd",
     "acx.cli._catalog",
 )

@@ -23,6 +23,38 @@ def register(sub: Any) -> None:
     show.add_argument("run_dir", metavar="DIR", help="results/<request>/<run id>")
     show.add_argument("--format", choices=("text", "json"), default="text")
     show.set_defaults(handler=_show)
+
+    tasks = rsub.add_parser(
+        "tasks",
+        help="list a run's tasks (the report's task table, filtered)",
+        description="One line per task: id, state, category, final attempt status, score of the primary "
+        "metric (mean over attempts), error codes, attempts, retries, duration, tokens. Filters as in the "
+        "HTML report's task table.",
+    )
+    tasks.add_argument("run_dir", metavar="RUN_DIR")
+    tasks.add_argument("--state", choices=("normal", "error", "fatal", "running"), help="task state")
+    tasks.add_argument("--status", help="final attempt status (completed, run_error, eval_error, ...)")
+    tasks.add_argument("--category", help="task category")
+    tasks.add_argument("--code", metavar="ERROR_CODE", help="tasks with an error or fatal issue of this code")
+    tasks.add_argument(
+        "--score", choices=("pass", "fail", "partial", "none"), help="primary score 1, 0, between, or unscored"
+    )
+    tasks.add_argument("--search", metavar="TEXT", help="case-insensitive text in id, category, codes, answer")
+    tasks.add_argument("--format", choices=("text", "json"), default="text")
+    tasks.set_defaults(handler=_tasks)
+
+    compare = rsub.add_parser(
+        "compare",
+        help="compare two runs task by task (paired differences, flips)",
+        description="Match the tasks of RUN_A (baseline) and RUN_B by id; per metric, the mean per-task "
+        "difference B - A with a paired 95 %% interval, the tasks that got better or worse, and the tasks "
+        "present in only one run. See docs/report.md for the statistics.",
+    )
+    compare.add_argument("run_a", metavar="RUN_A")
+    compare.add_argument("run_b", metavar="RUN_B")
+    compare.add_argument("--format", choices=("text", "json"), default="text")
+    compare.add_argument("--limit", type=int, default=20, metavar="N", help="task ids listed per group (text)")
+    compare.set_defaults(handler=_compare)
     p.set_defaults(handler=lambda a: (p.print_help(), 2)[1])
 
 
@@ -76,4 +108,111 @@ def _show(args: argparse.Namespace) -> int:
     summary = store.run_dir / "summary.md"
     if summary.is_file():
         out.write("\n" + summary.read_text(encoding="utf-8"))
+    return 0
+
+
+def _cell(v: Any, digits: int = 3) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, float):
+        return f"{v:.{digits}f}"
+    if isinstance(v, list):
+        return ",".join(str(x) for x in v) or "—"
+    return str(v)
+
+
+def _tasks(args: argparse.Namespace) -> int:
+    from acx.report import ROW_FIELDS, filter_rows, load_run
+
+    run = load_run(args.run_dir)
+    rows = filter_rows(
+        run.rows,
+        state=args.state,
+        status=args.status,
+        category=args.category,
+        code=args.code,
+        score=args.score,
+        search=args.search,
+    )
+    if args.format == "json":
+        payload = {
+            "run_dir": run.path,
+            "primary": run.primary,
+            "total": len(run.rows),
+            "tasks": [dict(zip(ROW_FIELDS, r, strict=True)) for r in rows],
+        }
+        sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+        return 0
+    header = [
+        "task",
+        "state",
+        "category",
+        "status",
+        run.primary or "score",
+        "codes",
+        "att",
+        "retries",
+        "secs",
+        "tokens",
+    ]
+    table = [header] + [
+        [
+            _cell(r[0]),
+            r[1],
+            r[2],
+            _cell(r[3]),
+            _cell(r[4]),
+            _cell(r[5]),
+            str(r[6]),
+            str(r[7]),
+            _cell(r[8], 2),
+            _cell(r[9], 0),
+        ]
+        for r in rows
+    ]
+    widths = [min(48, max(len(row[i]) for row in table)) for i in range(len(header))]
+    for row in table:
+        cells = [c if len(c) <= widths[i] else c[: widths[i] - 1] + "…" for i, c in enumerate(row)]
+        sys.stdout.write("  ".join(c.ljust(widths[i]) for i, c in enumerate(cells)).rstrip() + "\n")
+    sys.stdout.write(f"{len(rows)} of {len(run.rows)} task(s)\n")
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from acx.report import compare_runs, load_run
+
+    cmp = compare_runs(load_run(args.run_a), load_run(args.run_b))
+    if args.format == "json":
+        sys.stdout.write(json.dumps(cmp, indent=2) + "\n")
+        return 0
+    out = sys.stdout
+    a, b = cmp["a"], cmp["b"]
+    out.write(f"A: {a['request_name']} / {a['run_id']} ({a['tasks']} tasks)  {a['path']}\n")
+    out.write(f"B: {b['request_name']} / {b['run_id']} ({b['tasks']} tasks)  {b['path']}\n")
+    out.write(f"matched tasks: {cmp['matched']}; only in A: {len(cmp['only_a'])}; only in B: {len(cmp['only_b'])}\n\n")
+    out.write(
+        f"{'metric':<24} {'pairs':>6} {'A':>8} {'B':>8} {'B - A':>8}  {'95% interval':<20} {'up':>5} {'down':>5}\n"
+    )
+    for m in cmp["metrics"]:
+        ci = f"[{m['ci95'][0]:+.3f}, {m['ci95'][1]:+.3f}]" if m["ci95"] else "—"
+        diff = "—" if m["diff"] is None else f"{m['diff']:+.3f}"
+        out.write(
+            f"{m['metric']:<24} {m['n']:>6} {_cell(m['mean_a']):>8} {_cell(m['mean_b']):>8} {diff:>8}  {ci:<20} "
+            f"{len(m['flipped_up']):>5} {len(m['flipped_down']):>5}\n"
+        )
+
+    def ids(label: str, items: list[str]) -> None:
+        if items:
+            more = f" … (+{len(items) - args.limit}; --format json lists all)" if len(items) > args.limit else ""
+            out.write(f"  {label} ({len(items)}): {', '.join(items[: args.limit])}{more}\n")
+
+    for m in cmp["metrics"]:
+        if m["flipped_up"] or m["flipped_down"]:
+            out.write(f"\n{m['metric']}:\n")
+            ids("better in B", m["flipped_up"])
+            ids("worse in B", m["flipped_down"])
+    if cmp["only_a"] or cmp["only_b"]:
+        out.write("\n")
+        ids("only in A", cmp["only_a"])
+        ids("only in B", cmp["only_b"])
     return 0

@@ -2,6 +2,7 @@
 
 ``acx.testing.driver_conformance`` is the driver conformance suite: the same contract checks
 (E1, E2, H5, T3, V2) against any :class:`acx.drivers.Driver` factory.
+``acx.testing.results`` writes synthetic run directories (for report and viewer tests, benches).
 """
 
 __all__ = ["driver_conformance"]

@@ -1,0 +1,481 @@
+"""What a report shows, extracted from a run directory: pure functions over :mod:`acx.results`.
+
+:func:`load_run` reads one run into a :class:`RunData` (overview, headline with its interval,
+chart data, one compact row per task, one detail record per task). Nothing here renders HTML.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from acx.results import AttemptRecord, PhaseTiming, RunReader, TaskRecord
+
+__all__ = [
+    "ROW_FIELDS",
+    "RunData",
+    "headline_interval",
+    "load_run",
+    "mean_interval",
+    "task_value",
+    "usage_of",
+]
+
+#: Columns of a task row (a row is a list, so 10,000 rows stay small in the embedded JSON).
+ROW_FIELDS = (
+    "task_id",
+    "state",
+    "category",
+    "status",
+    "score",
+    "codes",
+    "attempts",
+    "retries",
+    "duration",
+    "tokens",
+    "answer",
+)
+#: Strings longer than this are cut (head and tail kept) in the embedded task details.
+MAX_TEXT = 20_000
+Z95 = 1.959963984540054
+
+
+@dataclass
+class RunData:
+    """One run, ready to render."""
+
+    path: str
+    info: dict[str, Any]
+    metrics: dict[str, Any] | None
+    progress: dict[str, Any] | None
+    live: bool
+    primary: str | None
+    overview: dict[str, Any]
+    headline: dict[str, Any] | None
+    rows: list[list[Any]]
+    details: list[dict[str, Any]]
+    plans: list[dict[str, Any]]
+    #: task id → metric id → per-task value (mean over the attempts that observed it).
+    values: dict[str, dict[str, float]] = field(default_factory=dict)
+    metric_kinds: dict[str, str] = field(default_factory=dict)
+    charts: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def run_id(self) -> str:
+        return str(self.info.get("run_id") or "")
+
+    @property
+    def name(self) -> str:
+        return f"{self.info.get('request_name') or '?'} / {self.run_id}"
+
+
+# ---- per-attempt facts ---------------------------------------------------------------------------
+
+
+def _d(v: Any) -> dict[str, Any]:
+    return v if isinstance(v, dict) else {}
+
+
+def _num(v: Any) -> float | None:
+    if isinstance(v, bool):
+        return 1.0 if v else 0.0
+    if isinstance(v, int | float) and math.isfinite(v):
+        return float(v)
+    return None
+
+
+def usage_of(result: dict[str, Any]) -> dict[str, float]:
+    """Token usage and cost of one attempt: a ``usage`` mapping (result, telemetry, extra or the
+    harness telemetry), else the sum over an ACTF trajectory's step metrics; {} when none."""
+    harness = _d(_d(result.get("meta")).get("harness"))
+    for holder in (result, result.get("telemetry"), result.get("extra"), harness.get("telemetry")):
+        usage = _d(holder).get("usage")
+        if isinstance(usage, dict):
+            out = {
+                k: n
+                for k in ("prompt_tokens", "completion_tokens", "cache_tokens", "cost_usd")
+                if (n := _num(usage.get(k))) is not None
+            }
+            if out:
+                return out
+    traj = result.get("trajectory")
+    steps = traj.get("steps") if isinstance(traj, dict) else None
+    if isinstance(steps, list):
+        prompt = completion = 0.0
+        seen = False
+        for step in steps:
+            metric = step.get("metric") if isinstance(step, dict) else None
+            if isinstance(metric, dict):
+                p, c = _num(metric.get("prompt_tokens_len")), _num(metric.get("completion_tokens_len"))
+                if p is not None or c is not None:
+                    seen = True
+                    prompt += p or 0.0
+                    completion += c or 0.0
+        if seen:
+            return {"prompt_tokens": prompt, "completion_tokens": completion}
+    return {}
+
+
+def _duration(result: dict[str, Any] | None, phases: list[PhaseTiming]) -> float | None:
+    done = [p.seconds for p in phases if p.seconds is not None]
+    if done:
+        return round(sum(done), 3)
+    tel = result.get("telemetry") if result else None
+    if isinstance(tel, dict):
+        for key in ("wall_seconds", "duration_seconds"):
+            if (n := _num(tel.get(key))) is not None:
+                return n
+    return None
+
+
+def task_value(attempts: list[AttemptRecord], metric: str) -> float | None:
+    """The per-task value of ``metric``: the mean over the attempts that observed it (a binary
+    observation counts 1/0); None when no attempt did (unavailable, never a 0)."""
+    seen = [
+        n
+        for a in attempts
+        if a.result is not None
+        and isinstance(a.result.get("metrics"), dict)
+        and (n := _num(a.result["metrics"].get(metric))) is not None
+    ]
+    return sum(seen) / len(seen) if seen else None
+
+
+def _codes(task: TaskRecord) -> list[str]:
+    codes: list[str] = []
+    for a in task.attempts:
+        for issue in (a.result or {}).get("issues") or []:
+            code = _d(issue).get("code")
+            if code and _d(issue).get("severity") != "warning" and str(code) not in codes:
+                codes.append(str(code))
+    return codes
+
+
+# ---- statistics ----------------------------------------------------------------------------------
+
+
+def mean_interval(values: list[float]) -> tuple[float, float, float] | None:
+    """(mean, low, high): the 95 % normal-approximation interval of a mean over independent
+    items, ``mean ± 1.96·s/√n`` with the sample standard deviation; None for fewer than 2."""
+    n = len(values)
+    if n < 2:
+        return None
+    mean = sum(values) / n
+    var = sum((v - mean) ** 2 for v in values) / (n - 1)
+    half = Z95 * math.sqrt(var / n)
+    return mean, mean - half, mean + half
+
+
+def headline_interval(series: dict[str, Any]) -> tuple[float, float] | None:
+    """The interval that ``metrics.json`` gives a series, whatever its spelling: ``ci``/``ci95``/
+    ``interval`` as ``[low, high]`` or ``{low, high}``, ``ci_low``/``ci_high``, or ``stderr``."""
+    for key in ("ci95", "ci", "interval", "confidence_interval"):
+        v = series.get(key)
+        if isinstance(v, list | tuple) and len(v) == 2 and all(_num(x) is not None for x in v):
+            return float(v[0]), float(v[1])
+        if isinstance(v, dict):
+            lo, hi = _num(v.get("low", v.get("lower"))), _num(v.get("high", v.get("upper")))
+            if lo is not None and hi is not None:
+                return lo, hi
+    lo, hi = _num(series.get("ci_low")), _num(series.get("ci_high"))
+    if lo is not None and hi is not None:
+        return lo, hi
+    se, value = _num(series.get("stderr")), _num(series.get("value"))
+    if se is not None and value is not None:
+        return value - Z95 * se, value + Z95 * se
+    return None
+
+
+# ---- the run -------------------------------------------------------------------------------------
+
+
+def _primary(metrics: dict[str, Any] | None, tasks: list[TaskRecord]) -> tuple[str | None, dict[str, str]]:
+    kinds: dict[str, str] = {}
+    primary = None
+    for s in (metrics or {}).get("series") or []:
+        if isinstance(s, dict) and s.get("metric_id"):
+            kinds.setdefault(str(s["metric_id"]), str(s.get("kind") or ""))
+            if s.get("role") == "headline" and primary is None:
+                primary = str(s["metric_id"])
+    for t in tasks:
+        for a in t.attempts:
+            for k, v in ((a.result or {}).get("metrics") or {}).items():
+                kinds.setdefault(k, "binary_success" if isinstance(v, bool) else "scalar")
+    if primary is None:
+        for candidate in ("correct", "score"):
+            if candidate in kinds:
+                primary = candidate
+                break
+        else:
+            primary = next(iter(kinds), None)
+    return primary, kinds
+
+
+def _cut(obj: Any) -> Any:
+    """Long strings cut to head + tail (the full text stays in result.json)."""
+    if isinstance(obj, str):
+        if len(obj) <= MAX_TEXT:
+            return obj
+        cut = len(obj) - MAX_TEXT * 3 // 4
+        return f"{obj[: MAX_TEXT // 2]}\n… [{cut} characters cut: see result.json] …\n{obj[-MAX_TEXT // 4 :]}"
+    if isinstance(obj, dict):
+        return {k: _cut(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_cut(v) for v in obj]
+    return obj
+
+
+def _instruction(task: TaskRecord) -> str | None:
+    value = task.task_json.get("instruction")
+    if isinstance(value, str):
+        return value
+    for a in task.attempts:
+        extra = (a.result or {}).get("extra")
+        if isinstance(extra, dict):
+            for key in ("instruction", "question", "prompt"):
+                if isinstance(extra.get(key), str):
+                    return str(extra[key])
+    return None
+
+
+def _attempt_detail(a: AttemptRecord, phases: list[PhaseTiming], plan_index: int | None) -> dict[str, Any]:
+    r = a.result or {}
+    retries = []
+    for rec in a.retries:
+        discarded = _d(rec.get("discarded_result"))
+        retries.append(
+            {
+                "file": rec.get("file"),
+                "retry": rec.get("retry"),
+                "stage": rec.get("stage"),
+                "reason": rec.get("reason"),
+                "delay_seconds": rec.get("retry_delay_seconds"),
+                "issues": rec.get("issues") or [],
+                "status": discarded.get("status"),
+                "final_answer": discarded.get("final_answer"),
+                "trajectory": discarded.get("trajectory"),
+            }
+        )
+    return {
+        "n": a.n,
+        "finished": a.result is not None,
+        "status": r.get("status"),
+        "final_answer": r.get("final_answer"),
+        "ground_truth": r.get("ground_truth"),
+        "metrics": r.get("metrics") or {},
+        "issues": r.get("issues") or [],
+        "telemetry": r.get("telemetry") or {},
+        "artifacts": r.get("artifacts") or {},
+        "manifests": a.manifests,
+        "extra": r.get("extra") or {},
+        "meta": r.get("meta") or {},
+        "usage": usage_of(r),
+        "trajectory": r.get("trajectory"),
+        "retry_count": r.get("retry_count"),
+        "retries": retries,
+        "phases": [[p.phase, p.seconds, p.try_number] for p in phases],
+        "plan": plan_index,
+    }
+
+
+def _overview(info: dict[str, Any], progress: dict[str, Any] | None, usage: dict[str, float]) -> dict[str, Any]:
+    req = _d(info.get("request"))
+
+    def comp(name: str) -> Any:
+        return _d(req.get(name)).get("id")
+
+    execution = _d(req.get("execution"))
+    attempts = _d(execution.get("attempts"))
+    return {
+        "run_id": info.get("run_id"),
+        "request_name": info.get("request_name"),
+        "status": info.get("status"),
+        "error": info.get("error"),
+        "started_at": info.get("started_at"),
+        "finished_at": info.get("finished_at"),
+        "elapsed_seconds": (progress or {}).get("elapsed_seconds"),
+        "model": comp("model"),
+        "benchmark": comp("benchmark"),
+        "harness": comp("harness"),
+        "environment": comp("environment"),
+        "k": attempts.get("k"),
+        "strategy": attempts.get("strategy"),
+        "max_retries": execution.get("max_retries"),
+        "task_concurrency": execution.get("task_concurrency"),
+        "reused_from": info.get("reused_from"),
+        "usage": usage,
+        "request": req,
+    }
+
+
+def load_run(path: str) -> RunData:
+    """Read a run directory into a :class:`RunData` (raises the reader's E06xx errors)."""
+    reader = RunReader.open(path)
+    info, metrics, progress = reader.info, reader.metrics, reader.progress
+    tasks = reader.tasks()
+    timings = reader.phase_timings()
+    primary, kinds = _primary(metrics, tasks)
+    plans_by_task = _d(info.get("resolved_execution_plans"))
+    plan_index: dict[str, int] = {}
+    plans: list[dict[str, Any]] = []
+    rows: list[list[Any]] = []
+    details: list[dict[str, Any]] = []
+    values: dict[str, dict[str, float]] = {}
+    totals: dict[str, float] = {}
+    outcomes: Counter[str] = Counter()
+    durations: list[float] = []
+    tokens: list[float] = []
+    for task in tasks:
+        attempt_details = []
+        task_tokens = 0.0
+        has_tokens = False
+        duration_total = 0.0
+        has_duration = False
+        for a in task.attempts:
+            plan = _d(_d(plans_by_task.get(task.task_id)).get("attempts")).get(str(a.n))
+            idx = None
+            if isinstance(plan, dict):
+                key = json.dumps(plan, sort_keys=True)
+                if key not in plan_index:
+                    plan_index[key] = len(plans)
+                    plans.append(plan)
+                idx = plan_index[key]
+            phases = timings.get((task.task_id, a.n), [])
+            attempt_details.append(_attempt_detail(a, phases, idx))
+            outcomes[str((a.result or {}).get("status") or "unfinished")] += 1
+            if a.retries:
+                outcomes["discarded try (retried)"] += len(a.retries)
+            usage = usage_of(a.result or {})
+            for k, v in usage.items():
+                totals[k] = totals.get(k, 0.0) + v
+            if "prompt_tokens" in usage or "completion_tokens" in usage:
+                has_tokens = True
+                task_tokens += usage.get("prompt_tokens", 0.0) + usage.get("completion_tokens", 0.0)
+            secs = _duration(a.result, phases)
+            if secs is not None:
+                has_duration = True
+                duration_total += secs
+        task_values = {m: tv for m in kinds if (tv := task_value(task.attempts, m)) is not None}
+        values[task.task_id] = task_values
+        last = next((a.result for a in reversed(task.attempts) if a.result), None) or {}
+        answer = last.get("final_answer")
+        answer_text = answer if isinstance(answer, str) else ("" if answer is None else str(answer))
+        rows.append(
+            [
+                task.task_id,
+                task.state,
+                task.category,
+                last.get("status") or ("running" if task.state == "running" else None),
+                task_values.get(primary) if primary else None,
+                _codes(task),
+                len(task.attempts),
+                sum(len(a.retries) for a in task.attempts),
+                round(duration_total, 3) if has_duration else None,
+                task_tokens if has_tokens else None,
+                answer_text[:200],
+            ]
+        )
+        if has_duration:
+            durations.append(duration_total)
+        if has_tokens:
+            tokens.append(task_tokens)
+        details.append(
+            _cut(
+                {
+                    "task_id": task.task_id,
+                    "state": task.state,
+                    "category": task.category,
+                    "instruction": _instruction(task),
+                    "ground_truth": task.task_json.get("ground_truth"),
+                    "attempt_plan": task.task_json.get("attempt_plan"),
+                    "retry_counts": task.task_json.get("retry_counts"),
+                    "dir": str(task.path),
+                    "attempts": attempt_details,
+                }
+            )
+        )
+    headline = _headline(metrics, primary, [r[4] for r in rows if r[4] is not None], kinds.get(primary or ""))
+    charts = _chart_data(metrics, rows, primary, outcomes, durations, tokens)
+    return RunData(
+        path=str(reader.path),
+        info=info,
+        metrics=metrics,
+        progress=progress,
+        live=reader.is_live(),
+        primary=primary,
+        overview=_overview(info, progress, dict(totals)),
+        headline=headline,
+        rows=rows,
+        details=details,
+        plans=plans,
+        values=values,
+        metric_kinds=kinds,
+        charts=charts,
+    )
+
+
+def _headline(
+    metrics: dict[str, Any] | None, primary: str | None, scores: list[float], kind: str | None
+) -> dict[str, Any] | None:
+    """The headline series with its interval: from metrics.json when it has one, else computed
+    here over the per-task values (normal approximation), and said so."""
+    series = next(
+        (s for s in (metrics or {}).get("series") or [] if isinstance(s, dict) and s.get("role") == "headline"), None
+    )
+    out: dict[str, Any]
+    if series is not None:
+        out = {
+            "series_id": series.get("series_id"),
+            "value": series.get("value"),
+            "reference_value": series.get("reference_value"),
+            "counts": series.get("counts") or {},
+        }
+        given = headline_interval(series)
+        if given is not None:
+            out.update(interval=list(given), interval_source="metrics.json")
+            return out
+    elif primary is not None and scores:
+        out = {"series_id": f"{primary} (mean over tasks)", "value": sum(scores) / len(scores), "counts": {}}
+    else:
+        return None
+    computed = mean_interval(scores)
+    if computed is not None:
+        lo, hi = computed[1], computed[2]
+        if kind == "binary_success":  # a pass rate lies in [0, 1]; the approximation may not
+            lo, hi = max(0.0, lo), min(1.0, hi)
+        out.update(
+            interval=[lo, hi],
+            interval_source=f"computed by the report: mean of {len(scores)} per-task values ± 1.96·s/√n",
+        )
+    return out
+
+
+def _chart_data(
+    metrics: dict[str, Any] | None,
+    rows: list[list[Any]],
+    primary: str | None,
+    outcomes: Counter[str],
+    durations: list[float],
+    tokens: list[float],
+) -> dict[str, Any]:
+    by_category: dict[str, list[float]] = {}
+    for r in rows:
+        if r[4] is not None:
+            by_category.setdefault(r[2], []).append(r[4])
+    errors: Counter[str] = Counter()
+    for r in rows:
+        for code in r[5]:
+            errors[code] += 1
+    if metrics and isinstance(metrics.get("errors_by_code"), dict) and not errors:
+        errors.update({str(k): int(v) for k, v in metrics["errors_by_code"].items() if isinstance(v, int)})
+    return {
+        "score_by_category": sorted((c, sum(v) / len(v), len(v)) for c, v in by_category.items()),
+        "primary": primary,
+        "outcomes": sorted(outcomes.items(), key=lambda kv: -kv[1]),
+        "durations": durations,
+        "tokens": tokens,
+        "errors": sorted(errors.items(), key=lambda kv: (-kv[1], kv[0])),
+    }

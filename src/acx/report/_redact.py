@@ -1,0 +1,76 @@
+"""The report's own secret check: a last line of defence, not the primary scrubbing.
+
+``result.json`` strings are scrubbed of the run's resolved secrets when they are written
+(docs/results.md). The report re-checks everything it embeds: strings that look like a known
+credential format (provider API keys, cloud keys, tokens, private keys, bearer headers) and the
+values of secret-named variables of the generating process (``*_API_KEY``, ``*_TOKEN``, ...) are
+replaced by ``********``; the report says how many it replaced, never what.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["REDACTED", "Redactor"]
+
+REDACTED = "********"
+
+#: Known credential formats. Each is specific enough that ordinary text (ids, hashes, paths) does
+#: not match: a fixed prefix plus a long random tail.
+_PATTERNS = [
+    r"sk-ant-[A-Za-z0-9_\-]{20,}",  # Anthropic
+    r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}",  # OpenAI and compatible
+    r"gh[pousr]_[A-Za-z0-9]{30,}",  # GitHub tokens
+    r"github_pat_[A-Za-z0-9_]{40,}",
+    r"glpat-[A-Za-z0-9_\-]{20,}",  # GitLab
+    r"xox[abposr]-[A-Za-z0-9\-]{10,}",  # Slack
+    r"(?:AKIA|ASIA)[0-9A-Z]{16}",  # AWS access key id
+    r"AIza[0-9A-Za-z_\-]{35}",  # Google API key
+    r"hf_[A-Za-z0-9]{30,}",  # Hugging Face
+    r"eyJ[A-Za-z0-9_\-]{10,}\.eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}",  # JWT
+    r"-----BEGIN[A-Z ]*PRIVATE KEY-----[^\"<]*?(?:-----END[A-Z ]*PRIVATE KEY-----|(?=[\"<])|$)",
+    r"(?<=[Bb]earer )[A-Za-z0-9_\-\.=]{16,}",  # Authorization: Bearer <token>
+    r"(?<=://)[^/\s:@\"<>\\]+:[^/\s@\"<>\\]+(?=@)",  # user:password@ in a URL
+]
+_SECRET_NAME = re.compile(r"(?i)(^|_)(API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?|AUTH|AKSK|JWT)($|_)")
+#: Shorter values of secret-named variables are left alone: they would match ordinary words.
+_MIN_VALUE_LEN = 8
+
+
+class Redactor:
+    """Replaces secrets in strings and counts the replacements (``count``).
+
+    Patterns never match across a JSON string's quotes or an HTML tag, so :meth:`text` can run over
+    a whole serialised document in one pass (that is how the report uses it: fast for 10,000 tasks).
+    """
+
+    def __init__(self, environ: Mapping[str, str] | None = None, extra_values: list[str] | None = None) -> None:
+        env = os.environ if environ is None else environ
+        values = {v for k, v in env.items() if _SECRET_NAME.search(k) and len(v) >= _MIN_VALUE_LEN}
+        values |= {v for v in extra_values or [] if len(v) >= _MIN_VALUE_LEN}
+        # The report embeds values as JSON and as HTML text: match their escaped spellings too.
+        values |= {json.dumps(v)[1:-1] for v in values} | {html.escape(v) for v in values}
+        # Longest first, so a value that contains another is replaced whole.
+        alternatives = [re.escape(v) for v in sorted(values, key=len, reverse=True)] + _PATTERNS
+        self._re = re.compile("|".join(f"(?:{a})" for a in alternatives))
+        self.count = 0
+
+    def text(self, s: str) -> str:
+        new, n = self._re.subn(REDACTED, s)
+        self.count += n
+        return new
+
+    def value(self, obj: Any) -> Any:
+        """A JSON-like value with every string (keys included) checked."""
+        if isinstance(obj, str):
+            return self.text(obj)
+        if isinstance(obj, dict):
+            return {self.text(str(k)): self.value(v) for k, v in obj.items()}
+        if isinstance(obj, list | tuple):
+            return [self.value(v) for v in obj]
+        return obj

@@ -1,0 +1,36 @@
+"""Read-only access to acx run directories (the layout in ``docs/results.md``).
+
+This is the public read API of the results store: reports, viewers and scripts use it instead of
+the interpreter's writer. It never writes, never takes the run's lock (it only probes whether a
+live process holds it) and tolerates a run that is still being written (a torn last line of
+``progress.jsonl``, a task still under ``details/running/``)::
+
+    run = RunReader.open("results/quickstart/20261201_153014")
+    run.info["status"], run.metrics, run.progress
+    for task in run.tasks():            # final states first, then unfinished tasks
+        task.task_id, task.state, task.category, task.task_json
+        for attempt in task.attempts:   # attempt-N/result.json, in order
+            attempt.n, attempt.result, attempt.retries   # discarded tries (retry records)
+    run.phase_timings()                  # (task_id, attempt) → [(phase, seconds), ...]
+    find_runs("results")                 # every run directory under a results root
+"""
+
+from acx.results._reader import (
+    FINAL_STATES,
+    RUN_INFO_SCHEMA,
+    AttemptRecord,
+    PhaseTiming,
+    RunReader,
+    TaskRecord,
+    find_runs,
+)
+
+__all__ = [
+    "FINAL_STATES",
+    "RUN_INFO_SCHEMA",
+    "AttemptRecord",
+    "PhaseTiming",
+    "RunReader",
+    "TaskRecord",
+    "find_runs",
+]

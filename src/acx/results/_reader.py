@@ -1,0 +1,299 @@
+"""The run-directory reader behind :mod:`acx.results` (stdlib only: no trio, no interpreter)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from acx.errors import AcxResultsError
+
+__all__ = ["FINAL_STATES", "RUN_INFO_SCHEMA", "AttemptRecord", "PhaseTiming", "RunReader", "TaskRecord", "find_runs"]
+
+RUN_INFO_SCHEMA = "acx.run_info.v1"
+#: Task states with their own directory under ``details/`` (``running`` holds unfinished tasks).
+FINAL_STATES = ("normal", "error", "fatal")
+#: How deep :func:`find_runs` looks under a results root (``<root>/[<run_name>/]<request>/<run id>``).
+_MAX_DEPTH = 4
+
+
+@dataclass(frozen=True)
+class AttemptRecord:
+    """``attempt-<n>/``: its ``result.json`` (None while the attempt has not finished) and the
+    records of its discarded tries (``retries/*.json``, oldest first)."""
+
+    n: int
+    path: Path
+    result: dict[str, Any] | None
+    retries: list[dict[str, Any]] = field(default_factory=list)
+    manifests: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    """One task directory: ``state`` is its ``details/`` sub-directory (``normal``, ``error``,
+    ``fatal``, or ``running`` for a task that has not finished)."""
+
+    task_id: str
+    state: str
+    category: str
+    path: Path
+    task_json: dict[str, Any]
+    attempts: list[AttemptRecord]
+
+
+@dataclass(frozen=True)
+class PhaseTiming:
+    """A phase of one try of an attempt, from ``phase_changed`` events: ``seconds`` is None for a
+    phase still running (or cut off by a kill)."""
+
+    phase: str
+    started: float
+    seconds: float | None
+    try_number: int = 1
+
+
+def _load_json(path: Path) -> Any:
+    """A JSON file, or None when it is missing, unreadable or torn (a reader never fails a page
+    because one file of a run is damaged: the page says what is missing instead)."""
+    try:
+        with open(path, "rb") as fh:
+            return json.loads(fh.read())
+    except (OSError, ValueError):
+        return None
+
+
+class RunReader:
+    """Read one run directory (the one holding ``run_info.json``)."""
+
+    def __init__(self, path: Path, info: dict[str, Any]) -> None:
+        self.path = path
+        self.info = info
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str]) -> RunReader:
+        """Open ``path``; a directory that is not an acx run, or whose ``run_info.json`` is
+        damaged or of another schema, is a clear error (E0603, E0618, E0604)."""
+        run_dir = Path(path)
+        info_path = run_dir / "run_info.json"
+        if not info_path.is_file():
+            raise AcxResultsError(
+                f"{run_dir} is not an acx run directory (no run_info.json)",
+                code="E0603",
+                path=str(run_dir),
+                help="pass the directory that contains run_info.json, e.g. results/<request>/<run id>",
+            )
+        info = _load_json(info_path)
+        if not isinstance(info, dict):
+            raise AcxResultsError(
+                "run_info.json is damaged: not a JSON object",
+                code="E0618",
+                path=str(info_path),
+                help="restore it from a copy, or rerun the evaluation",
+            )
+        if info.get("schema_version") != RUN_INFO_SCHEMA:
+            raise AcxResultsError(
+                f"{info_path} has schema {info.get('schema_version')!r}, expected {RUN_INFO_SCHEMA!r}",
+                code="E0604",
+                path=str(info_path),
+                help="this run was written by another tool or version of acx",
+            )
+        return cls(run_dir, info)
+
+    # ---- run-level records -------------------------------------------------------------------
+    @property
+    def run_id(self) -> str:
+        return str(self.info.get("run_id") or self.path.name)
+
+    @property
+    def metrics(self) -> dict[str, Any] | None:
+        """``metrics.json`` (None until the run wrote it, or when it is damaged)."""
+        data = _load_json(self.path / "metrics.json")
+        return data if isinstance(data, dict) else None
+
+    @property
+    def progress(self) -> dict[str, Any] | None:
+        """The latest ``progress.json`` snapshot."""
+        data = _load_json(self.path / "progress.json")
+        return data if isinstance(data, dict) else None
+
+    @property
+    def provenance(self) -> dict[str, Any] | None:
+        """``provenance.json`` (written by ``acx run`` when it compiled the spec), else None."""
+        data = _load_json(self.path / "provenance.json")
+        return data if isinstance(data, dict) else None
+
+    def locked_by(self) -> int | None:
+        """The pid of a live process running this run (it holds ``.acx/lock``), else None.
+
+        Probing takes a shared lock for an instant and drops it; it never blocks."""
+        import fcntl
+
+        try:
+            fd = os.open(self.path / ".acx" / "lock", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode("ascii", "replace").strip()
+            return int(holder) if holder.isdigit() else 0
+        finally:
+            os.close(fd)
+        return None
+
+    def is_live(self) -> bool:
+        """True while a process is writing this run (status ``running`` and the lock is held)."""
+        return self.info.get("status") == "running" and self.locked_by() is not None
+
+    # ---- events ------------------------------------------------------------------------------
+    def events(self) -> Iterator[dict[str, Any]]:
+        """Every event of ``progress.jsonl``; a torn line (a run being written) is skipped."""
+        try:
+            fh = open(self.path / "progress.jsonl", "rb")  # noqa: SIM115 (closed by the with below)
+        except OSError:
+            return
+        with fh:
+            for line in fh:
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(event, dict):
+                    yield event
+
+    def phase_timings(self) -> dict[tuple[str, int], list[PhaseTiming]]:
+        """Per (task id, attempt): its phases in order with their durations, from
+        ``phase_changed`` events; a phase ends when the next starts or the attempt finishes, a
+        retry starts a new try."""
+        out: dict[tuple[str, int], list[PhaseTiming]] = {}
+        open_phase: dict[tuple[str, int], tuple[str, float, int]] = {}
+        tries: dict[tuple[str, int], int] = {}
+
+        def close(key: tuple[str, int], at: float) -> None:
+            current = open_phase.pop(key, None)
+            if current is not None:
+                name, start, number = current
+                out.setdefault(key, []).append(PhaseTiming(name, start, round(max(at - start, 0.0), 6), number))
+
+        for ev in self.events():
+            kind = ev.get("event")
+            if kind not in ("phase_changed", "attempt_finished", "attempt_retry", "attempt_started"):
+                continue
+            task_id, attempt, ts = ev.get("task_id"), ev.get("attempt"), ev.get("timestamp")
+            if not isinstance(task_id, str) or not isinstance(attempt, int) or not isinstance(ts, int | float):
+                continue
+            key = (task_id, attempt)
+            close(key, float(ts))
+            if kind == "attempt_retry":
+                tries[key] = tries.get(key, 1) + 1
+            elif kind == "phase_changed" and isinstance(ev.get("phase"), str):
+                open_phase[key] = (ev["phase"], float(ts), tries.get(key, 1))
+        for key, (name, start, number) in open_phase.items():
+            out.setdefault(key, []).append(PhaseTiming(name, start, None, number))
+        return out
+
+    # ---- tasks -------------------------------------------------------------------------------
+    def task_dirs(self) -> Iterator[tuple[str, Path]]:
+        """(state, directory) of every task directory: final states, then ``running``."""
+        details = self.path / "details"
+        for state in (*FINAL_STATES, "running"):
+            try:
+                entries = sorted(os.scandir(details / state), key=lambda e: e.name)
+            except OSError:
+                continue
+            for entry in entries:
+                if entry.is_dir():
+                    yield state, Path(entry.path)
+
+    def tasks(self) -> list[TaskRecord]:
+        """Every task of the run. A task that sits in a final state directory and (stale copy of a
+        resumed run) also under ``running/`` is listed once, in its final state."""
+        seen: set[str] = set()
+        out: list[TaskRecord] = []
+        for state, d in self.task_dirs():
+            record = self.read_task(d, state)
+            if record is None or record.task_id in seen:
+                continue
+            seen.add(record.task_id)
+            out.append(record)
+        return out
+
+    def read_task(self, d: Path, state: str) -> TaskRecord | None:
+        task_json = _load_json(d / "task.json")
+        if not isinstance(task_json, dict):
+            task_json = {}
+        attempts = _read_attempts(d)
+        task_id = task_json.get("task_id")
+        if not isinstance(task_id, str):
+            task_id = next((a.result.get("task_id") for a in attempts if a.result), None)
+        if not isinstance(task_id, str):
+            return None  # an empty running/ directory: nothing to show yet
+        category = task_json.get("category")
+        if not isinstance(category, str):
+            category = next((str(a.result.get("category")) for a in attempts if a.result), "all")
+        return TaskRecord(task_id, state, category, d, task_json, attempts)
+
+
+def _read_attempts(task_dir: Path) -> list[AttemptRecord]:
+    found: list[tuple[int, Path]] = []
+    try:
+        entries = list(os.scandir(task_dir))
+    except OSError:
+        return []
+    for entry in entries:
+        name = entry.name
+        if name.startswith("attempt-") and name[8:].isdigit() and entry.is_dir():
+            found.append((int(name[8:]), Path(entry.path)))
+    out = []
+    for n, path in sorted(found):
+        result = _load_json(path / "result.json")
+        out.append(
+            AttemptRecord(
+                n,
+                path,
+                result if isinstance(result, dict) else None,
+                _json_files(path / "retries"),
+                _json_files(path, prefix="submission-"),
+            )
+        )
+    return out
+
+
+def _json_files(d: Path, prefix: str = "") -> list[dict[str, Any]]:
+    try:
+        names = sorted(e.name for e in os.scandir(d) if e.name.endswith(".json") and e.name.startswith(prefix))
+    except OSError:
+        return []
+    out = []
+    for name in names:
+        data = _load_json(d / name)
+        if isinstance(data, dict):
+            out.append({"file": name, **data})
+    return out
+
+
+def find_runs(root: str | os.PathLike[str]) -> list[Path]:
+    """Every run directory (holding ``run_info.json``) under ``root`` (itself included), newest
+    run id last within a request; nothing is followed below a run directory."""
+    base = Path(root)
+    found: list[Path] = []
+
+    def walk(d: Path, depth: int) -> None:
+        if (d / "run_info.json").is_file():
+            found.append(d)
+            return
+        if depth >= _MAX_DEPTH:
+            return
+        try:
+            subdirs = sorted(e.path for e in os.scandir(d) if e.is_dir() and not e.name.startswith("."))
+        except OSError:
+            return
+        for sub in subdirs:
+            walk(Path(sub), depth + 1)
+
+    walk(base, 0)
+    return found

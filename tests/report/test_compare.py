@@ -1,0 +1,103 @@
+"""`acx results compare` against a hand computation on fixed result sets (issue 16)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from acx.cli import main
+from acx.report import compare_runs, load_run, paired_difference
+from acx.testing.results import write_run
+
+
+def _task(task_id: str, *observations: dict[str, object], category: str = "c") -> dict[str, object]:
+    return {
+        "task_id": task_id,
+        "category": category,
+        "state": "normal",
+        "attempts": [{"status": "completed", "metrics": dict(m), "final_answer": "x"} for m in observations],
+    }
+
+
+@pytest.fixture()
+def runs(tmp_path: Path) -> tuple[Path, Path]:
+    # Run A: t1 pass, t2 fail, t3 pass, t4 fail, t5 only in A; t6 has no observation (unavailable).
+    # Run B: t1 pass, t2 pass, t3 fail, t4 pass, t7 only in B; t6 observed in B only.
+    # `score` (scalar, k=2 in A for t1: mean of 0.5 and 1.0 = 0.75).
+    a = write_run(
+        tmp_path / "a",
+        [
+            _task("t1", {"correct": True, "score": 0.5}, {"correct": True, "score": 1.0}),
+            _task("t2", {"correct": False, "score": 0.0}),
+            _task("t3", {"correct": True, "score": 1.0}),
+            _task("t4", {"correct": False, "score": 0.25}),
+            _task("t5", {"correct": True, "score": 1.0}),
+            _task("t6", {}),
+        ],
+        run_id="A",
+    )
+    b = write_run(
+        tmp_path / "b",
+        [
+            _task("t1", {"correct": True, "score": 1.0}),
+            _task("t2", {"correct": True, "score": 0.5}),
+            _task("t3", {"correct": False, "score": 0.0}),
+            _task("t4", {"correct": True, "score": 0.25}),
+            _task("t7", {"correct": False, "score": 0.0}),
+            _task("t6", {"correct": True, "score": 1.0}),
+        ],
+        run_id="B",
+    )
+    return a, b
+
+
+def test_compare_matches_hand_computation(runs: tuple[Path, Path]) -> None:
+    # contract S1 (per-task values over attempts), issue 16 (paired 95 % interval)
+    cmp = compare_runs(load_run(str(runs[0])), load_run(str(runs[1])))
+    assert cmp["matched"] == 5  # t1..t4 and t6
+    assert cmp["only_a"] == ["t5"] and cmp["only_b"] == ["t7"]
+    by = {m["metric"]: m for m in cmp["metrics"]}
+    correct = by["correct"]
+    # diffs over t1..t4 (t6 unobserved in A): 0, +1, -1, +1
+    assert correct["n"] == 4 and correct["unpaired"] == 1
+    assert correct["mean_a"] == pytest.approx(0.5) and correct["mean_b"] == pytest.approx(0.75)
+    assert correct["diff"] == pytest.approx(0.25)
+    # s² = (0.0625 + 0.5625 + 1.5625 + 0.5625) / 3 = 0.916667; se = sqrt(s²/4) = 0.478714
+    assert correct["stderr"] == pytest.approx(0.4787136, abs=1e-6)
+    assert correct["ci95"] == pytest.approx([0.25 - 0.9382616, 0.25 + 0.9382616], abs=1e-6)
+    assert correct["flipped_up"] == ["t2", "t4"] and correct["flipped_down"] == ["t3"]
+    score = by["score"]
+    # A per task: t1 (0.5+1)/2 = 0.75, t2 0, t3 1, t4 0.25; B: 1, 0.5, 0, 0.25 → diffs 0.25, 0.5, -1, 0
+    assert score["diff"] == pytest.approx(-0.0625)
+    mean = -0.0625
+    s2 = sum((d - mean) ** 2 for d in (0.25, 0.5, -1.0, 0.0)) / 3
+    assert score["stderr"] == pytest.approx(math.sqrt(s2 / 4))
+    assert score["flipped_up"] == ["t1", "t2"] and score["flipped_down"] == ["t3"]
+
+
+def test_paired_difference_edge_cases() -> None:
+    assert paired_difference([])["diff"] is None
+    one = paired_difference([(0.0, 1.0)])
+    assert one["diff"] == 1.0 and one["ci95"] is None  # no interval from one pair
+    same = paired_difference([(1.0, 1.0), (0.0, 0.0)])
+    assert same["ci95"] == [0.0, 0.0]
+
+
+def test_results_compare_cli(runs: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["results", "compare", str(runs[0]), str(runs[1]), "--format", "json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["matched"] == 5 and payload["metrics"][0]["metric"] == "correct"
+    assert main(["results", "compare", str(runs[0]), str(runs[1])]) == 0
+    text = capsys.readouterr().out
+    assert "matched tasks: 5; only in A: 1; only in B: 1" in text
+    assert "+0.250" in text and "[-0.688, +1.188]" in text
+    assert "better in B (2): t2, t4" in text and "worse in B (1): t3" in text
+
+
+def test_results_compare_bad_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["results", "compare", str(tmp_path), str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "E0603" in err and "Traceback" not in err

@@ -1,0 +1,86 @@
+"""`acx report`: a self-contained file, no URL, secrets re-checked (issue 16)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from acx.cli import main
+from acx.report import Redactor, load_run, write_report
+from acx.testing.results import synthetic_tasks, write_run
+
+#: Any scheme URL or a protocol-relative reference: the report must need none.
+URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://|(?:src|href|action)\s*=\s*[\"']?(?!#)[^\s\"'>]")
+
+
+def test_report_is_self_contained_even_when_data_quotes_urls(tmp_path: Path) -> None:
+    tasks = synthetic_tasks(20, seed=2)
+    tasks[0]["attempts"][0]["final_answer"] = "see https://example.invalid/x and <script>alert(1)</script>"
+    d = write_run(tmp_path / "r", tasks)
+    out = write_report([d], tmp_path / "report.html")
+    text = out.path.read_text(encoding="utf-8")
+    assert not URL.search(text), URL.search(text)
+    assert "<script>alert(1)" not in text  # data never becomes markup
+    assert text.count("<script") == 3  # index data, details data, the inline program
+
+
+SECRET_OPENAI = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4"
+SECRET_GH = "ghp_" + "abcdefghijklmnopqrstuvwxyz0123456789"
+
+
+def test_report_redacts_secret_patterns_and_secret_env_values(tmp_path: Path) -> None:
+    tasks = synthetic_tasks(5, seed=1, error_rate=0.0)
+    tasks[0]["attempts"][0]["final_answer"] = f"key={SECRET_OPENAI}"
+    tasks[1]["attempts"][0]["extra"] = {
+        "verifier_output_tail": f"token {SECRET_GH}\nAuthorization: Bearer abcdefghijklmnopqrstuvwx"
+    }
+    tasks[2]["instruction"] = "use the value hunter2-the-long-password please"
+    d = write_run(tmp_path / "r", tasks)
+    out = write_report([d], tmp_path / "report.html", environ={"GRADER_PASSWORD": "hunter2-the-long-password"})
+    text = out.path.read_text(encoding="utf-8")
+    for secret in (SECRET_OPENAI, SECRET_GH, "abcdefghijklmnopqrstuvwx", "hunter2-the-long-password"):
+        assert secret not in text
+        assert secret[:12] not in text  # not in part either
+    assert out.redacted >= 4  # each occurrence (table row, task page) counts
+    assert "look like secrets were replaced" in text
+
+
+def test_redactor_leaves_ordinary_text() -> None:
+    r = Redactor(environ={"PATH": "/usr/bin:/bin", "SHORT_TOKEN": "abc"})
+    text = "sha256:0f9bfda475ac486b9b3882faf93a1c23 task-00001 /usr/bin:/bin abc skipped-tasks"
+    assert r.text(text) == text and r.count == 0
+
+
+def test_headline_interval_computed_or_taken_from_metrics(tmp_path: Path) -> None:
+    d = write_run(tmp_path / "r", synthetic_tasks(50, seed=4, error_rate=0.0))
+    run = load_run(str(d))
+    assert run.headline is not None and "computed by the report" in run.headline["interval_source"]
+    lo, hi = run.headline["interval"]
+    assert 0.0 <= lo < run.headline["value"] < hi <= 1.0
+    metrics = {
+        "schema_version": "acx.metrics.v1",
+        "series": [
+            {"series_id": "correct.avg@1", "metric_id": "correct", "role": "headline", "value": 0.7, "stderr": 0.05}
+        ],
+    }
+    (d / "metrics.json").write_text(json.dumps(metrics), encoding="utf-8")
+    run = load_run(str(d))
+    assert run.headline["interval_source"] == "metrics.json"
+    assert run.headline["interval"] == pytest.approx([0.7 - 0.098, 0.7 + 0.098], abs=1e-3)
+
+
+def test_acx_report_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = write_run(tmp_path / "a", synthetic_tasks(10, seed=1))
+    b = write_run(tmp_path / "b", synthetic_tasks(10, seed=2), run_id="20260102_000000")
+    assert main(["report", str(a)]) == 0
+    assert (a / "report.html").is_file()
+    assert main(["report", str(a), str(b), "-o", str(tmp_path / "both.html")]) == 0
+    text = (tmp_path / "both.html").read_text(encoding="utf-8")
+    assert 'id="page-compare-1"' in text and "acx-details-1" in text
+    assert "report:" in capsys.readouterr().out
+    assert main(["report", str(tmp_path / "missing")]) == 2
+    assert "E0603" in capsys.readouterr().err
+    assert main(["report", str(a), "-o", str(tmp_path)]) == 2  # a directory is not a file
