@@ -1,0 +1,44 @@
+"""The model layer: protocol adapters, the one HTTP client and retry layer, prices and limits,
+and the per-run gateway every model call of a run goes through (see docs/models.md).
+
+This package owns the HTTP client library (httpx, in ``acx.models._client`` only) and the HTTP
+server of the gateway (h11, in ``acx.models._http_server`` only).
+"""
+
+from acx.models._accounting import Limits, Price, UsageTotals, cost_of
+from acx.models._client import AttemptRecord, Exchange, ModelClient
+from acx.models._gateway import CallRecord, Gateway, GatewaySession, Role
+from acx.models._protocols import build_call, call_path, normalize_request, parse_response
+from acx.models._retry import RetryPolicy, classify_status, parse_retry_after
+from acx.models._trajectory import actf_trajectory
+from acx.models._types import PROTOCOLS, ChatRequest, Endpoint, ModelCallError, ModelResponse, Protocol, ToolCall, Usage
+
+__all__ = [
+    "PROTOCOLS",
+    "AttemptRecord",
+    "CallRecord",
+    "ChatRequest",
+    "Endpoint",
+    "Exchange",
+    "Gateway",
+    "GatewaySession",
+    "Limits",
+    "ModelCallError",
+    "ModelClient",
+    "ModelResponse",
+    "Price",
+    "Protocol",
+    "RetryPolicy",
+    "Role",
+    "ToolCall",
+    "Usage",
+    "UsageTotals",
+    "actf_trajectory",
+    "build_call",
+    "call_path",
+    "classify_status",
+    "cost_of",
+    "normalize_request",
+    "parse_response",
+    "parse_retry_after",
+]

@@ -1,0 +1,480 @@
+"""The per-run model gateway: the one path from any agent to any model.
+
+A :class:`Gateway` holds the run's model roles (endpoint + real key + price), the model client,
+and the run's totals. Each attempt opens a :class:`GatewaySession`:
+
+- host-side harnesses call :meth:`GatewaySession.complete` in-process;
+- in-sandbox agents get :meth:`GatewaySession.env` — the gateway's URL and a per-session token in
+  ``OPENAI_BASE_URL``/``OPENAI_API_KEY`` and ``ANTHROPIC_BASE_URL``/``ANTHROPIC_API_KEY`` — and
+  call the gateway's HTTP endpoint, which swaps the token for the real key upstream.
+
+Either way the call is checked against the session's limits and the run's cost limit, made with
+the one retry layer, recorded (request, response, timing, usage, cost, attempts) and counted. A
+session's tokens stop working when it closes. The real key is held only in memory here and in the
+client's auth header; it is never in a record, an env map or a message.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import trio
+
+from acx.models._accounting import Limits, Price, UsageTotals, cost_of
+from acx.models._client import AttemptRecord, ModelClient
+from acx.models._http_server import Reply, serve_http
+from acx.models._protocols import auth_headers, build_call, call_path, normalize_request, parse_response
+from acx.models._types import ChatRequest, Endpoint, ModelCallError, ModelResponse, Protocol, Usage
+
+__all__ = ["CallRecord", "Gateway", "GatewaySession", "Role", "iso_now"]
+
+TOKEN_PREFIX = "acx-gw-"
+
+_PATHS: dict[str, Protocol] = {
+    "/v1/chat/completions": "openai-chat",
+    "/chat/completions": "openai-chat",
+    "/v1/responses": "openai-responses",
+    "/responses": "openai-responses",
+    "/v1/messages": "anthropic",
+    "/messages": "anthropic",
+}
+
+
+def iso_now(ts: float | None = None) -> str:
+    """ISO 8601 UTC with milliseconds (the trajectories' timestamp form)."""
+    when = datetime.fromtimestamp(ts if ts is not None else time.time(), tz=UTC)
+    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class Role:
+    """One model of the run, by role (``agent``, ``grader``, ...)."""
+
+    name: str
+    endpoint: Endpoint
+    price: Price | None = None
+
+
+@dataclass
+class CallRecord:
+    """One model call as the transcript keeps it (secrets scrubbed, no headers)."""
+
+    seq: int
+    role: str
+    model: str
+    protocol: str
+    #: ``in-process`` (a host-side harness) or ``http`` (an agent calling the gateway).
+    via: str
+    started_at: float
+    finished_at: float = 0.0
+    request: Any = None
+    response: Any = None
+    status: int | None = None
+    usage: dict[str, int] | None = None
+    cost_usd: float | None = None
+    attempts: list[AttemptRecord] = field(default_factory=list)
+    error: dict[str, str] | None = None
+    #: Normalised views for trajectories (not serialised).
+    normalized_request: ChatRequest | None = None
+    normalized_response: ModelResponse | None = None
+
+    @property
+    def duration_ms(self) -> float:
+        return round((self.finished_at - self.started_at) * 1000.0, 3)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "role": self.role,
+            "model": self.model,
+            "protocol": self.protocol,
+            "via": self.via,
+            "started_at": iso_now(self.started_at),
+            "finished_at": iso_now(self.finished_at),
+            "duration_ms": self.duration_ms,
+            "status": self.status,
+            "usage": self.usage,
+            "cost_usd": self.cost_usd,
+            "retries": max(0, len(self.attempts) - 1),
+            "attempts": [
+                {
+                    "started_at": iso_now(a.started_at),
+                    "duration_ms": a.duration_ms,
+                    "status": a.status,
+                    "error": a.error,
+                    "wait_seconds": a.wait_seconds,
+                }
+                for a in self.attempts
+            ],
+            "error": self.error,
+            "request": self.request,
+            "response": self.response,
+        }
+
+
+class GatewaySession:
+    """The model access of one attempt: in-process calls, sandbox env, transcript and totals."""
+
+    def __init__(self, gateway: Gateway, key: str, limits: Limits) -> None:
+        self.gateway = gateway
+        self.key = key
+        self.limits = limits
+        self.calls: list[CallRecord] = []
+        self.totals = UsageTotals()
+        #: Messages of the limit refusals (each one is a ``limit_exceeded`` issue of the attempt).
+        self.refusals: list[str] = []
+        self.closed = False
+        self._tokens = {role: TOKEN_PREFIX + secrets.token_urlsafe(24) for role in gateway.roles}
+
+    def token(self, role: str = "agent") -> str:
+        if role not in self._tokens:
+            raise KeyError(f"the run has no model role {role!r} (roles: {', '.join(sorted(self._tokens))})")
+        return self._tokens[role]
+
+    async def complete(self, request: ChatRequest, *, role: str = "agent") -> ModelResponse:
+        """A model call from a host-side harness. Raises :class:`ModelCallError` (including
+        ``limit_exceeded`` when a limit refuses it)."""
+        return await self.gateway._call_in_process(self, role, request)
+
+    def env(self, role: str = "agent", *, host: str | None = None) -> dict[str, str]:
+        """Variables for an agent in a sandbox: the gateway's URLs and this session's token in
+        place of any real base URL and key. ``host`` is the address the sandbox reaches the
+        gateway at (default: loopback)."""
+        url = self.gateway.url(host)
+        token = self.token(role)
+        ep = self.gateway.roles[role].endpoint
+        return {
+            "OPENAI_BASE_URL": f"{url}/v1",
+            "OPENAI_API_KEY": token,
+            "ANTHROPIC_BASE_URL": url,
+            "ANTHROPIC_API_KEY": token,
+            "ACX_MODEL_ID": ep.model,
+            "ACX_MODEL_PROTOCOL": ep.protocol,
+            "ACX_MODEL_BASE_URL": f"{url}/v1" if ep.protocol != "anthropic" else url,
+            "ACX_MODEL_API_KEY": token,
+        }
+
+    def close(self) -> None:
+        """End the session: its tokens are refused from now on."""
+        if not self.closed:
+            self.closed = True
+            self.gateway._forget(self)
+
+    def transcript(self) -> list[dict[str, Any]]:
+        return [c.to_dict() for c in self.calls]
+
+    def usage(self) -> dict[str, Any]:
+        """Totals of the session, with a per-role breakdown."""
+        out: dict[str, Any] = dict(self.totals.to_dict())
+        by_role: dict[str, UsageTotals] = {}
+        for c in self.calls:
+            if c.error is not None and c.error.get("kind") == "limit_exceeded":
+                continue  # refused by acx: never made
+            t = by_role.setdefault(c.role, UsageTotals())
+            t.merge(_one(c))
+        out["by_role"] = {r: t.to_dict() for r, t in sorted(by_role.items())}
+        return out
+
+
+def _one(c: CallRecord) -> UsageTotals:
+    t = UsageTotals()
+    if c.error is not None:
+        t.add_failed()
+        return t
+    u = Usage(**{k: v for k, v in c.usage.items() if k != "total_tokens"}) if c.usage else None
+    t.add(u, c.cost_usd)
+    return t
+
+
+class Gateway:
+    """The run's gateway. ``async with Gateway(...)`` or :meth:`start` inside a nursery.
+
+    ``run_max_cost_usd``: when the run's cost reaches it, every later call is refused and
+    ``on_run_limit(message)`` is called once (the interpreter stops dispatching tasks).
+    """
+
+    def __init__(
+        self,
+        roles: Mapping[str, Role],
+        *,
+        client: ModelClient | None = None,
+        run_max_cost_usd: float | None = None,
+        on_run_limit: Callable[[str], None] | None = None,
+    ) -> None:
+        self.roles = dict(roles)
+        self.client = client or ModelClient()
+        self._own_client = client is None
+        self.run_max_cost_usd = run_max_cost_usd
+        self.on_run_limit = on_run_limit
+        self.totals = UsageTotals()
+        self.run_stopped: str | None = None
+        self._sessions: dict[str, tuple[GatewaySession, str]] = {}
+        self._seq = 0
+        self._ports: dict[str, int] = {}
+        self._scopes: list[trio.CancelScope] = []
+
+    # ---- lifecycle -------------------------------------------------------------------------------
+    async def start(self, nursery: trio.Nursery, hosts: tuple[str, ...] = ("127.0.0.1",)) -> None:
+        """Serve HTTP on each of ``hosts`` (port chosen by the OS; the same port when free)."""
+        first = 0
+        for host in hosts:
+            port = await nursery.start(self._serve, host, first)
+            self._ports[host] = port
+            first = first or port
+
+    async def _serve(
+        self, host: str, port: int, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        scope = trio.CancelScope()
+        self._scopes.append(scope)
+        with scope:
+            try:
+                await serve_http(self._handle, host, port, task_status=task_status)
+            except OSError:
+                if port == 0:
+                    raise
+                # The port is taken on this address: any free one will do.
+                await serve_http(self._handle, host, 0, task_status=task_status)
+
+    async def aclose(self) -> None:
+        for scope in self._scopes:
+            scope.cancel()
+        for session, _ in list(self._sessions.values()):
+            session.close()
+        if self._own_client:
+            await self.client.aclose()
+
+    def url(self, host: str | None = None) -> str:
+        host = host or "127.0.0.1"
+        if host not in self._ports:
+            raise RuntimeError(
+                f"the gateway does not listen on {host} (it serves {', '.join(self._ports) or 'nothing'})"
+            )
+        shown = f"[{host}]" if ":" in host else host
+        return f"http://{shown}:{self._ports[host]}"
+
+    @property
+    def hosts(self) -> list[str]:
+        return list(self._ports)
+
+    def port(self, host: str = "127.0.0.1") -> int:
+        return self._ports[host]
+
+    # ---- sessions --------------------------------------------------------------------------------
+    def open_session(self, key: str, limits: Limits | None = None) -> GatewaySession:
+        session = GatewaySession(self, key, limits or Limits())
+        for role, token in session._tokens.items():
+            self._sessions[token] = (session, role)
+        return session
+
+    def _forget(self, session: GatewaySession) -> None:
+        for token in session._tokens.values():
+            self._sessions.pop(token, None)
+
+    # ---- calls -----------------------------------------------------------------------------------
+    def _refusal(self, session: GatewaySession) -> str | None:
+        if session.closed:
+            return "the session is closed"
+        if self.run_stopped is not None:
+            return self.run_stopped
+        return session.limits.refusal(session.totals)
+
+    def _record(self, session: GatewaySession, role: Role, protocol: str, via: str) -> CallRecord:
+        self._seq += 1
+        rec = CallRecord(
+            seq=len(session.calls) + 1,
+            role=role.name,
+            model=role.endpoint.model,
+            protocol=protocol,
+            via=via,
+            started_at=time.time(),
+        )
+        session.calls.append(rec)
+        return rec
+
+    def _refuse(self, session: GatewaySession, role: Role, protocol: str, via: str, why: str) -> ModelCallError:
+        msg = f"acx refused the model call: {why}"
+        rec = self._record(session, role, protocol, via)
+        rec.finished_at = rec.started_at
+        rec.error = {"kind": "limit_exceeded", "message": msg}
+        if not session.closed:
+            session.refusals.append(msg)
+        return ModelCallError("limit_exceeded", msg)
+
+    def _account(self, session: GatewaySession, role: Role, rec: CallRecord, resp: ModelResponse | None) -> None:
+        usage = resp.usage if resp is not None else None
+        cost = cost_of(usage, role.price) if resp is not None else None
+        if resp is None:
+            return
+        rec.usage = usage.to_dict() if usage is not None else None
+        rec.cost_usd = None if cost is None else round(cost, 10)
+        session.totals.add(usage, cost)
+        self.totals.add(usage, cost)
+        limit = self.run_max_cost_usd
+        if limit is not None and self.run_stopped is None:
+            if self.totals.cost_unknown:
+                self._stop_run(f"the run's max_cost_usd = {limit:g} cannot be enforced: a call's cost is unknown")
+            elif self.totals.cost_usd >= limit:
+                self._stop_run(f"the run's max_cost_usd = {limit:g} reached (${self.totals.cost_usd:.6f} spent)")
+
+    def _failed(self, session: GatewaySession, rec: CallRecord, exc: ModelCallError) -> None:
+        rec.finished_at = time.time()
+        rec.status = exc.status
+        rec.error = {"kind": exc.kind, "message": exc.message}
+        session.totals.add_failed()
+        self.totals.add_failed()
+
+    def _stop_run(self, message: str) -> None:
+        self.run_stopped = message
+        if self.on_run_limit is not None:
+            self.on_run_limit(message)
+
+    def _scrub(self, role: Role, obj: Any) -> Any:
+        """The record form of a body: the role's key (and its wrapped form) cut out."""
+        secrets_ = [s for s in {role.endpoint.api_key, role.endpoint.credential()} if s and len(s) >= 4]
+        if not secrets_:
+            return obj
+        text = json.dumps(obj)
+        if any(s in text for s in secrets_):
+            for s in secrets_:
+                text = text.replace(json.dumps(s)[1:-1], "***")
+            return json.loads(text)
+        return obj
+
+    async def _call_in_process(self, session: GatewaySession, role_name: str, request: ChatRequest) -> ModelResponse:
+        role = self._role(role_name)
+        ep = role.endpoint
+        why = self._refusal(session)
+        if why is not None:
+            raise self._refuse(session, role, ep.protocol, "in-process", why)
+        url, body, headers = build_call(ep, request)
+        rec = self._record(session, role, ep.protocol, "in-process")
+        rec.request = self._scrub(role, body)
+        rec.normalized_request = request
+        try:
+            ex = await self.client.exchange(ep, url, body, headers, parse=lambda d: parse_response(ep.protocol, d))
+        except ModelCallError as exc:
+            self._failed(session, rec, exc)
+            raise
+        finally:
+            if not rec.finished_at:
+                rec.finished_at = time.time()
+        rec.finished_at = time.time()
+        resp: ModelResponse = ex.parsed
+        rec.attempts = ex.attempts
+        rec.status = ex.status
+        rec.response = self._scrub(role, resp.raw)
+        rec.normalized_response = resp
+        self._account(session, role, rec, resp)
+        return resp
+
+    def _role(self, name: str) -> Role:
+        if name not in self.roles:
+            raise ModelCallError(
+                "refused", f"the run has no model role {name!r} (roles: {', '.join(sorted(self.roles))})"
+            )
+        return self.roles[name]
+
+    # ---- HTTP ------------------------------------------------------------------------------------
+    async def _handle(self, method: str, target: str, headers: dict[str, str], body: bytes) -> Reply:
+        path = target.split("?", 1)[0]
+        token = _token_of(headers)
+        entry = self._sessions.get(token) if token else None
+        if entry is None:
+            why = "no acx session token" if not token else "unknown or expired session token (its session has ended)"
+            return _error(401, "authentication_error", f"acx gateway: {why}")
+        session, role_name = entry
+        role = self.roles[role_name]
+        if method == "GET" and path in ("/v1/models", "/models"):
+            return (
+                200,
+                json.dumps({"object": "list", "data": [{"id": role.endpoint.model, "object": "model"}]}).encode(),
+                [],
+            )
+        protocol = _PATHS.get(path)
+        if method != "POST" or protocol is None:
+            return _error(
+                404,
+                "not_found_error",
+                f"acx gateway: no endpoint {method} {path}; use /v1/chat/completions, /v1/responses or /v1/messages",
+            )
+        try:
+            incoming = json.loads(body)
+        except (ValueError, UnicodeDecodeError):
+            return _error(400, "invalid_request_error", "acx gateway: the request body is not JSON")
+        if not isinstance(incoming, dict):
+            return _error(400, "invalid_request_error", "acx gateway: the request body is not a JSON object")
+        ep = role.endpoint
+        if protocol != ep.protocol:
+            want = {
+                "openai-chat": "$OPENAI_BASE_URL/chat/completions",
+                "openai-responses": "$OPENAI_BASE_URL/responses",
+                "anthropic": "$ANTHROPIC_BASE_URL/v1/messages",
+            }[ep.protocol]
+            return _error(
+                400,
+                "invalid_request_error",
+                f"acx gateway: this run's {role_name} model speaks {ep.protocol}, not {protocol}; call {want}",
+            )
+        if incoming.get("stream"):
+            return _error(
+                400,
+                "invalid_request_error",
+                "acx gateway: streaming is not supported yet; send the request with stream: false",
+            )
+        refusal = self._refusal(session)
+        if refusal is not None:
+            err = self._refuse(session, role, protocol, "http", refusal)
+            return _error(400, "limit_exceeded", err.message)
+        return await self._forward(session, role, protocol, incoming)
+
+    async def _forward(
+        self, session: GatewaySession, role: Role, protocol: Protocol, incoming: dict[str, Any]
+    ) -> Reply:
+        ep = role.endpoint
+        # The run decides the model; configured params fill in what the agent did not set.
+        outgoing = {**ep.params, **incoming, "model": ep.model}
+        rec = self._record(session, role, protocol, "http")
+        rec.request = self._scrub(role, outgoing)
+        try:
+            rec.normalized_request = normalize_request(protocol, outgoing)
+        except Exception:  # a strange body is still forwarded; only the trajectory view is lost
+            rec.normalized_request = None
+        url = call_path(protocol, ep.base_url)
+        headers = auth_headers(protocol, ep.credential(), ep.anthropic_version)
+        try:
+            ex = await self.client.exchange(ep, url, outgoing, headers, parse=lambda d: parse_response(protocol, d))
+        except ModelCallError as exc:
+            self._failed(session, rec, exc)
+            if exc.body is not None and exc.status is not None:
+                return exc.status, exc.body, []  # the server's own 4xx answer, passed through
+            status = 504 if exc.kind == "timeout" else 502
+            return _error(status, "api_error", f"acx gateway: {exc.message}")
+        rec.finished_at = time.time()
+        resp: ModelResponse = ex.parsed
+        rec.attempts = ex.attempts
+        rec.status = ex.status
+        rec.response = self._scrub(role, resp.raw)
+        rec.normalized_response = resp
+        self._account(session, role, rec, resp)
+        return ex.status, ex.body, []
+
+
+def _token_of(headers: dict[str, str]) -> str | None:
+    auth = headers.get("authorization", "")
+    if auth.lower().startswith("bearer "):
+        return auth[7:].strip()
+    key = headers.get("x-api-key")
+    return key or None
+
+
+def _error(status: int, kind: str, message: str) -> Reply:
+    # One shape both SDK families read: OpenAI's {"error": {...}} plus Anthropic's type field.
+    body = {"type": "error", "error": {"type": kind, "code": kind, "message": message}}
+    return status, json.dumps(body).encode(), []

@@ -1,0 +1,480 @@
+"""Protocol adapters (pure): OpenAI-chat-shaped requests to the wire shape of each protocol, and
+each protocol's answer (in every known server dialect) back to one :class:`ModelResponse`.
+
+Server differences tolerated (see the agent-harness research note §4.4): tool-call ``arguments`` as
+a JSON string or object; reasoning under ``reasoning_content``, ``reasoning`` or
+``reasoning_details`` (and Anthropic ``thinking`` blocks); ``max_tokens`` vs
+``max_completion_tokens`` passed through as given (never injected for OpenAI); a missing or partial
+``usage``; DeepSeek's ``prompt_cache_hit_tokens``; content given as a list of parts.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from acx.models._types import ChatRequest, Endpoint, ModelCallError, ModelResponse, Protocol, ToolCall, Usage
+
+__all__ = [
+    "RESERVED_PARAMS",
+    "build_call",
+    "call_path",
+    "normalize_request",
+    "parse_response",
+]
+
+#: Request keys acx sets itself; a params map naming them is refused, never silently overridden.
+RESERVED_PARAMS = frozenset({"model", "messages", "tools", "stream", "input", "system"})
+#: Anthropic requires max_tokens; used when neither the request nor the endpoint sets one.
+ANTHROPIC_DEFAULT_MAX_TOKENS = 4096
+
+
+def call_path(protocol: Protocol, base_url: str) -> str:
+    """The URL of ``protocol``'s endpoint under ``base_url`` (OpenAI SDK / Anthropic SDK rules:
+    OpenAI base URLs include ``/v1``; Anthropic's usually do not)."""
+    base = base_url.rstrip("/")
+    if protocol == "openai-chat":
+        return f"{base}/chat/completions"
+    if protocol == "openai-responses":
+        return f"{base}/responses"
+    return f"{base}/messages" if base.endswith("/v1") else f"{base}/v1/messages"
+
+
+def _merged_params(endpoint: Endpoint, request: ChatRequest) -> dict[str, Any]:
+    params = {**endpoint.params, **request.params}
+    bad = sorted(RESERVED_PARAMS & params.keys())
+    if bad:
+        raise ModelCallError(
+            "bad_request",
+            f"model params may not set {', '.join(bad)} (acx sets them from the task and harness)",
+        )
+    return params
+
+
+def build_call(endpoint: Endpoint, request: ChatRequest) -> tuple[str, dict[str, Any], dict[str, str]]:
+    """``(url, json body, headers)`` for one call; the API key goes only into the headers."""
+    params = _merged_params(endpoint, request)
+    url = call_path(endpoint.protocol, endpoint.base_url)
+    if endpoint.protocol == "anthropic":
+        body = _anthropic_body(endpoint.model, request, params)
+    elif endpoint.protocol == "openai-responses":
+        body = _responses_body(endpoint.model, request, params)
+    else:
+        body = {"model": endpoint.model, "messages": request.messages, **params}
+        if request.tools:
+            body["tools"] = request.tools
+    return url, body, auth_headers(endpoint.protocol, endpoint.credential(), endpoint.anthropic_version)
+
+
+def auth_headers(protocol: Protocol, api_key: str | None, anthropic_version: str = "2023-06-01") -> dict[str, str]:
+    headers = {"Content-Type": "application/json"}
+    if protocol == "anthropic":
+        headers["anthropic-version"] = anthropic_version
+        if api_key:
+            headers["x-api-key"] = api_key
+    elif api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return headers
+
+
+def _text_of(content: Any) -> str:
+    """Text of an OpenAI content value (a string or a list of parts)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return str(content)
+
+
+def _max_tokens(params: dict[str, Any], out_key: str) -> dict[str, Any]:
+    """Map either OpenAI spelling of the output budget to the protocol's one key."""
+    params = dict(params)
+    value = params.pop("max_completion_tokens", None)
+    value = params.pop("max_tokens", value)
+    if value is not None:
+        params[out_key] = value
+    return params
+
+
+def _anthropic_body(model: str, request: ChatRequest, params: dict[str, Any]) -> dict[str, Any]:
+    params = _max_tokens(params, "max_tokens")
+    params.setdefault("max_tokens", ANTHROPIC_DEFAULT_MAX_TOKENS)
+    system: list[str] = []
+    messages: list[dict[str, Any]] = []
+    for msg in request.messages:
+        role = msg.get("role")
+        if role in ("system", "developer"):
+            system.append(_text_of(msg.get("content")))
+        elif role == "tool":
+            block = {
+                "type": "tool_result",
+                "tool_use_id": msg.get("tool_call_id", ""),
+                "content": _text_of(msg.get("content")),
+            }
+            # Consecutive tool results travel in one user turn (the API alternates roles).
+            if messages and messages[-1]["role"] == "user" and _all_tool_results(messages[-1]["content"]):
+                messages[-1]["content"].append(block)
+            else:
+                messages.append({"role": "user", "content": [block]})
+        elif role == "assistant":
+            blocks: list[dict[str, Any]] = []
+            text = _text_of(msg.get("content"))
+            if text:
+                blocks.append({"type": "text", "text": text})
+            for tc in msg.get("tool_calls") or []:
+                fn = tc.get("function", {})
+                blocks.append(
+                    {
+                        "type": "tool_use",
+                        "id": tc.get("id", ""),
+                        "name": fn.get("name", ""),
+                        "input": _args_dict(fn.get("arguments")),
+                    }
+                )
+            messages.append({"role": "assistant", "content": blocks or [{"type": "text", "text": ""}]})
+        else:
+            messages.append({"role": "user", "content": _text_of(msg.get("content"))})
+    body: dict[str, Any] = {"model": model, "messages": messages, **params}
+    if system:
+        body["system"] = "\n\n".join(system)
+    if request.tools:
+        body["tools"] = [
+            {
+                "name": t.get("function", t).get("name", ""),
+                "description": t.get("function", t).get("description", ""),
+                "input_schema": t.get("function", t).get("parameters") or {"type": "object", "properties": {}},
+            }
+            for t in request.tools
+        ]
+    return body
+
+
+def _all_tool_results(content: Any) -> bool:
+    return isinstance(content, list) and all(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+
+
+def _responses_body(model: str, request: ChatRequest, params: dict[str, Any]) -> dict[str, Any]:
+    params = _max_tokens(params, "max_output_tokens")
+    instructions: list[str] = []
+    items: list[dict[str, Any]] = []
+    for msg in request.messages:
+        role = msg.get("role")
+        if role in ("system", "developer") and not items:
+            instructions.append(_text_of(msg.get("content")))
+        elif role == "tool":
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": msg.get("tool_call_id", ""),
+                    "output": _text_of(msg.get("content")),
+                }
+            )
+        elif role == "assistant":
+            text = _text_of(msg.get("content"))
+            if text:
+                items.append({"role": "assistant", "content": text})
+            for tc in msg.get("tool_calls") or []:
+                fn = tc.get("function", {})
+                args = fn.get("arguments")
+                items.append(
+                    {
+                        "type": "function_call",
+                        "call_id": tc.get("id", ""),
+                        "name": fn.get("name", ""),
+                        "arguments": args if isinstance(args, str) else json.dumps(args or {}),
+                    }
+                )
+        else:
+            items.append({"role": role or "user", "content": _text_of(msg.get("content"))})
+    body: dict[str, Any] = {"model": model, "input": items, **params}
+    if instructions:
+        body["instructions"] = "\n\n".join(instructions)
+    if request.tools:
+        body["tools"] = [
+            {
+                "type": "function",
+                "name": t.get("function", t).get("name", ""),
+                "description": t.get("function", t).get("description", ""),
+                "parameters": t.get("function", t).get("parameters") or {"type": "object", "properties": {}},
+            }
+            for t in request.tools
+        ]
+    return body
+
+
+# ---- responses ----------------------------------------------------------------------------------
+
+
+def _malformed(what: str) -> ModelCallError:
+    return ModelCallError("malformed_response", f"the model endpoint answered 200 but {what}")
+
+
+def _args_dict(args: Any) -> dict[str, Any]:
+    parsed = _parse_args(args)
+    return parsed if parsed is not None else {}
+
+
+def _parse_args(args: Any) -> dict[str, Any] | None:
+    if isinstance(args, dict):
+        return args
+    if args is None or args == "":
+        return {}
+    if isinstance(args, str):
+        try:
+            value = json.loads(args)
+        except ValueError:
+            return None
+        return value if isinstance(value, dict) else None
+    return None
+
+
+def _tool_call(cid: Any, name: Any, args: Any) -> ToolCall:
+    raw = args if isinstance(args, str) else json.dumps(args if args is not None else {})
+    return ToolCall(id=str(cid or ""), name=str(name or ""), arguments=_parse_args(args), raw_arguments=raw)
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def _openai_usage(u: Any) -> Usage | None:
+    if not isinstance(u, dict):
+        return None
+    prompt = u.get("prompt_tokens", u.get("input_tokens"))
+    completion = u.get("completion_tokens", u.get("output_tokens"))
+    if prompt is None and completion is None:
+        return None
+    pdet = u.get("prompt_tokens_details") or u.get("input_tokens_details") or {}
+    cdet = u.get("completion_tokens_details") or u.get("output_tokens_details") or {}
+    cached = pdet.get("cached_tokens") if isinstance(pdet, dict) else None
+    if cached is None:
+        cached = u.get("prompt_cache_hit_tokens")  # DeepSeek
+    reasoning = cdet.get("reasoning_tokens") if isinstance(cdet, dict) else None
+    return Usage(_int(prompt), _int(completion), _int(cached), _int(reasoning))
+
+
+def _parse_chat(body: dict[str, Any]) -> ModelResponse:
+    choices = body.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise _malformed("with no choices")
+    choice = choices[0]
+    msg = choice.get("message")
+    if not isinstance(msg, dict):
+        raise _malformed("choices[0] has no message")
+    reasoning, key = None, None
+    for k in ("reasoning_content", "reasoning"):
+        if isinstance(msg.get(k), str) and msg[k]:
+            reasoning, key = msg[k], k
+            break
+    if reasoning is None and isinstance(msg.get("reasoning_details"), list):
+        text = "".join(d.get("text", "") for d in msg["reasoning_details"] if isinstance(d, dict))
+        if text:
+            reasoning, key = text, "reasoning_details"
+    calls = []
+    for tc in msg.get("tool_calls") or []:
+        if not isinstance(tc, dict):
+            continue
+        fn = tc.get("function") or {}
+        calls.append(_tool_call(tc.get("id"), fn.get("name"), fn.get("arguments")))
+    content = msg.get("content")
+    return ModelResponse(
+        content=_text_of(content) if content is not None else None,
+        tool_calls=calls,
+        reasoning=reasoning,
+        reasoning_key=key,
+        finish_reason=choice.get("finish_reason"),
+        usage=_openai_usage(body.get("usage")),
+        raw=body,
+    )
+
+
+def _parse_responses(body: dict[str, Any]) -> ModelResponse:
+    output = body.get("output")
+    if not isinstance(output, list):
+        raise _malformed("with no output list")
+    texts: list[str] = []
+    reasoning: list[str] = []
+    calls = []
+    for item in output:
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type")
+        if kind == "message":
+            for part in item.get("content") or []:
+                if isinstance(part, dict) and part.get("type") in ("output_text", "text"):
+                    texts.append(part.get("text", ""))
+        elif kind == "function_call":
+            calls.append(_tool_call(item.get("call_id") or item.get("id"), item.get("name"), item.get("arguments")))
+        elif kind == "reasoning":
+            for part in item.get("summary") or item.get("content") or []:
+                if isinstance(part, dict):
+                    reasoning.append(part.get("text", ""))
+    finish = "tool_calls" if calls else "stop"
+    if body.get("status") == "incomplete":
+        finish = "length"
+    return ModelResponse(
+        content="".join(texts) if texts else None,
+        tool_calls=calls,
+        reasoning="".join(reasoning) or None,
+        reasoning_key="reasoning" if reasoning else None,
+        finish_reason=finish,
+        usage=_openai_usage(body.get("usage")),
+        raw=body,
+    )
+
+
+_ANTHROPIC_STOP = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls", "max_tokens": "length"}
+
+
+def _parse_anthropic(body: dict[str, Any]) -> ModelResponse:
+    blocks = body.get("content")
+    if not isinstance(blocks, list):
+        raise _malformed("with no content blocks")
+    texts: list[str] = []
+    thinking: list[str] = []
+    calls = []
+    for b in blocks:
+        if not isinstance(b, dict):
+            continue
+        if b.get("type") == "text":
+            texts.append(b.get("text", ""))
+        elif b.get("type") == "thinking":
+            thinking.append(b.get("thinking", ""))
+        elif b.get("type") == "tool_use":
+            calls.append(_tool_call(b.get("id"), b.get("name"), b.get("input")))
+    u = body.get("usage")
+    usage = None
+    if isinstance(u, dict) and ("input_tokens" in u or "output_tokens" in u):
+        cached = _int(u.get("cache_read_input_tokens"))
+        prompt = _int(u.get("input_tokens")) + cached + _int(u.get("cache_creation_input_tokens"))
+        usage = Usage(prompt, _int(u.get("output_tokens")), cached, 0)
+    stop = body.get("stop_reason")
+    return ModelResponse(
+        content="".join(texts) if texts else None,
+        tool_calls=calls,
+        reasoning="".join(thinking) or None,
+        reasoning_key="thinking" if thinking else None,
+        finish_reason=_ANTHROPIC_STOP.get(stop, stop) if isinstance(stop, str) else None,
+        usage=usage,
+        raw=body,
+    )
+
+
+def parse_response(protocol: Protocol, data: bytes) -> ModelResponse:
+    """Normalise a 200 body; a body that is not the protocol's shape is ``malformed_response``."""
+    try:
+        body = json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        raise _malformed("with a body that is not JSON") from None
+    if not isinstance(body, dict):
+        raise _malformed("with a JSON body that is not an object")
+    if protocol == "anthropic":
+        return _parse_anthropic(body)
+    if protocol == "openai-responses":
+        return _parse_responses(body)
+    return _parse_chat(body)
+
+
+def normalize_request(protocol: Protocol, body: dict[str, Any]) -> ChatRequest:
+    """An incoming wire request as an OpenAI-chat :class:`ChatRequest` (for transcripts and
+    trajectories); parameters other than the messages and tools are kept in ``params``."""
+    skip = {"model", "messages", "tools", "system", "input", "instructions"}
+    params = {k: v for k, v in body.items() if k not in skip}
+    messages: list[dict[str, Any]] = []
+    raw_tools = body.get("tools")
+    tools: list[dict[str, Any]] = [t for t in raw_tools if isinstance(t, dict)] if isinstance(raw_tools, list) else []
+    if protocol == "anthropic":
+        system = body.get("system")
+        if system:
+            messages.append({"role": "system", "content": _text_of(system) if not isinstance(system, str) else system})
+        for m in body.get("messages") or []:
+            if not isinstance(m, dict):
+                continue
+            content = m.get("content")
+            if isinstance(content, list):
+                results = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+                for r in results:
+                    messages.append(
+                        {
+                            "role": "tool",
+                            "tool_call_id": r.get("tool_use_id", ""),
+                            "content": _text_of(r.get("content")),
+                        }
+                    )
+                text = _text_of([b for b in content if isinstance(b, dict) and b.get("type") == "text"])
+                uses = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_use"]
+                if text or uses or not results:
+                    msg: dict[str, Any] = {"role": m.get("role", "user"), "content": text}
+                    if uses:
+                        msg["tool_calls"] = [
+                            {
+                                "id": u.get("id"),
+                                "type": "function",
+                                "function": {"name": u.get("name"), "arguments": json.dumps(u.get("input") or {})},
+                            }
+                            for u in uses
+                        ]
+                    messages.append(msg)
+            else:
+                messages.append({"role": m.get("role", "user"), "content": content})
+        tools = [
+            {
+                "type": "function",
+                "function": {
+                    "name": t.get("name"),
+                    "description": t.get("description", ""),
+                    "parameters": t.get("input_schema"),
+                },
+            }
+            for t in tools
+            if isinstance(t, dict)
+        ]
+    elif protocol == "openai-responses":
+        if body.get("instructions"):
+            messages.append({"role": "system", "content": body["instructions"]})
+        items = body.get("input")
+        if isinstance(items, str):
+            items = [{"role": "user", "content": items}]
+        for it in items or []:
+            if not isinstance(it, dict):
+                continue
+            if it.get("type") == "function_call_output":
+                messages.append(
+                    {"role": "tool", "tool_call_id": it.get("call_id", ""), "content": _text_of(it.get("output"))}
+                )
+            elif it.get("type") == "function_call":
+                messages.append(
+                    {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {
+                                "id": it.get("call_id"),
+                                "type": "function",
+                                "function": {"name": it.get("name"), "arguments": it.get("arguments")},
+                            }
+                        ],
+                    }
+                )
+            elif "role" in it:
+                content = it.get("content")
+                if isinstance(content, list):
+                    content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+                messages.append({"role": it["role"], "content": content})
+        tools = [
+            {
+                "type": "function",
+                "function": {
+                    "name": t.get("name"),
+                    "description": t.get("description", ""),
+                    "parameters": t.get("parameters"),
+                },
+            }
+            for t in tools
+            if isinstance(t, dict)
+        ]
+    else:
+        messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    return ChatRequest(messages=messages, tools=tools, params=params)

@@ -1,0 +1,408 @@
+"""Scripted OpenAI- and Anthropic-compatible model servers on loopback (for tests, yours and acx's).
+
+A :class:`FakeModelServer` is a real HTTP/1.1 server (stdlib ``ThreadingHTTPServer``) bound to
+``127.0.0.1`` on a free port. It serves the three wire protocols acx speaks:
+
+- ``POST /v1/chat/completions`` (openai-chat),
+- ``POST /v1/responses`` (openai-responses),
+- ``POST /v1/messages`` (anthropic),
+
+and answers each request with the next :class:`Step` of its script, rendered in the shape of the
+protocol that was called. Every request (method, path, headers, parsed JSON body) is recorded in
+:attr:`FakeModelServer.requests`. When the script runs out, the server answers with its
+``default`` step (a plain text reply unless set to ``None``, in which case it answers 500 so a
+test that makes an unplanned call fails loudly).
+
+Steps::
+
+    text("hello", usage=(10, 2))                       # assistant text; usage (prompt, completion[, cached])
+    tool_call("bash", {"command": "ls"})               # one tool call (args as a JSON string on the wire)
+    tool_call("bash", {...}, args_as_object=True)      # llama.cpp/TGI style: arguments as an object
+    text("4", reasoning="2+2", reasoning_key="reasoning")  # vLLM >= 0.13 naming (default reasoning_content)
+    error(429, retry_after=2)                          # an HTTP error, optionally with Retry-After
+    text("late", delay=1.5)                            # any step can be delayed (seconds)
+    malformed(b"<html>bad gateway</html>")             # status 200 with a non-JSON body
+    drop()                                             # close the connection without a response
+    text("no usage", usage=None)                       # a response without a usage block
+
+Usage::
+
+    with FakeModelServer([tool_call("bash", {"command": "ls"}), text("done")]) as srv:
+        base_url = srv.base_url            # "http://127.0.0.1:PORT/v1"
+        ...
+        assert srv.requests[0].body["model"] == "m"
+
+The server never calls out and never binds anything but loopback unless ``host`` says so (tests
+that serve a container pass the address containers reach).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = [
+    "FakeModelServer",
+    "RecordedRequest",
+    "Step",
+    "drop",
+    "error",
+    "malformed",
+    "text",
+    "tool_call",
+]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One scripted answer. Build steps with :func:`text`, :func:`tool_call`, :func:`error`,
+    :func:`malformed` and :func:`drop` rather than by hand."""
+
+    kind: str  # "message" | "error" | "malformed" | "drop"
+    content: str | None = None
+    tool_calls: tuple[tuple[str, str, Any], ...] = ()  # (id, name, arguments)
+    args_as_object: bool = False
+    reasoning: str | None = None
+    reasoning_key: str = "reasoning_content"
+    finish_reason: str | None = None
+    usage: tuple[int, ...] | None = (10, 5)
+    status: int = 200
+    headers: tuple[tuple[str, str], ...] = ()
+    body: bytes | None = None
+    delay: float = 0.0
+
+
+def text(
+    content: str,
+    *,
+    usage: tuple[int, ...] | None = (10, 5),
+    reasoning: str | None = None,
+    reasoning_key: str = "reasoning_content",
+    finish_reason: str = "stop",
+    delay: float = 0.0,
+) -> Step:
+    """An assistant text reply. ``usage`` is ``(prompt, completion)`` or ``(prompt, completion,
+    cached)``; ``None`` leaves the usage block out (servers that do not report it)."""
+    return Step(
+        "message",
+        content=content,
+        usage=usage,
+        reasoning=reasoning,
+        reasoning_key=reasoning_key,
+        finish_reason=finish_reason,
+        delay=delay,
+    )
+
+
+def tool_call(
+    name: str,
+    arguments: Mapping[str, Any],
+    *,
+    call_id: str | None = None,
+    content: str | None = None,
+    args_as_object: bool = False,
+    usage: tuple[int, ...] | None = (10, 5),
+    delay: float = 0.0,
+) -> Step:
+    """An assistant reply with one tool call (add more with :meth:`Step` ``tool_calls``)."""
+    return Step(
+        "message",
+        content=content,
+        tool_calls=((call_id or f"call_{name}", name, dict(arguments)),),
+        args_as_object=args_as_object,
+        finish_reason="tool_calls",
+        usage=usage,
+        delay=delay,
+    )
+
+
+def error(
+    status: int, message: str = "scripted error", *, retry_after: float | str | None = None, delay: float = 0.0
+) -> Step:
+    """An HTTP error with an OpenAI-style error body; ``retry_after`` sets ``Retry-After``."""
+    headers = () if retry_after is None else (("Retry-After", str(retry_after)),)
+    body = json.dumps({"error": {"message": message, "type": "scripted", "code": status}}).encode()
+    return Step("error", status=status, headers=headers, body=body, delay=delay)
+
+
+def malformed(body: bytes = b"<html>502 bad gateway</html>", *, status: int = 200, delay: float = 0.0) -> Step:
+    """A response whose body is not what the protocol promises (status 200 by default)."""
+    return Step("malformed", status=status, body=body, delay=delay)
+
+
+def drop(*, delay: float = 0.0) -> Step:
+    """Close the connection without answering (a connection error for the client)."""
+    return Step("drop", delay=delay)
+
+
+@dataclass
+class RecordedRequest:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any  # parsed JSON, or the raw text when it was not JSON
+    received_at: float = field(default_factory=time.time)
+
+
+class FakeModelServer:
+    """A scripted model server on ``127.0.0.1:0``; a context manager (start/stop).
+
+    ``script`` is consumed in order, one step per request, across all three endpoints; with
+    ``per_path=True`` it is a mapping ``{"/v1/messages": [...], ...}`` consumed per path instead.
+    """
+
+    def __init__(
+        self,
+        script: Iterable[Step] | Mapping[str, Iterable[Step]] = (),
+        *,
+        default: Step | None = text("ok"),
+        host: str = "127.0.0.1",
+    ) -> None:
+        if isinstance(script, Mapping):
+            self._queues: dict[str | None, list[Step]] = {p: list(s) for p, s in script.items()}
+        else:
+            self._queues = {None: list(script)}
+        self.default = default
+        self.host = host
+        self.requests: list[RecordedRequest] = []
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> FakeModelServer:
+        server = _QuietServer((self.host, 0), _make_handler(self))
+        server.daemon_threads = True
+        self._server = server
+        # A short poll interval: serve_forever's default 0.5 s makes every shutdown cost 0.5 s.
+        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> FakeModelServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ---- addresses ---------------------------------------------------------------------------
+    @property
+    def port(self) -> int:
+        assert self._server is not None, "start the server first"
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        """``http://HOST:PORT`` (the Anthropic base URL form)."""
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        """``http://HOST:PORT/v1`` (the OpenAI base URL form)."""
+        return f"{self.url}/v1"
+
+    # ---- script --------------------------------------------------------------------------------
+    def push(self, *steps: Step, path: str | None = None) -> None:
+        """Append steps to the script (to the queue of ``path`` when scripted per path)."""
+        with self._lock:
+            self._queues.setdefault(path, []).extend(steps)
+
+    def _next(self, path: str) -> Step | None:
+        with self._lock:
+            queue = self._queues.get(path) if path in self._queues else self._queues.get(None)
+            if queue:
+                return queue.pop(0)
+            return self.default
+
+    def _record(self, req: RecordedRequest) -> None:
+        with self._lock:
+            self.requests.append(req)
+
+
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that hung up (a timeout test) is expected, not a server bug worth a traceback.
+        import sys
+
+        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            return
+        super().handle_error(request, client_address)
+
+
+# ---- rendering --------------------------------------------------------------------------------
+
+_PROTOCOL_PATHS = {
+    "/v1/chat/completions": "openai-chat",
+    "/chat/completions": "openai-chat",
+    "/v1/responses": "openai-responses",
+    "/responses": "openai-responses",
+    "/v1/messages": "anthropic",
+    "/messages": "anthropic",
+}
+
+
+def _usage(step: Step, protocol: str) -> dict[str, Any] | None:
+    if step.usage is None:
+        return None
+    prompt, completion = step.usage[0], step.usage[1]
+    cached = step.usage[2] if len(step.usage) > 2 else 0
+    if protocol == "anthropic":
+        return {
+            "input_tokens": prompt - cached,
+            "output_tokens": completion,
+            "cache_read_input_tokens": cached,
+            "cache_creation_input_tokens": 0,
+        }
+    if protocol == "openai-responses":
+        return {
+            "input_tokens": prompt,
+            "output_tokens": completion,
+            "total_tokens": prompt + completion,
+            "input_tokens_details": {"cached_tokens": cached},
+        }
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": cached},
+    }
+
+
+def render(step: Step, protocol: str, model: str) -> dict[str, Any]:
+    """The JSON body of a ``message`` step in ``protocol``'s response shape."""
+    usage = _usage(step, protocol)
+    if protocol == "anthropic":
+        blocks: list[dict[str, Any]] = []
+        if step.reasoning:
+            blocks.append({"type": "thinking", "thinking": step.reasoning, "signature": "fake"})
+        if step.content is not None:
+            blocks.append({"type": "text", "text": step.content})
+        for cid, name, args in step.tool_calls:
+            blocks.append({"type": "tool_use", "id": cid, "name": name, "input": args})
+        stop = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}.get(
+            step.finish_reason or "stop", step.finish_reason or "end_turn"
+        )
+        out: dict[str, Any] = {
+            "id": "msg_fake",
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": blocks,
+            "stop_reason": stop,
+        }
+    elif protocol == "openai-responses":
+        items: list[dict[str, Any]] = []
+        if step.reasoning:
+            items.append(
+                {"type": "reasoning", "id": "rs_fake", "summary": [{"type": "summary_text", "text": step.reasoning}]}
+            )
+        if step.content is not None:
+            items.append(
+                {
+                    "type": "message",
+                    "id": "msg_fake",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": step.content, "annotations": []}],
+                }
+            )
+        for cid, name, args in step.tool_calls:
+            items.append(
+                {
+                    "type": "function_call",
+                    "id": f"fc_{cid}",
+                    "call_id": cid,
+                    "name": name,
+                    "arguments": args if step.args_as_object else json.dumps(args),
+                }
+            )
+        status = "incomplete" if step.finish_reason == "length" else "completed"
+        out = {"id": "resp_fake", "object": "response", "model": model, "status": status, "output": items}
+    else:
+        message: dict[str, Any] = {"role": "assistant", "content": step.content}
+        if step.reasoning:
+            message[step.reasoning_key] = step.reasoning
+        if step.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": cid,
+                    "type": "function",
+                    "function": {"name": name, "arguments": args if step.args_as_object else json.dumps(args)},
+                }
+                for cid, name, args in step.tool_calls
+            ]
+        out = {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion",
+            "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": step.finish_reason or "stop"}],
+        }
+    if usage is not None:
+        out["usage"] = usage
+    return out
+
+
+def _make_handler(server: FakeModelServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, like real model servers
+
+        def log_message(self, format: str, *args: Any) -> None:  # quiet: tests read .requests
+            return
+
+        def do_GET(self) -> None:
+            self._reply(200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            try:
+                body: Any = json.loads(raw) if raw else None
+            except (ValueError, UnicodeDecodeError):
+                body = raw.decode("utf-8", "replace")
+            path = self.path.split("?", 1)[0]
+            server._record(RecordedRequest("POST", path, {k.lower(): v for k, v in self.headers.items()}, body))
+            step = server._next(path)
+            if step is None:
+                self._reply(500, {"error": {"message": f"fake server: script exhausted at {path}"}})
+                return
+            if step.delay:
+                time.sleep(step.delay)
+            if step.kind == "drop":
+                self.close_connection = True
+                self.wfile.flush()
+                self.connection.close()
+                return
+            if step.kind in ("error", "malformed"):
+                self._send(step.status, step.body or b"", dict(step.headers), "application/json")
+                return
+            protocol = _PROTOCOL_PATHS.get(path)
+            if protocol is None:
+                self._reply(404, {"error": {"message": f"fake server: no endpoint {path}"}})
+                return
+            model = body.get("model", "fake-model") if isinstance(body, dict) else "fake-model"
+            self._reply(200, render(step, protocol, str(model)), dict(step.headers))
+
+        def _reply(self, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
+            self._send(status, json.dumps(obj).encode(), headers or {}, "application/json")
+
+        def _send(self, status: int, data: bytes, headers: dict[str, str], ctype: str) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(data)))
+            for k, v in headers.items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(data)
+
+    return Handler

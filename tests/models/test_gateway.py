@@ -1,0 +1,214 @@
+"""The gateway: in-process and HTTP calls, session tokens, limits, run cost limit, transcripts
+and trajectories, the key never recorded. Contracts M4 (gateway), M5 (limits), M6 (transcripts)."""
+
+from __future__ import annotations
+
+import json
+from functools import partial
+
+import httpx
+import pytest
+import trio
+
+from acx.models import ChatRequest, Endpoint, Gateway, Limits, ModelCallError, Price, Role, actf_trajectory
+from acx.testing.fake_models import FakeModelServer, error, text, tool_call
+
+KEY = "sk-real-key-never-shown"
+REQ = ChatRequest(messages=[{"role": "system", "content": "sys"}, {"role": "user", "content": "hi"}])
+
+
+def roles(
+    srv: FakeModelServer, protocol: str = "openai-chat", price: Price | None = Price(1.0, 2.0)
+) -> dict[str, Role]:
+    base = srv.url if protocol == "anthropic" else srv.base_url
+    ep = Endpoint(base_url=base, model="real-model", protocol=protocol, api_key=KEY, max_retries=1)  # type: ignore[arg-type]
+    return {"agent": Role("agent", ep, price)}
+
+
+async def with_gateway(rs, fn, **kw):
+    async with trio.open_nursery() as n:
+        gw = Gateway(rs, **kw)
+        await gw.start(n)
+        try:
+            return await fn(gw)
+        finally:
+            await gw.aclose()
+
+
+def test_in_process_call_recorded_and_counted() -> None:  # contract M4, M6
+    with FakeModelServer(
+        [tool_call("bash", {"command": "ls"}, usage=(100, 10)), text("done", usage=(150, 5, 50))]
+    ) as srv:
+
+        async def fn(gw: Gateway):
+            s = gw.open_session("t1/1")
+            r1 = await s.complete(REQ)
+            follow = ChatRequest(
+                messages=[
+                    *REQ.messages,
+                    r1.assistant_message(),
+                    {"role": "tool", "tool_call_id": "call_bash", "content": "a.txt"},
+                ]
+            )
+            r2 = await s.complete(follow)
+            s.close()
+            return s, r2
+
+        s, r2 = trio.run(with_gateway, roles(srv), fn)
+    assert r2.content == "done"
+    u = s.usage()
+    assert (u["model_calls"], u["prompt_tokens"], u["completion_tokens"], u["cached_tokens"]) == (2, 250, 15, 50)
+    # 200 uncached + 50 cached (input price) at $1/M + 15 completion at $2/M
+    assert u["cost_usd"] == pytest.approx((250 * 1.0 + 15 * 2.0) / 1e6)
+    traj = actf_trajectory(s.calls)
+    assert traj["schema_version"] == "ACTF_v1.0" and [st["step_id"] for st in traj["steps"]] == [1, 2]
+    st1 = traj["steps"][0]
+    assert st1["system_prompt"] == "sys" and st1["user_content"] == "hi"
+    assert st1["assistant_content"]["tool_calls"][0]["function"] == {"name": "bash", "arguments": {"command": "ls"}}
+    assert st1["observation"] == [{"source_call_id": "call_bash", "content": "a.txt"}]
+    assert st1["metric"]["prompt_tokens_len"] == 100 and traj["steps"][1]["metric"]["stop_reason"] == "stop"
+    assert KEY not in json.dumps(s.transcript()) and KEY not in json.dumps(traj)
+
+
+def test_unknown_price_is_unknown_cost_never_zero() -> None:  # contract M5
+    with FakeModelServer() as srv:
+
+        async def fn(gw: Gateway):
+            s = gw.open_session("t")
+            await s.complete(REQ)
+            return s
+
+        s = trio.run(with_gateway, roles(srv, price=None), fn)
+    assert s.usage()["cost_usd"] is None and s.usage()["total_tokens"] == 15
+
+
+@pytest.mark.parametrize(
+    ("limits", "allowed"),
+    [
+        (Limits(max_model_calls=2), 2),
+        (Limits(max_tokens_total=30), 2),  # 15 tokens a call: the third call finds 30 used
+        (Limits(max_cost_usd=20e-6), 1),  # 10*1 + 5*2 = 20 µ$ a call
+    ],
+)
+def test_each_limit_refuses_the_crossing_call(limits: Limits, allowed: int) -> None:  # contract M5
+    with FakeModelServer() as srv:
+
+        async def fn(gw: Gateway):
+            s = gw.open_session("t", limits)
+            made = 0
+            with pytest.raises(ModelCallError) as info:
+                for _ in range(5):
+                    await s.complete(REQ)
+                    made += 1
+            return s, made, info.value
+
+        s, made, err = trio.run(with_gateway, roles(srv), fn)
+    assert made == allowed and len(srv.requests) == allowed
+    assert err.kind == "limit_exceeded" and "acx refused the model call" in err.message
+    assert s.refusals == [err.message]
+
+
+def test_run_cost_limit_stops_every_session() -> None:  # contract M5
+    stops: list[str] = []
+    with FakeModelServer() as srv:
+
+        async def fn(gw: Gateway):
+            a, b = gw.open_session("a"), gw.open_session("b")
+            await a.complete(REQ)
+            await b.complete(REQ)  # reaches 40 µ$
+            with pytest.raises(ModelCallError, match="run's max_cost_usd"):
+                await a.complete(REQ)
+            return gw
+
+        trio.run(partial(with_gateway, roles(srv), fn, run_max_cost_usd=40e-6, on_run_limit=stops.append))
+    assert len(stops) == 1 and "max_cost_usd = 4e-05 reached" in stops[0] and len(srv.requests) == 2
+
+
+@pytest.mark.parametrize("protocol", ["openai-chat", "openai-responses", "anthropic"])
+def test_http_passthrough_per_protocol(protocol: str) -> None:  # contract M4
+    with FakeModelServer([text("hello", usage=(7, 3))]) as srv:
+
+        async def fn(gw: Gateway):
+            s = gw.open_session("t")
+            env = s.env()
+            async with httpx.AsyncClient() as c:
+                if protocol == "anthropic":
+                    r = await c.post(
+                        f"{env['ANTHROPIC_BASE_URL']}/v1/messages",
+                        headers={"x-api-key": env["ANTHROPIC_API_KEY"]},
+                        json={"model": "whatever", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]},
+                    )
+                else:
+                    path = "chat/completions" if protocol == "openai-chat" else "responses"
+                    body = (
+                        {"model": "x", "messages": [{"role": "user", "content": "hi"}]}
+                        if protocol == "openai-chat"
+                        else {"model": "x", "input": "hi"}
+                    )
+                    r = await c.post(
+                        f"{env['OPENAI_BASE_URL']}/{path}",
+                        headers={"Authorization": f"Bearer {env['OPENAI_API_KEY']}"},
+                        json=body,
+                    )
+            s.close()
+            return s, env, r
+
+        s, env, r = trio.run(with_gateway, roles(srv, protocol), fn)
+    assert r.status_code == 200
+    up = srv.requests[0]
+    assert up.body["model"] == "real-model"  # the run decides the model
+    assert KEY in (up.headers.get("authorization", "") + up.headers.get("x-api-key", ""))  # real key upstream only
+    assert KEY not in json.dumps(env) and env["OPENAI_API_KEY"].startswith("acx-gw-")
+    assert s.usage()["total_tokens"] == 10 and s.calls[0].via == "http"
+    traj = actf_trajectory(s.calls)
+    assert traj["steps"][0]["user_content"] == "hi" and traj["steps"][0]["assistant_content"]["content"] == "hello"
+
+
+def test_token_refused_after_session_closes_and_unknown_tokens() -> None:  # contract M4
+    with FakeModelServer() as srv:
+
+        async def fn(gw: Gateway):
+            s = gw.open_session("t")
+            env = s.env()
+            url = f"{env['OPENAI_BASE_URL']}/chat/completions"
+            body = {"messages": [{"role": "user", "content": "hi"}]}
+            async with httpx.AsyncClient() as c:
+                ok = await c.post(url, headers={"Authorization": f"Bearer {env['OPENAI_API_KEY']}"}, json=body)
+                s.close()
+                late = await c.post(url, headers={"Authorization": f"Bearer {env['OPENAI_API_KEY']}"}, json=body)
+                none = await c.post(url, json=body)
+                real = await c.post(url, headers={"Authorization": f"Bearer {KEY}"}, json=body)
+            return ok, late, none, real
+
+        ok, late, none, real = trio.run(with_gateway, roles(srv), fn)
+    assert ok.status_code == 200
+    assert late.status_code == 401 and "session has ended" in late.json()["error"]["message"]
+    assert none.status_code == 401 and real.status_code == 401
+    assert len(srv.requests) == 1
+
+
+def test_http_limits_errors_and_refusals_reach_the_agent() -> None:  # contract M4, M5
+    with FakeModelServer([error(400, "bad thing"), error(503), error(503)]) as srv:
+
+        async def fn(gw: Gateway):
+            s = gw.open_session("t", Limits(max_model_calls=2))
+            env = s.env()
+            h = {"Authorization": f"Bearer {env['OPENAI_API_KEY']}"}
+            url = env["OPENAI_BASE_URL"]
+            body = {"messages": [{"role": "user", "content": "hi"}]}
+            async with httpx.AsyncClient(timeout=30) as c:
+                r400 = await c.post(f"{url}/chat/completions", headers=h, json=body)
+                r502 = await c.post(f"{url}/chat/completions", headers=h, json=body)
+                rlim = await c.post(f"{url}/chat/completions", headers=h, json=body)
+                rstream = await c.post(f"{url}/chat/completions", headers=h, json={**body, "stream": True})
+                rproto = await c.post(f"{url}/messages", headers=h, json=body)
+            return s, r400, r502, rlim, rstream, rproto
+
+        s, r400, r502, rlim, rstream, rproto = trio.run(with_gateway, roles(srv), fn)
+    assert r400.status_code == 400 and r400.json()["error"]["message"] == "bad thing"
+    assert r502.status_code == 502 and "after 2 attempts" in r502.json()["error"]["message"]
+    assert rlim.status_code == 400 and rlim.json()["error"]["type"] == "limit_exceeded"
+    assert "max_model_calls = 2 reached" in rlim.json()["error"]["message"]
+    assert rstream.status_code == 400 and "streaming is not supported" in rstream.json()["error"]["message"]
+    assert rproto.status_code == 400 and "speaks openai-chat, not anthropic" in rproto.json()["error"]["message"]
+    assert len(s.refusals) >= 1
