@@ -16,8 +16,9 @@ client's auth header; it is never in a record, an env map or a message.
 
 from __future__ import annotations
 
+import base64
 import json
-import secrets
+import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -130,7 +131,7 @@ class GatewaySession:
         #: Messages of the limit refusals (each one is a ``limit_exceeded`` issue of the attempt).
         self.refusals: list[str] = []
         self.closed = False
-        self._tokens = {role: TOKEN_PREFIX + secrets.token_urlsafe(24) for role in gateway.roles}
+        self._tokens = {role: _new_token() for role in gateway.roles}
 
     def token(self, role: str = "agent") -> str:
         if role not in self._tokens:
@@ -464,6 +465,12 @@ class Gateway:
         rec.normalized_response = resp
         self._account(session, role, rec, resp)
         return ex.status, ex.body, []
+
+
+def _new_token() -> str:
+    # os.urandom rather than the `secrets` module: a `tests/secrets` directory on sys.path (pytest
+    # rootdir insertion) shadows the stdlib module of that name in test processes.
+    return TOKEN_PREFIX + base64.urlsafe_b64encode(os.urandom(24)).decode().rstrip("=")
 
 
 def _token_of(headers: dict[str, str]) -> str | None:
