@@ -7,14 +7,16 @@ These are what users write under ``benchmarks.<id>`` / ``harnesses.<id>`` and in
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
 __all__ = [
     "BenchmarkConfig",
     "CommandHarnessConfig",
+    "DatasetConfig",
     "ExactMatchConfig",
+    "FieldMapping",
     "HarborConfig",
     "HarnessConfig",
     "NoneHarnessConfig",
@@ -50,6 +52,67 @@ class ExactMatchConfig(BenchmarkConfig, frozen=True, kw_only=True):
     normalize_whitespace: Annotated[bool, _d("collapse runs of whitespace and strip both ends")] = True
     strip_punctuation: Annotated[bool, _d("ignore trailing punctuation such as `.` or `!`")] = False
     n_tasks: Annotated[Annotated[int, msgspec.Meta(ge=1)] | None, _d("first N tasks after selection")] = None
+    system_prompt: Annotated[str | None, _d("system prompt given to the harness")] = None
+
+
+class FieldMapping(ComponentConfig, frozen=True):
+    """Which column of a dataset row is which part of a task (``dataset`` benchmark)."""
+
+    id: Annotated[
+        str | None,
+        _d("column with the task id (string or integer); null: ids are content hashes of input/target/choices"),
+    ] = "id"
+    input: Annotated[str, _d("column with the prompt: text, or a list of chat messages {role, content}")] = "input"
+    target: Annotated[str | None, _d("column with the answer: one value or a list of acceptable ones")] = "target"
+    choices: Annotated[
+        str | list[str] | None,
+        _d("multiple choice: one column holding a list, or several columns (one choice each, in order)"),
+    ] = None
+    category: Annotated[str | None, _d("column with the category (default: every task is `all`)")] = None
+    metadata: Annotated[
+        list[str] | None, _d("columns kept as task metadata (default: every column not mapped above)")
+    ] = None
+    files: Annotated[
+        str | None,
+        _d(
+            "column with files to place in the sandbox: {sandbox path: host path relative to the dataset "
+            "file, or a data: URI}"
+        ),
+    ] = None
+    system_prompt: Annotated[str | None, _d("column with a per-task system prompt")] = None
+
+
+ScalarValue = str | int | float | bool | None
+
+
+class DatasetConfig(BenchmarkConfig, frozen=True, kw_only=True):
+    path: Annotated[str, _d("dataset file (JSONL, JSON, CSV, TSV or Parquet); relative to the spec file")]
+    format: Annotated[
+        Literal["auto", "jsonl", "json", "csv", "tsv", "parquet"],
+        _d("file format; auto: from the suffix (.jsonl .ndjson .json .csv .tsv .parquet)"),
+    ] = "auto"
+    fields: Annotated[FieldMapping, _d("column → task field mapping")] = FieldMapping()
+    filters: Annotated[
+        dict[str, ScalarValue | list[ScalarValue]] | None,
+        _d("keep rows whose column equals the value (or one of the listed values); null matches a missing value"),
+    ] = None
+    shuffle: Annotated[bool, _d("shuffle the selected tasks (deterministic with `seed`) before `limit`")] = False
+    seed: Annotated[int, _d("seed of task and choice shuffling")] = 0
+    limit: Annotated[
+        Annotated[int, msgspec.Meta(ge=1)] | None, _d("first N tasks after filters/sample_ids/shuffle")
+    ] = None
+    shuffle_choices: Annotated[bool, _d("shuffle each task's choices per attempt (recorded with the attempt)")] = False
+    scorers: Annotated[
+        list[str | dict[str, Any]] | None,
+        _d(
+            "scorer ids or {id, name, reducers, ...params}; the first is the primary metric "
+            "(default: exact, or choice for multiple choice)"
+        ),
+    ] = None
+    prompt_template: Annotated[
+        str | None,
+        _d("prompt with {input} (and {choices} for multiple choice); default: the input as is / a lettered list"),
+    ] = None
     system_prompt: Annotated[str | None, _d("system prompt given to the harness")] = None
 
 

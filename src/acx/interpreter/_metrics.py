@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from acx.ir import ExecutionIssue, MetricContract, RunResult
+from acx.stats import Estimate, estimate, reduce_attempts, stratified_estimate
 
 __all__ = [
     "MetricReport",
@@ -93,9 +94,14 @@ class MetricSeries:
     counts: dict[str, int]
     categories: dict[str, float | None] = field(default_factory=dict)
     label: str | None = None
+    #: Standard error and 95 % interval of ``reference_value`` over tasks (acx.stats).
+    estimate: Estimate | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        out = {k: v for k, v in self.__dict__.items() if k != "estimate"}
+        est = self.estimate or Estimate(None, None, None, None, 0)
+        out.update(est.to_json())
+        return out
 
 
 @dataclass
@@ -130,7 +136,11 @@ class MetricReport:
 
 
 def _reducers(contract: MetricContract, strategy: str) -> list[tuple[str, str]]:
-    """(metric id, reducer) pairs the strategy reports, primary first."""
+    """(metric id, reducer) pairs the strategy reports, primary first.
+
+    ``avg`` reports every metric's mean and, for binary metrics, ``pass``; further reducers a
+    metric declares (``max``, ``median``, ``mode``, ``at_least_<m>``, ``pass_at_<k>``) follow.
+    """
     primary = contract.primary_id()
     ordered = [primary, *[m for m in contract.metrics if m != primary]]
     pairs: list[tuple[str, str]] = []
@@ -140,32 +150,28 @@ def _reducers(contract: MetricContract, strategy: str) -> list[tuple[str, str]]:
             if mid == primary and spec.kind == "binary_success":
                 pairs.append((mid, "pass"))
             continue
-        pairs.append((mid, "avg"))
-        if spec.kind == "binary_success":
-            pairs.append((mid, "pass"))
+        names = ["avg", *(["pass"] if spec.kind == "binary_success" else [])]
+        names += [r for r in spec.reducers if r not in names and r != "mean"]
+        pairs += [(mid, r) for r in names]
     return pairs
 
 
 def _task_value(attempts: Sequence[RunResult], metric: str, reducer: str) -> float | None:
     values = [_num(a.metrics[metric]) for a in attempts if metric in a.metrics]
-    if not values:
-        return None
-    if reducer == "pass":
-        return 1.0 if any(v >= 1.0 for v in values) else 0.0
-    return sum(values) / len(values)
+    return reduce_attempts(values, reducer)
 
 
-def _aggregate(per_task: list[tuple[str, float]], mode: str) -> tuple[float | None, dict[str, float | None]]:
+def _aggregate(
+    per_task: list[tuple[str, float]], mode: str, *, bounded: bool
+) -> tuple[Estimate, dict[str, float | None]]:
+    """Combine per-task values; the estimate carries the SE and 95 % interval (acx.stats)."""
     by_cat: dict[str, list[float]] = defaultdict(list)
     for cat, v in per_task:
         by_cat[cat].append(v)
     cats: dict[str, float | None] = {c: sum(vs) / len(vs) for c, vs in sorted(by_cat.items())}
-    if not per_task:
-        return None, cats
     if mode == "category_mean":
-        vals = [v for v in cats.values() if v is not None]
-        return sum(vals) / len(vals), cats
-    return sum(v for _, v in per_task) / len(per_task), cats
+        return stratified_estimate([by_cat[c] for c in sorted(by_cat)], bounded=bounded), cats
+    return estimate([v for _, v in per_task], bounded=bounded), cats
 
 
 def build_report(
@@ -199,7 +205,9 @@ def build_report(
             counts["evaluated"] += 1
             if t.task_id not in invalid:
                 per_task.append((t.category, value))
-        value, cats = _aggregate(per_task, aggregation)
+        rate = spec.kind == "binary_success" or reducer == "pass" or reducer.startswith(("at_least_", "pass_at_"))
+        est, cats = _aggregate(per_task, aggregation, bounded=rate)
+        value = est.mean
         is_headline = mid == primary and reducer == ("pass" if strategy == "pass" else "avg")
         series.append(
             MetricSeries(
@@ -215,6 +223,7 @@ def build_report(
                 counts=dict(counts),
                 categories=cats,
                 label=spec.display.label,
+                estimate=est,
             )
         )
     categories: dict[str, dict[str, int]] = defaultdict(lambda: Counter())
@@ -263,12 +272,23 @@ def render_summary(report: MetricReport, header: dict[str, Any]) -> str:
             "",
         ]
     lines += [f"Attempt plan: k={report.k}, strategy={report.strategy}, aggregation={report.aggregation}", ""]
-    lines += ["| metric | value | evaluated | unavailable | errors |", "|---|---:|---:|---:|---:|"]
+    lines += [
+        "| metric | value | ± SE | 95% CI | evaluated | unavailable | errors |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for s in report.series:
+        est = s.estimate
+        se = "—" if est is None or est.stderr is None else _fmt(est.stderr)
+        ci = "—" if est is None or est.ci_low is None else f"[{_fmt(est.ci_low)}, {_fmt(est.ci_high)}]"
         lines.append(
-            f"| {s.series_id}{' (headline)' if s.role == 'headline' else ''} | {_fmt(s.value)} | "
+            f"| {s.series_id}{' (headline)' if s.role == 'headline' else ''} | {_fmt(s.value)} | {se} | {ci} | "
             f"{s.counts['evaluated']} | {s.counts['unavailable']} | {s.counts['error']} |"
         )
+    lines += [
+        "",
+        "SE: standard error over tasks (attempts of a task are reduced first, so tasks are the clusters); "
+        "95% CI: mean ± t(0.975, n-1)·SE. An invalidated run's interval refers to its reference value.",
+    ]
     if head is not None and head.categories:
         # The column is the headline series per category (its mean over the category's evaluated
         # tasks), labelled with the series id like the table above — not a share of tasks passed.

@@ -1,0 +1,206 @@
+"""Dataset files → tasks: streaming readers (JSONL, JSON, CSV/TSV, Parquet), a typed field
+mapping, stable ids, deterministic selection (filters, ``sample_ids``, seeded shuffle, ``limit``)
+and multiple-choice helpers. Used by the ``dataset`` benchmark and its presets.
+
+Loading is two streaming passes: the first checks every row (a bad row is an error naming file,
+line or row and field) and keeps only ids; the second builds :class:`~acx.ir.TaskSpec` objects
+for the selected rows. Memory therefore grows with the ids and the selection, not the file.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from acx.components._configs import DatasetConfig
+from acx.components.datasets._choices import (
+    DEFAULT_MC_TEMPLATE,
+    choice_order,
+    letters_for,
+    render_choices,
+    target_letters,
+)
+from acx.components.datasets._formats import Locator, detect_format, iter_records
+from acx.components.datasets._mapping import MappedRow, choice_index, content_id, map_record
+from acx.diagnostics import did_you_mean
+from acx.errors import AcxPlanError
+from acx.ir import TaskSpec
+
+__all__ = [
+    "DEFAULT_MC_TEMPLATE",
+    "choice_index",
+    "choice_order",
+    "detect_format",
+    "letters_for",
+    "load_dataset",
+    "render_choices",
+    "resolve_dataset_path",
+    "target_letters",
+]
+
+
+def resolve_dataset_path(path: str, base_dir: Path) -> Path:
+    p = Path(path).expanduser()
+    p = p if p.is_absolute() else base_dir / p
+    try:
+        if p.is_file():
+            return p
+    except (ValueError, OSError):
+        pass
+    secret = "${" in path
+    raise AcxPlanError(
+        f"dataset {p} does not exist or is not a file",
+        code="E0401",
+        path="benchmark.params.path",
+        help="the path is a secret reference, which only `acx run` resolves (compiling never reads secrets)"
+        if secret
+        else "`path` is resolved relative to the spec file's directory; check it",
+    )
+
+
+def _text(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v)
+
+
+class _Filters:
+    """``filters``: column → value or list of values; null (or "") matches a missing value."""
+
+    def __init__(self, filters: Mapping[str, Any] | None) -> None:
+        self.wanted = {k: {_text(x) for x in (v if isinstance(v, list) else [v])} for k, v in (filters or {}).items()}
+        self.columns_seen: set[str] = set()
+
+    def keep(self, record: dict[str, Any]) -> bool:
+        for column, wanted in self.wanted.items():
+            if column in record:
+                self.columns_seen.add(column)
+            if _text(record.get(column)) not in wanted:
+                return False
+        return True
+
+    def check(self, total: int) -> None:
+        unknown = [c for c in self.wanted if c not in self.columns_seen]
+        if unknown and total:
+            raise AcxPlanError(
+                f"filter column `{unknown[0]}` is in no row of the dataset",
+                code="E0407",
+                path=f"benchmark.params.filters.{unknown[0]}",
+                help="filters name dataset columns; check the spelling",
+            )
+
+
+def _index(path: Path, fmt: str, config: DatasetConfig) -> tuple[list[str], list[int], int, _Filters]:
+    """Pass 1: check every row; the ids and stream positions of rows the filters keep."""
+    filters = _Filters(config.filters)
+    ids: list[str] = []
+    ordinals: list[int] = []
+    first_seen: dict[str, Locator] = {}
+    hashed: dict[str, int] = {}
+    total = 0
+    for ordinal, (loc, record) in enumerate(iter_records(path, fmt)):
+        total += 1
+        row = map_record(record, loc, config.fields, dataset_dir=path.parent)
+        tid = row.task_id if row.task_id is not None else _hash_id(row, hashed)
+        prior = first_seen.get(tid)
+        if prior is not None:
+            raise loc.error(
+                f"duplicate task id {tid!r} (first at {prior.where()})",
+                "task ids must be unique within a dataset (or set fields.id: null for content hashes)",
+                code="E0403",
+                field=config.fields.id,
+            )
+        first_seen[tid] = loc
+        if filters.keep(record):
+            ids.append(tid)
+            ordinals.append(ordinal)
+    return ids, ordinals, total, filters
+
+
+def _hash_id(row: MappedRow, hashed: dict[str, int]) -> str:
+    base = content_id(row)
+    n = hashed.get(base, 0) + 1
+    hashed[base] = n
+    # Identical rows get -2, -3 … in file order: stable for a given file.
+    return base if n == 1 else f"{base}-{n}"
+
+
+def _select(ids: list[str], config: DatasetConfig, total: int) -> list[int]:
+    """Positions (into ``ids``) of the selected tasks, in the order they run (B4)."""
+    from acx.components.benchmarks import normalize_sample_ids
+
+    positions = list(range(len(ids)))
+    wanted = normalize_sample_ids(config.sample_ids)
+    if wanted is not None:
+        where = {tid: i for i, tid in enumerate(ids)}
+        unknown = [w for w in wanted if w not in where]
+        if unknown:
+            hint = did_you_mean(unknown[0], ids[:10000])
+            filtered = " (after filters)" if config.filters else ""
+            raise AcxPlanError(
+                f"unknown benchmark sample_ids: {', '.join(unknown[:5])}{' …' if len(unknown) > 5 else ''}",
+                code="E0404",
+                path="benchmark.sample_ids",
+                help=(f"did you mean {hint!r}? " if hint else "")
+                + f"sample_ids must name task ids of the dataset ({len(ids)} of {total} rows{filtered})",
+            )
+        keep = set(wanted)
+        positions = [i for i in positions if ids[i] in keep]
+    if config.shuffle:
+        random.Random(config.seed).shuffle(positions)
+    if config.limit is not None:
+        positions = positions[: config.limit]
+    return positions
+
+
+def load_dataset(config: DatasetConfig, base_dir: Path, *, benchmark: str = "dataset") -> list[TaskSpec]:
+    """The selected tasks of a dataset file, in run order (see the module docstring)."""
+    path = resolve_dataset_path(config.path, base_dir)
+    fmt = detect_format(path, config.format)
+    ids, ordinals, total, filters = _index(path, fmt, config)
+    if total == 0:
+        raise AcxPlanError(
+            f"dataset {path} has no records",
+            code="E0402",
+            path="benchmark.params.path",
+            help="add rows; for JSONL one JSON object per line",
+        )
+    filters.check(total)
+    positions = _select(ids, config, total)
+    wanted = {ordinals[p]: k for k, p in enumerate(positions)}
+    out: list[TaskSpec | None] = [None] * len(positions)
+    source = str(path)
+    remaining = len(wanted)
+    for ordinal, (loc, record) in enumerate(iter_records(path, fmt)):
+        if remaining == 0:
+            break
+        k = wanted.get(ordinal)
+        if k is None:
+            continue
+        row = map_record(record, loc, config.fields, dataset_dir=path.parent)
+        out[k] = _task(ids[positions[k]], row, loc, source, benchmark)
+        remaining -= 1
+    return [t for t in out if t is not None]
+
+
+def _task(task_id: str, row: MappedRow, loc: Locator, source: str, benchmark: str) -> TaskSpec:
+    meta: dict[str, Any] = {"dataset": source, "row": loc.line if loc.line is not None else loc.record}
+    if row.metadata:
+        meta["record"] = row.metadata
+    if row.choices is not None:
+        meta["choices"] = row.choices
+    if row.messages is not None:
+        meta["messages"] = row.messages
+    if row.files:
+        meta["files"] = row.files
+    if row.system_prompt is not None:
+        meta["system_prompt"] = row.system_prompt
+    return TaskSpec(
+        task_id=task_id, question=row.question, category=row.category, ground_truth=row.target, metadata=meta
+    )

@@ -1,0 +1,188 @@
+"""Streaming readers: a dataset file → ``(locator, record)`` pairs, one row at a time.
+
+``locator`` says where the row is, for error messages: ``Span(file, line, 1)`` for JSONL and
+CSV/TSV, and a ``file[index]`` / ``file row N`` path for JSON arrays and Parquet (which have no
+useful line). Rows are read lazily, so a 1 M-row JSONL file is never held in memory; only a JSON
+array is parsed whole (JSON has no row boundaries).
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from acx.diagnostics import Span
+from acx.errors import AcxPlanError
+
+__all__ = ["Locator", "detect_format", "iter_records"]
+
+_DECODER = msgspec.json.Decoder()
+_SUFFIXES = {
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "json",
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".tab": "tsv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Locator:
+    """Where a row is: a line (JSONL, CSV) or a record index (JSON, Parquet), 1-based."""
+
+    file: str
+    line: int | None = None
+    record: int | None = None
+    kind: str = "row"
+
+    def where(self) -> str:
+        return f"line {self.line}" if self.line is not None else f"{self.kind} {self.record}"
+
+    def span(self) -> Span | None:
+        return Span(self.file, self.line, 1) if self.line is not None else None
+
+    def error(self, message: str, help: str, code: str = "E0402", field: str | None = None) -> AcxPlanError:
+        where = f"{self.file}: {self.where()}" + (f", field `{field}`" if field else "")
+        span = self.span()
+        return AcxPlanError(
+            f"{message} ({where})" if span is None else message,
+            code=code,
+            span=span,
+            path=None if span is not None else where,
+            help=help,
+        )
+
+
+def detect_format(path: Path, declared: str) -> str:
+    if declared != "auto":
+        return declared
+    fmt = _SUFFIXES.get(path.suffix.lower())
+    if fmt is None:
+        raise AcxPlanError(
+            f"cannot tell the format of dataset {path} from its suffix `{path.suffix}`",
+            code="E0407",
+            path="benchmark.params.format",
+            help="set `format` to jsonl, json, csv, tsv or parquet",
+        )
+    if fmt == "json" and _starts_with_object(path):
+        return "jsonl"  # Hugging Face `to_json` writes JSON Lines into a `.json` file
+    return fmt
+
+
+def _starts_with_object(path: Path) -> bool:
+    with path.open("rb") as fh:
+        head = fh.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
+    return head.startswith(b"{")
+
+
+def iter_records(path: Path, fmt: str) -> Iterator[tuple[Locator, Any]]:
+    """Every row of the file with its locator (records not yet checked to be objects)."""
+    if fmt == "jsonl":
+        return _jsonl(path)
+    if fmt == "json":
+        return _json(path)
+    if fmt in ("csv", "tsv"):
+        return _csv(path, "\t" if fmt == "tsv" else ",")
+    if fmt == "parquet":
+        from acx.components.datasets._parquet import iter_parquet
+
+        return iter_parquet(path)
+    raise AcxPlanError(
+        f"unknown dataset format {fmt!r}",
+        code="E0407",
+        path="benchmark.params.format",
+        help="use jsonl, json, csv, tsv or parquet",
+    )
+
+
+def _jsonl(path: Path) -> Iterator[tuple[Locator, Any]]:
+    name = str(path)
+    with path.open("rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            if not raw.strip():
+                continue
+            loc = Locator(name, line=lineno)
+            try:
+                yield loc, _DECODER.decode(raw)
+            except msgspec.DecodeError as exc:
+                raise loc.error(
+                    f"line {lineno} is not valid JSON: {exc}", "each line must be one JSON object"
+                ) from None
+
+
+def _json(path: Path) -> Iterator[tuple[Locator, Any]]:
+    name = str(path)
+    try:
+        data = _DECODER.decode(path.read_bytes())
+    except msgspec.DecodeError as exc:
+        raise AcxPlanError(
+            f"dataset {path} is not valid JSON: {exc}",
+            code="E0402",
+            path=name,
+            help="a .json dataset is one JSON array of objects (or JSON Lines: one object per line)",
+        ) from None
+    if not isinstance(data, list):
+        raise AcxPlanError(
+            f"dataset {path} is a JSON {type(data).__name__}, not an array of records",
+            code="E0402",
+            path=name,
+            help="write [{...}, {...}], or one object per line (JSON Lines)",
+        )
+    for index, record in enumerate(data, start=1):
+        yield Locator(name, record=index, kind="record"), record
+
+
+def _csv(path: Path, delimiter: str) -> Iterator[tuple[Locator, Any]]:
+    name = str(path)
+    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
+    with path.open("r", encoding="utf-8-sig", newline="") as fh:
+        reader = csv.reader(fh, delimiter=delimiter)
+        try:
+            header = next(reader)
+        except StopIteration:
+            return
+        except (csv.Error, UnicodeDecodeError) as exc:
+            raise Locator(name, line=1).error(
+                f"cannot read the header: {exc}", "the first line names the columns"
+            ) from None
+        _check_header(header, Locator(name, line=1))
+        width = len(header)
+        start = reader.line_num + 1
+        while True:
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            except (csv.Error, UnicodeDecodeError) as exc:
+                raise Locator(name, line=start).error(
+                    f"malformed row: {exc}", "check the quoting of this row"
+                ) from None
+            loc = Locator(name, line=start)
+            start = reader.line_num + 1
+            if not row or (len(row) == 1 and not row[0].strip()):
+                continue
+            if len(row) != width:
+                raise loc.error(
+                    f"row has {len(row)} cells but the header has {width} columns",
+                    "every row needs one cell per header column (quote cells that contain the delimiter)",
+                )
+            yield loc, dict(zip(header, row, strict=True))
+
+
+def _check_header(header: list[str], loc: Locator) -> None:
+    seen: set[str] = set()
+    for col in header:
+        if not col.strip():
+            raise loc.error("the header has an empty column name", "name every column in the first line")
+        if col in seen:
+            raise loc.error(f"the header names column `{col}` twice", "column names must be unique")
+        seen.add(col)
