@@ -29,19 +29,20 @@ BENCHMARKS.register(
 BENCHMARKS.register(
     ComponentInfo(
         "benchmark",
-        "dataset",
-        "Question answering over a local JSONL/JSON/CSV/TSV/Parquet file with a field mapping and scorers.",
-        f"{_CONFIGS}:DatasetConfig",
-        "acx.components.benchmarks.dataset:DatasetBenchmark",
-    )
-)
-BENCHMARKS.register(
-    ComponentInfo(
-        "benchmark",
         "harbor",
         "Harbor task directories (task.toml, instruction.md, tests/), scored by the verifier's reward.",
         f"{_CONFIGS}:HarborConfig",
         "acx.components.benchmarks.harbor:HarborBenchmark",
+    )
+)
+
+BENCHMARKS.register(
+    ComponentInfo(
+        "benchmark",
+        "dataset",
+        "Question answering over a local JSONL/JSON/CSV/TSV/Parquet file with a field mapping and scorers.",
+        f"{_CONFIGS}:DatasetConfig",
+        "acx.components.benchmarks.dataset:DatasetBenchmark",
     )
 )
 
