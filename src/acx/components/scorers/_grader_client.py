@@ -1,10 +1,12 @@
-"""The default grader client: one OpenAI-compatible chat completion per grading call.
+"""Grader clients: how ``model_graded`` reaches the ``grader`` model role through acx.models.
 
-It reuses the one HTTP helper of the built-in ``openai_chat`` harness (stdlib ``urllib`` in a
-worker thread, abandoned on cancel), so acx still has a single place that speaks HTTP to models.
-This is the seam the ``acx.models`` gateway absorbs: anything with the
-:class:`~acx.components.scorers._model_graded.GraderClient` ``complete`` method can be passed to
-the scorer instead. The API key is resolved from its ``${VAR}`` reference only inside the call.
+- :class:`ModelLayerGrader` (the default): one call through :class:`acx.models.ModelClient` —
+  the one HTTP client and retry layer of acx — to the grader's endpoint, in its protocol
+  (``openai-chat``, ``openai-responses`` or ``anthropic``). The API key is resolved from its
+  ``${VAR}`` reference only here, right before the call, and lives only in memory.
+- :class:`GatewayGrader`: the call goes through an attempt's :class:`acx.models.GatewaySession`
+  as role ``grader`` (keys injected, the call recorded and counted by the gateway). The
+  interpreter does not start a per-run gateway yet; when it does, it passes one of these.
 """
 
 from __future__ import annotations
@@ -15,42 +17,94 @@ from typing import Any
 from acx.components.scorers._model_graded import GraderError, GraderReply
 from acx.ir import ModelSpec
 
-__all__ = ["OpenAIChatGrader"]
+__all__ = ["GatewayGrader", "ModelLayerGrader", "endpoint_for"]
 
 
-class OpenAIChatGrader:
+def _usage(response: Any) -> dict[str, Any]:
+    u = response.usage
+    if u is None:
+        return {}
+    return {
+        "prompt_tokens": u.prompt_tokens,
+        "completion_tokens": u.completion_tokens,
+        "cached_tokens": u.cached_tokens,
+        "reasoning_tokens": u.reasoning_tokens,
+    }
+
+
+def _protocol(model: ModelSpec) -> str:
+    from acx.models import PROTOCOLS
+
+    proto = model.api_protocol
+    if isinstance(proto, list):
+        proto = next((p for p in proto if p in PROTOCOLS), None)
+    return proto if isinstance(proto, str) and proto in PROTOCOLS else "openai-chat"
+
+
+def endpoint_for(model: ModelSpec, *, timeout_seconds: float, max_retries: int, environ: Any = None) -> Any:
+    """The acx.models Endpoint of the grader, its references resolved now (names only in errors)."""
+    from acx.envref import substitute
+    from acx.models import Endpoint
+
+    env = os.environ if environ is None else environ
+    base_url, missing = substitute(model.base_url or "", env)
+    api_key: str | None = None
+    if model.api_key:
+        api_key, more = substitute(model.api_key, env)
+        missing += more
+    if missing:
+        raise GraderError(f"environment variable(s) not set: {', '.join(sorted(set(missing)))}")
+    return Endpoint(
+        base_url=base_url.rstrip("/"),
+        model=model.id or "",
+        protocol=_protocol(model),  # type: ignore[arg-type]
+        api_key=api_key or None,
+        params=dict(model.params),
+        read_timeout=timeout_seconds,
+        total_timeout=timeout_seconds,
+        max_retries=max_retries,
+    )
+
+
+class ModelLayerGrader:
+    def __init__(self, *, max_retries: int = 2) -> None:
+        self.max_retries = max_retries
+
+    async def complete(
+        self, model: ModelSpec, messages: list[dict[str, Any]], *, timeout_seconds: float
+    ) -> GraderReply:
+        from acx.models import ChatRequest, ModelCallError, ModelClient
+
+        endpoint = endpoint_for(model, timeout_seconds=timeout_seconds, max_retries=self.max_retries)
+        try:
+            async with ModelClient() as client:
+                response, _ = await client.complete(endpoint, ChatRequest(messages=messages))
+        except ModelCallError as exc:
+            raise GraderError(f"{exc.kind}: {exc}") from None
+        if not response.content:
+            raise GraderError("the grader returned no text")
+        return GraderReply(text=response.content, usage=_usage(response))
+
+
+class GatewayGrader:
+    """Grades through a gateway session's ``grader`` role (the gateway holds the key)."""
+
+    def __init__(self, session: Any, role: str = "grader") -> None:
+        self.session = session
+        self.role = role
+
     async def complete(
         self, model: ModelSpec, messages: list[dict[str, Any]], *, timeout_seconds: float
     ) -> GraderReply:
         import trio
 
-        from acx.components.harnesses.openai_chat import chat_completion
-        from acx.interpreter._envvars import MissingEnvError, resolve_value
+        from acx.models import ChatRequest, ModelCallError
 
         try:
-            base_url = resolve_value(model.base_url or "", os.environ).rstrip("/")
-            api_key = resolve_value(model.api_key, os.environ) if model.api_key else None
-        except MissingEnvError as exc:
-            raise GraderError(f"environment variable(s) not set: {', '.join(exc.names)}") from None
-        payload: dict[str, Any] = {"model": model.id, "messages": messages, **model.params}
-        try:
-            body = await trio.to_thread.run_sync(
-                chat_completion,
-                f"{base_url}/chat/completions",
-                payload,
-                api_key,
-                timeout_seconds,
-                abandon_on_cancel=True,
-            )
-        except RuntimeError as exc:
-            raise GraderError(str(exc)) from None
-        except OSError as exc:  # socket timeout inside urllib
-            raise GraderError(f"model endpoint error: {type(exc).__name__}") from None
-        try:
-            text = body["choices"][0]["message"]["content"]
-        except (KeyError, IndexError, TypeError):
-            raise GraderError("the response has no choices[0].message.content") from None
-        if not isinstance(text, str):
-            raise GraderError("the grader's message content is not text")
-        usage = body.get("usage")
-        return GraderReply(text=text, usage=usage if isinstance(usage, dict) else {})
+            with trio.fail_after(timeout_seconds):
+                response = await self.session.complete(ChatRequest(messages=messages), role=self.role)
+        except ModelCallError as exc:
+            raise GraderError(f"{exc.kind}: {exc}") from None
+        if not response.content:
+            raise GraderError("the grader returned no text")
+        return GraderReply(text=response.content, usage=_usage(response))

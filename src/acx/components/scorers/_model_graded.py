@@ -1,10 +1,10 @@
 """``model_graded``: a grader model reads the question, the answer and the target and grades it.
 
 The grader is the ``grader`` model role: the scorer's ``model`` (id, base_url, api_key as a
-``${VAR}`` reference, params), or the request's model when none is given. The call goes through a
-:class:`GraderClient`; the default one (:mod:`acx.components.scorers._grader_client`) speaks the
-OpenAI-compatible chat API over the one HTTP helper the built-in ``openai_chat`` harness uses —
-the seam where the model gateway of ``acx.models`` plugs in.
+``${VAR}`` reference, api_protocol, params), or the request's model when none is given. The call
+goes through a :class:`GraderClient`; the default one calls the model layer
+(:class:`acx.models.ModelClient`, see :mod:`acx.components.scorers._grader_client`); a
+``GatewayGrader`` sends it through a run's gateway session instead.
 
 Outcomes, never a silent 0:
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, ClassVar, Protocol
+from typing import Annotated, Any, ClassVar, Literal, Protocol
 
 import msgspec
 
@@ -79,6 +79,9 @@ class GraderModel(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_on
     id: Annotated[str, _d("grader model id")]
     base_url: Annotated[str, _d("OpenAI-compatible endpoint base URL (may be a ${VAR} reference)")]
     api_key: Annotated[str | None, _d("API key as a ${VAR} reference; resolved only when grading")] = None
+    api_protocol: Annotated[
+        Literal["openai-chat", "openai-responses", "anthropic"], _d("wire protocol of the grader endpoint")
+    ] = "openai-chat"
     params: Annotated[dict[str, Any], _d("inference parameters sent with every grading call")] = {}
 
 
@@ -98,6 +101,9 @@ class ModelGradedConfig(ScorerConfig, frozen=True, kw_only=True):
     criterion: Annotated[str, _d("extra grading instruction put into {criterion}")] = ""
     model: Annotated[GraderModel | None, _d("the grader; default: the model under evaluation")] = None
     timeout_seconds: Annotated[float, msgspec.Meta(gt=0, description="bound on one grading call")] = 120.0
+    max_retries: Annotated[
+        Annotated[int, msgspec.Meta(ge=0, le=10)], _d("retries of a failed grading call (429, 5xx, dropped)")
+    ] = 2
     max_tokens: Annotated[Annotated[int, msgspec.Meta(ge=1)] | None, _d("grader completion token cap")] = None
     temperature: Annotated[Annotated[float, msgspec.Meta(ge=0)] | None, _d("grader temperature")] = 0.0
 
@@ -161,15 +167,17 @@ class ModelGradedScorer(Scorer):
 
     def client(self) -> GraderClient:
         if self._client is None:
-            from acx.components.scorers._grader_client import OpenAIChatGrader
+            from acx.components.scorers._grader_client import ModelLayerGrader
 
-            self._client = OpenAIChatGrader()
+            self._client = ModelLayerGrader(max_retries=self.config.max_retries)
         return self._client
 
     def grader_model(self, ctx: ScoreContext) -> ModelSpec | None:
         m = self.config.model
         if m is not None:
-            return ModelSpec(id=m.id, base_url=m.base_url, api_key=m.api_key, params=dict(m.params))
+            return ModelSpec(
+                id=m.id, base_url=m.base_url, api_key=m.api_key, api_protocol=m.api_protocol, params=dict(m.params)
+            )
         return ctx.model if isinstance(ctx.model, ModelSpec) and ctx.model.base_url else None
 
     def messages(self, answer: Any, targets: Sequence[str], ctx: ScoreContext) -> list[dict[str, Any]]:
@@ -205,9 +213,7 @@ class ModelGradedScorer(Scorer):
             params["max_tokens"] = self.config.max_tokens
         if self.config.temperature is not None:
             params["temperature"] = self.config.temperature
-        model = ModelSpec(
-            id=model.id, base_url=model.base_url, api_key=model.api_key, params={**model.params, **params}
-        )
+        model = msgspec.structs.replace(model, params={**model.params, **params})
         judge: dict[str, Any] = {"role": "grader", "model": model.id, "messages": messages}
         timeout = self.config.timeout_seconds
         try:
