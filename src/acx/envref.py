@@ -25,6 +25,7 @@ __all__ = [
     "has_reference_syntax",
     "iter_references",
     "malformed_whole",
+    "reference_values",
     "referenced_names",
     "resolved_values",
     "substitute",
@@ -113,3 +114,21 @@ def resolved_values(value: str, environ: Mapping[str, str]) -> list[str]:
     only, defaults excluded): what must be scrubbed when ``value`` was a secret's container, e.g.
     the token of ``Bearer ${TOKEN}``, which an agent may print on its own."""
     return [environ[name] for name, _ in iter_references(value) if environ.get(name)]
+
+
+def reference_values(raw: str, resolved: str) -> list[str]:
+    """What each reference of ``raw`` became in ``resolved`` (``raw`` resolved by :func:`substitute`),
+    found by matching the literal text around the references, for code that holds the resolved
+    value but not the environment. Adjacent references (``${A}${B}``) cannot be told apart: their
+    joined value is returned. Empty when ``resolved`` does not come from ``raw``."""
+    parts: list[str] = []
+    last = 0
+    for m in REFERENCE.finditer(raw):
+        parts.append(re.escape(raw[last : m.start()]))
+        parts.append("(.*?)" if parts[-1] or len(parts) == 1 else "")
+        last = m.end()
+    if not parts:
+        return []
+    parts.append(re.escape(raw[last:]))
+    found = re.fullmatch("".join(parts), resolved, re.DOTALL)
+    return [v for v in found.groups() if v] if found else []

@@ -15,6 +15,10 @@ frames, the interpreter's scrubbing and anything else that prints or persists va
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from acx.envref import has_reference_syntax, resolved_values
 
 __all__ = [
     "CONTAINER_KEYS",
@@ -25,6 +29,7 @@ __all__ = [
     "SECRET_NAME_WORDS",
     "SENSITIVE_KEYS",
     "SENSITIVE_SUFFIXES",
+    "Scrubber",
     "is_container_key",
     "is_secret_name",
     "is_sensitive_key",
@@ -113,3 +118,119 @@ def is_sensitive_path(path: tuple[str | int, ...]) -> bool:
 def mask_url_credentials(text: str) -> str:
     """``text`` with the password part of any URL userinfo replaced by :data:`REDACTED`."""
     return _URL_PASSWORD.sub(lambda m: m.group("head") + REDACTED, text) if "@" in text else text
+
+
+class Scrubber:
+    """The one scrubber: replaces secret values, as substrings, in whatever acx writes or prints.
+
+    Two kinds of values (each at least :attr:`MIN_LENGTH` characters; shorter ones cannot be told
+    from ordinary text and are left alone):
+
+    * *secrets* (:meth:`add_secret`, :meth:`add_resolved`): values resolved from ``${VAR}``
+      references, model keys, every variable's value inside a reference (``TOKEN`` of
+      ``Bearer ${TOKEN}``). Scrubbed from everything: result files, logs, journal, events, output.
+    * *message values* (:meth:`add`): literal values written in the spec's env maps. Scrubbed only
+      from messages (:meth:`__call__`) and logs, so that an answer that happens to contain one
+      (``MODE=test``) is not mangled in the result files.
+
+    Replacement runs until no value is left, longest first, so two overlapping secrets or a
+    secret that a replacement would complete do not survive either.
+    """
+
+    MIN_LENGTH = 4
+
+    def __init__(self) -> None:
+        self._secrets: set[str] = set()
+        self._values: set[str] = set()
+        self._secret_re: re.Pattern[str] | None = None
+        self._value_re: re.Pattern[str] | None = None
+
+    # ---- adding ------------------------------------------------------------------------------
+    def _usable(self, values: Iterable[object]) -> set[str]:
+        # A value made only of the mask's characters is already indistinguishable from the mask.
+        return {v for v in values if isinstance(v, str) and len(v) >= self.MIN_LENGTH and v not in REDACTED}
+
+    def add_secret(self, values: Iterable[object]) -> None:
+        fresh = self._usable(values) - self._secrets
+        if fresh:
+            self._secrets |= fresh
+            self._values |= fresh
+            self._secret_re = self._value_re = None
+
+    def add(
+        self,
+        values: Mapping[str, str] | Iterable[str],
+        *,
+        raw: Mapping[str, str] | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        """Scrub ``values`` from messages; those whose ``raw`` (unresolved) value holds a reference
+        are secrets (:meth:`add_resolved`)."""
+        items = list(values.values() if isinstance(values, Mapping) else values)
+        fresh = self._usable(items) - self._values
+        if fresh:
+            self._values |= fresh
+            self._value_re = None
+        if raw is not None and isinstance(values, Mapping):
+            self.add_resolved(raw, values, environ or {})
+
+    def add_resolved(self, raw: Mapping[str, str], resolved: Mapping[str, str], environ: Mapping[str, str]) -> None:
+        """Secrets of an env map: each value that held a reference, whole, and what every reference
+        in it resolved to (the agent may print the token without its ``Bearer``)."""
+        found: list[str] = []
+        for key, value in raw.items():
+            text = str(value)
+            if has_reference_syntax(text):
+                found += resolved_values(text, environ)
+                if key in resolved:
+                    found.append(resolved[key])
+        self.add_secret(found)
+
+    # ---- scrubbing ---------------------------------------------------------------------------
+    def __bool__(self) -> bool:
+        return bool(self._secrets)
+
+    @staticmethod
+    def _pattern(values: set[str]) -> re.Pattern[str]:
+        return re.compile("|".join(re.escape(v) for v in sorted(values, key=lambda v: (-len(v), v))))
+
+    @staticmethod
+    def _apply(pattern: re.Pattern[str] | None, text: str) -> str:
+        if pattern is None:
+            return text
+        while True:  # ends: every replacement removes at least one character that is not a `*`
+            new = pattern.sub(REDACTED, text)
+            if new == text:
+                return text
+            text = new
+
+    def text(self, text: str) -> str:
+        """``text`` without any secret."""
+        if not self._secrets:
+            return text
+        if self._secret_re is None:
+            self._secret_re = self._pattern(self._secrets)
+        return self._apply(self._secret_re, text)
+
+    def __call__(self, text: str) -> str:
+        """A message without any secret or literal env value."""
+        if not self._values:
+            return text
+        if self._value_re is None:
+            self._value_re = self._pattern(self._values)
+        return self._apply(self._value_re, text)
+
+    def tree(self, obj: Any) -> Any:
+        """``obj`` (JSON-like data) with every secret replaced in every string, keys included."""
+        if not self._secrets:
+            return obj
+        return self._tree(obj)
+
+    def _tree(self, obj: Any) -> Any:
+        if isinstance(obj, str):
+            return self.text(obj)
+        if isinstance(obj, dict):
+            return {(self.text(k) if isinstance(k, str) else k): self._tree(v) for k, v in obj.items()}
+        if isinstance(obj, list | tuple):
+            return [self._tree(v) for v in obj]
+        return obj

@@ -27,7 +27,7 @@ import shutil
 import stat
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -144,7 +144,9 @@ class _Budget:
     entries_left: int
 
 
-async def collect(session: Any, plan: ExecutionPlan, attempt_dir: Path) -> ArtifactOutcome:
+async def collect(
+    session: Any, plan: ExecutionPlan, attempt_dir: Path, *, scrub: Callable[[str], str] | None = None
+) -> ArtifactOutcome:
     """Run collection commands, then download ``plan.artifacts`` into ``attempt_dir/artifacts``."""
     outcome = ArtifactOutcome()
     outcome.issues.extend(await _run_commands(session, plan))
@@ -178,9 +180,9 @@ async def collect(session: Any, plan: ExecutionPlan, attempt_dir: Path) -> Artif
         for entry in entries:
             if entry["status"] == "collecting":
                 entry.update(status="cancelled", error_type="cancelled")
-        _finish(entries, outcome, manifest_path, failed_operation or "download")
+        _finish(entries, outcome, manifest_path, failed_operation or "download", scrub)
         raise
-    _finish(entries, outcome, manifest_path, failed_operation)
+    _finish(entries, outcome, manifest_path, failed_operation, scrub)
     return outcome
 
 
@@ -390,10 +392,21 @@ def _record(entry: dict[str, Any], files: list[dict[str, Any]], excluded: int, k
     )
 
 
-def _finish(entries: list[dict[str, Any]], outcome: ArtifactOutcome, path: Path, failed_operation: str | None) -> None:
+def _finish(
+    entries: list[dict[str, Any]],
+    outcome: ArtifactOutcome,
+    path: Path,
+    failed_operation: str | None,
+    scrub: Callable[[str], str] | None = None,
+) -> None:
     for entry in entries:
         if entry["status"] in ("pending", "collecting"):
             entry["status"] = "not_collected"
+    if scrub is not None:
+        # Error texts may quote what a command printed; paths and checksums stay exact (restore).
+        for entry in entries:
+            if isinstance(entry.get("error"), str):
+                entry["error"] = scrub(entry["error"])
     bad = [e for e in entries if e["status"] in ("failed", "cancelled", "not_collected")]
     complete = not bad
     for entry in entries:

@@ -26,7 +26,7 @@ import re
 import socket
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +55,7 @@ from acx.ir import (
     status_from_issues,
     to_builtins,
 )
+from acx.secrets import Scrubber
 
 __all__ = ["AttemptRunner", "RequestContext", "Scrubber", "retry_reason"]
 
@@ -69,52 +70,6 @@ _PID = os.getpid()
 
 def _no_write() -> None:
     """Nothing to write: waiting for a group commit makes the earlier journal line durable."""
-
-
-class Scrubber:
-    """Replaces resolved secret values in any text that may be persisted or printed."""
-
-    def __init__(self) -> None:
-        self._values: set[str] = set()
-        #: Values resolved from ``${VAR}`` references (and model keys): scrubbed from whole result
-        #: files too. Literal values written in the spec are scrubbed only from messages, so that an
-        #: answer that happens to contain one (``MODE=test``) is not mangled.
-        self._secrets: set[str] = set()
-
-    def add(self, values: Mapping[str, str] | list[str], *, raw: Mapping[str, str] | None = None) -> None:
-        """Scrub ``values`` from messages; those whose ``raw`` (unresolved) value holds a reference
-        are secrets, scrubbed from result files as well."""
-        items = values.values() if isinstance(values, Mapping) else values
-        self._values.update(v for v in items if isinstance(v, str) and len(v) >= 4)
-        if raw is not None and isinstance(values, Mapping):
-            self.add_secret(v for k, v in values.items() if "${" in str(raw.get(k, "")))
-
-    def add_secret(self, values: Iterable[str]) -> None:
-        fresh = {v for v in values if isinstance(v, str) and len(v) >= 4}
-        self._values |= fresh
-        self._secrets |= fresh
-
-    def __call__(self, text: str) -> str:
-        for v in sorted(self._values, key=len, reverse=True):
-            if v in text:
-                text = text.replace(v, "********")
-        return text
-
-    def __bool__(self) -> bool:
-        return bool(self._secrets)
-
-    def tree(self, obj: Any) -> Any:
-        """``obj`` (JSON-like) with the secrets replaced in every string value (keys are names)."""
-        if isinstance(obj, str):
-            for v in sorted(self._secrets, key=len, reverse=True):
-                if v in obj:
-                    obj = obj.replace(v, "********")
-            return obj
-        if isinstance(obj, dict):
-            return {k: self.tree(v) for k, v in obj.items()}
-        if isinstance(obj, list | tuple):
-            return [self.tree(v) for v in obj]
-        return obj
 
 
 @dataclass
@@ -230,7 +185,7 @@ class AttemptRunner:
             (self.run_env, env.run_env_variables),
             (self.eval_env, env.evaluation_env_variables),
         ):
-            ctx.scrub.add(m, raw=raw)
+            ctx.scrub.add(m, raw=raw, environ=ctx.environ)
 
     @functools.cached_property
     def attempt_dir(self) -> Path:
@@ -333,7 +288,7 @@ class AttemptRunner:
             "discarded_result": to_builtins(final),
         }
         name = f"{task_dir_name(self.task.task_id)}.attempt{self.attempt}.retry{retry}.{stage}.json"
-        atomic_write_json(retries_dir / name, record)
+        atomic_write_json(retries_dir / name, self.ctx.scrub.tree(record))
         leftovers = [p for p in self.attempt_dir.iterdir() if p.name not in ("retries",)]
         if leftovers:
             dest = retries_dir / uuid.uuid4().hex[:12]
@@ -613,7 +568,7 @@ class AttemptRunner:
         self.phase("collect_artifacts")
         try:
             self.attempt_dir.mkdir(parents=True, exist_ok=True)
-            outcome = await _artifacts.collect(session, self.plan, self.attempt_dir)
+            outcome = await _artifacts.collect(session, self.plan, self.attempt_dir, scrub=self.ctx.scrub)
         except Exception as exc:
             t.add("fatal", "collect", "artifact_transfer_failed", self._msg(exc))
             return
@@ -679,6 +634,7 @@ class AttemptRunner:
             raw=env.evaluation_environment_env_variables
             if env.evaluation_environment_env_variables is not None
             else env.env_variables,
+            environ=self.ctx.environ,
         )
         baseline = env.evaluation_baseline_network_policy or env.baseline_network_policy or _PUBLIC
         async with self.ctx.limits.provider_slot(env.id):

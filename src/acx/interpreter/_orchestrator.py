@@ -29,7 +29,7 @@ import msgspec
 import trio
 
 from acx.errors import AcxUserError, DriverError
-from acx.interpreter._attempt import AttemptRunner, RequestContext, Scrubber
+from acx.interpreter._attempt import AttemptRunner, RequestContext
 from acx.interpreter._envvars import MissingEnvError, missing_names, required_names, resolve_value
 from acx.interpreter._events import ProgressEvent, RunProgress
 from acx.interpreter._limits import Limits
@@ -45,6 +45,7 @@ from acx.ir import (
     decode,
     to_builtins,
 )
+from acx.secrets import Scrubber
 
 __all__ = ["OrchestrationResult", "RequestOutcome", "RequestProgram", "run_orchestration"]
 
@@ -151,9 +152,14 @@ class _RunLogHandler(logging.FileHandler):
 
     FLUSH_INTERVAL = 0.5
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, scrub: Scrubber | None = None) -> None:
         super().__init__(path, encoding="utf-8")
         self._flushed = time.monotonic()
+        self._scrub = scrub if scrub is not None else Scrubber()
+
+    def format(self, record: logging.LogRecord) -> str:
+        # Any record, a component's or an agent's too: secrets and literal env values never land.
+        return self._scrub(super().format(record))
 
     def flush(self) -> None:  # called by StreamHandler.emit after every record
         pass
@@ -197,6 +203,7 @@ class _RequestRun:
         console: Callable[[ProgressEvent], None],
         first_plans: dict[str, ExecutionPlan],
         resumed: bool,
+        scrub: Scrubber | None = None,
     ) -> None:
         self.prog = prog
         self.orch = orch
@@ -227,7 +234,11 @@ class _RequestRun:
             environ=environ,
             emit_event=self._emit,
             grace=orch.runtime.cleanup_grace_seconds,
+            # One scrubber for every request of the run: what one request resolved stays out of
+            # everything any of them writes or prints.
+            scrub=scrub if scrub is not None else Scrubber(),
         )
+        store.scrub = self.ctx.scrub
         self.ctx.scrub.add_secret(_model_secrets(req.model, environ))
         self.ctx.scrub.add_secret(environ.get(n, "") for n in req.metadata.secret_refs)
         #: What --resume compares: the selected tasks, content included (a dataset edited since).
@@ -242,6 +253,8 @@ class _RequestRun:
         self._kept_info: dict[str, Any] | None = None
 
     def _emit(self, event: ProgressEvent) -> None:
+        if self.ctx.scrub:  # progress.jsonl, progress.json and the console see the same event
+            event = msgspec.convert(self.ctx.scrub.tree(event.to_json()), ProgressEvent)
         self.progress.emit(event)
         try:
             self.console(event)
@@ -258,7 +271,7 @@ class _RequestRun:
 
     # ---- set-up ------------------------------------------------------------------------------
     def start(self) -> None:
-        handler = _RunLogHandler(self.store.run_dir / "run.log")
+        handler = _RunLogHandler(self.store.run_dir / "run.log", self.ctx.scrub)
         handler.setLevel(getattr(logging, str(self.orch.runtime.file_log_level).upper(), logging.DEBUG))
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         # One logger for the process; each run.log keeps only its own request's records.
@@ -551,13 +564,11 @@ class _RequestRun:
             "started_at": self.started_at,
             "finished_at": finished_at,
         }
-        from acx.interpreter._fs import atomic_write_text
-
-        atomic_write_text(self.store.run_dir / "summary.md", render_summary(report, header))
+        self.store.write_text("summary.md", render_summary(report, header))
         self._write_run_info(
             status,
             finished_at=finished_at,
-            error=self.error,
+            error=self.ctx.scrub(self.error) if self.error else self.error,
             metric_artifacts={
                 "generated_at": finished_at,
                 "source": "evaluation",
@@ -575,7 +586,7 @@ class _RequestRun:
             status=status,
             run_dir=str(self.store.run_dir.resolve()),
             run_id=self.store.run_id,
-            error=self.error,
+            error=self.ctx.scrub(self.error) if self.error else self.error,
             headline={
                 "series_id": head.series_id,
                 "value": head.value,
@@ -728,7 +739,7 @@ def _reuse_into(run: _RequestRun, prog: RequestProgram, source: Path) -> int:
             data["retry_count"] = 0
             from acx.interpreter._fs import atomic_write_json
 
-            atomic_write_json(p, data)
+            atomic_write_json(p, run.store.scrub.tree(data))
         audit = (info.get("resolved_execution_plans") or {}).get(task_id)
         if audit:
             run.plans_audit[task_id] = audit
@@ -758,6 +769,7 @@ async def run_orchestration(
     """Run every request; returns statuses (never raises for task failures)."""
     started = _iso()
     first = preflight(programs, environ)
+    scrub = Scrubber()
     runtime = orch.runtime
     limits = Limits(orch.task_concurrency, runtime.provider_limits, runtime.env_open_qps)
     runs: list[_RequestRun] = []
@@ -780,7 +792,7 @@ async def run_orchestration(
             store.io_threads = io_threads
             if invocation is not None:
                 store.write_json(".acx/invocation.json", {**invocation, "request_name": prog.name})
-            run = _RequestRun(prog, orch, store, limits, environ, console, first[prog.name], bool(resume_dir))
+            run = _RequestRun(prog, orch, store, limits, environ, console, first[prog.name], bool(resume_dir), scrub)
             runs.append(run)
         for run, prog in zip(runs, programs, strict=True):
             run.start()

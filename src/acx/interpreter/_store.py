@@ -45,6 +45,7 @@ from acx.interpreter._fs import (
     task_dir_name,
     write_new_bytes,
 )
+from acx.secrets import Scrubber
 
 __all__ = ["FINAL_STATES", "RUN_INFO_SCHEMA", "RunStore", "find_reuse_source"]
 
@@ -94,6 +95,8 @@ class RunStore:
         self._lock_fd: int | None = None
         #: Sessions this process kept on purpose (keep_environment): left alone at the end of the run.
         self.kept_sessions: set[str] = set()
+        #: Every record this store writes passes through it (V1: no secret in any results file).
+        self.scrub = Scrubber()
 
     # ---- creation ----------------------------------------------------------------------------
     @classmethod
@@ -185,7 +188,7 @@ class RunStore:
         these lines. ``through=True``: written at once without fsync, so it survives a SIGKILL that
         follows (a session about to open).
         """
-        line = _JOURNAL_ENCODER.encode({"t": _now(), "kind": kind, **fields}) + b"\n"
+        line = _JOURNAL_ENCODER.encode(self.scrub.tree({"t": _now(), "kind": kind, **fields})) + b"\n"
         with self._journal_lock:
             self._journal_buffer.append(line)
             if fsync or through or time.monotonic() - self._journal_flushed >= self.JOURNAL_FLUSH_INTERVAL:
@@ -320,7 +323,10 @@ class RunStore:
 
     # ---- files -------------------------------------------------------------------------------
     def write_json(self, name: str, obj: Any) -> None:
-        atomic_write_json(self.run_dir / name, obj)
+        atomic_write_json(self.run_dir / name, self.scrub.tree(obj))
+
+    def write_text(self, name: str, text: str) -> None:
+        atomic_write_bytes(self.run_dir / name, self.scrub.text(text).encode("utf-8"))
 
     def read_run_info(self) -> dict[str, Any]:
         path = self.run_dir / "run_info.json"
@@ -341,7 +347,8 @@ class RunStore:
 
     def write_attempt(self, task_id: str, attempt: int, result: dict[str, Any], *, fsync: bool = False) -> Path:
         """``attempt-N/result.json`` (atomic; the directories are created when missing)."""
-        return self.write_attempt_bytes(task_id, attempt, encode_json({"schema_version": RESULT_SCHEMA, **result}))
+        data = encode_json(self.scrub.tree({"schema_version": RESULT_SCHEMA, **result}))
+        return self.write_attempt_bytes(task_id, attempt, data)
 
     def write_attempt_bytes(self, task_id: str, attempt: int, data: bytes) -> Path:
         running = self._running(task_id)
@@ -362,7 +369,7 @@ class RunStore:
         An attempt is done iff its result.json exists: a crash before the round reruns the attempt
         on resume, and the task's final rename requires this write (see :meth:`durably`).
         """
-        data = encode_json({"schema_version": RESULT_SCHEMA, **result})
+        data = encode_json(self.scrub.tree({"schema_version": RESULT_SCHEMA, **result}))
         return self.queue(self.write_attempt_bytes, task_id, attempt, data)
 
     def completed_attempts(self, task_id: str) -> dict[int, dict[str, Any]]:
@@ -412,7 +419,7 @@ class RunStore:
         from the group commit this runs in (``fsync`` is unused).
         """
         src = self._running(task_id)
-        data = encode_json({"schema_version": TASK_SCHEMA, **task_json})
+        data = encode_json(self.scrub.tree({"schema_version": TASK_SCHEMA, **task_json}))
         try:
             write_new_bytes(f"{src}/task.json", data)
         except FileNotFoundError:  # no attempt wrote anything (all were loaded from elsewhere)
@@ -461,12 +468,14 @@ class RunStore:
         """A sandbox that outlives its attempt (kept, or failed to release): a file in .env-resources/."""
         atomic_write_json(
             self.resources / f"{safe_name(session_id)}.json",
-            {
-                "schema_version": "acx.environment_resource.v1",
-                "id": session_id,
-                "updated_at": _now(),
-                **payload,
-            },
+            self.scrub.tree(
+                {
+                    "schema_version": "acx.environment_resource.v1",
+                    "id": session_id,
+                    "updated_at": _now(),
+                    **payload,
+                }
+            ),
             fsync=fsync,
         )
 

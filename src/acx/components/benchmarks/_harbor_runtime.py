@@ -33,8 +33,10 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from acx.components._network_notice import with_network_notice
+from acx.envref import has_reference_syntax, reference_values
 from acx.errors import DriverError
 from acx.ir import ExecutionIssue, ExecutionPlan, PreparedTask, RunRequest, RunResult, TaskInput, TaskSpec
+from acx.secrets import Scrubber
 
 if TYPE_CHECKING:
     from acx.drivers._base import Session
@@ -92,18 +94,23 @@ def parse_reward(reward_json: str | None, reward_txt: str | None) -> dict[str, f
 
 
 def scrub_values(text: str, values: Iterable[str]) -> str:
-    """``text`` with every value of 4+ characters replaced by ``********`` (longest first)."""
-    for value in sorted({v for v in values if isinstance(v, str) and len(v) >= 4}, key=len, reverse=True):
-        text = text.replace(value, "********")
-    return text
+    """``text`` with every secret of ``values`` replaced by ``********`` (:class:`acx.secrets.Scrubber`)."""
+    scrub = Scrubber()
+    scrub.add_secret(values)
+    return scrub.text(text)
 
 
 def _secret_values(session: Session, plan: ExecutionPlan) -> list[str]:
-    """The resolved values of the evaluation variables written as ``${VAR}`` references (secrets;
-    literal values in task.toml are not, as in the interpreter's result-file scrub)."""
+    """The resolved values of the evaluation variables that hold ``${VAR}`` references, whole and
+    each reference's own value (secrets; literal values in task.toml are not, as in the
+    interpreter's result-file scrub)."""
     scoped = session.scoped_env()
     raw = plan.environment.evaluation_env_variables
-    return [scoped[k] for k, v in raw.items() if "${" in str(v) and k in scoped]
+    out: list[str] = []
+    for key, value in raw.items():
+        if has_reference_syntax(str(value)) and key in scoped:
+            out += [scoped[key], *reference_values(str(value), scoped[key])]
+    return out
 
 
 async def _read_optional(session: Session, path: str) -> str | None:

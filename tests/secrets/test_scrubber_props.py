@@ -1,0 +1,77 @@
+"""The one scrubber (issue 11 item 4): random secrets embedded in random text never survive, as a
+whole, in text, in JSON-like trees, or in what an env map's references resolved to.
+# contract V1
+"""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from acx.envref import reference_values, substitute
+from acx.secrets import REDACTED, Scrubber
+
+secret = st.text(min_size=Scrubber.MIN_LENGTH, max_size=24).filter(lambda s: s not in REDACTED)
+noise = st.text(max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(secrets=st.lists(secret, min_size=1, max_size=4), pieces=st.lists(noise, min_size=1, max_size=6))
+def test_no_secret_survives_in_text(secrets: list[str], pieces: list[str]) -> None:
+    text = ""
+    for i, piece in enumerate(pieces):
+        text += piece + secrets[i % len(secrets)]
+    scrub = Scrubber()
+    scrub.add_secret(secrets)
+    out = scrub.text(text)
+    assert all(s not in out for s in secrets)
+    assert all(s not in scrub(text) for s in secrets)  # messages see at least the secrets
+
+
+@settings(max_examples=200, deadline=None)
+@given(s=secret, key=noise, before=noise, after=noise)
+def test_no_secret_survives_in_a_tree_or_its_json(s: str, key: str, before: str, after: str) -> None:
+    scrub = Scrubber()
+    scrub.add_secret([s])
+    tree = {"answer": before + s + after, key + s: [1, {"x": (s, after)}], "n": 3}
+    out = scrub.tree(tree)
+    encoded = json.dumps(out, ensure_ascii=False)
+    assert s not in encoded and json.dumps(s, ensure_ascii=False)[1:-1] not in encoded
+
+
+name = st.from_regex(r"[A-Z_][A-Z0-9_]{0,8}", fullmatch=True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(n=name, value=secret.filter(lambda v: "}" not in v), prefix=noise, suffix=noise, printed=noise)
+def test_the_value_inside_a_reference_is_a_secret(n: str, value: str, prefix: str, suffix: str, printed: str) -> None:
+    # `Bearer ${TOKEN}`: the agent prints the token alone; it must go, not only "Bearer <token>".
+    raw = prefix.replace("${", "") + "${" + n + "}" + suffix.replace("${", "")
+    environ = {n: value}
+    resolved, missing = substitute(raw, environ)
+    assert not missing
+    scrub = Scrubber()
+    scrub.add({"K": resolved}, raw={"K": raw}, environ=environ)
+    assert value not in scrub.text(printed + value + printed)
+    # and without the environment (a component holding only the resolved value)
+    assert value in reference_values(raw, resolved) or any(value in v for v in reference_values(raw, resolved))
+
+
+def test_literal_values_are_scrubbed_from_messages_only() -> None:
+    scrub = Scrubber()
+    scrub.add(
+        {"MODE": "plain-mode", "K": "sk-1234"}, raw={"MODE": "plain-mode", "K": "${KEY}"}, environ={"KEY": "sk-1234"}
+    )
+    assert scrub.text("plain-mode sk-1234") == "plain-mode ********"
+    assert scrub("plain-mode sk-1234") == "******** ********"
+    assert not Scrubber() and scrub
+
+
+def test_overlapping_secrets_and_completed_ones_do_not_survive() -> None:
+    scrub = Scrubber()
+    scrub.add_secret(["abcd", "bcde", "*y**"])
+    assert scrub.text("abcde") == "********e" or "bcde" not in scrub.text("abcde")
+    out = scrub.text("xabcdy**")
+    assert "*y**" not in out and "abcd" not in out
