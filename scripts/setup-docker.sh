@@ -3,7 +3,9 @@
 #
 #   1. install docker.io, busybox-static and debootstrap with apt when they are missing;
 #   2. start dockerd in the background when no engine answers (log: $ACX_DOCKERD_LOG);
-#   3. build the local test images when absent (no registry is reachable, so we never pull):
+#   3. install the host firewall rules that keep allowlist/denylist sandboxes off the host
+#      (interfaces acxi+; see docs/docker.md "Network policies" and acx/drivers/docker/_firewall.py);
+#   4. build the local test images when absent (no registry is reachable, so we never pull):
 #        acx-test/busybox:latest   FROM scratch + Debian's busybox-static and its applet links
 #        acx-test/bookworm:latest  debootstrap --variant=minbase --include=python3 bookworm,
 #                                  piped into `docker import` (the rootfs is cached for reuse)
@@ -28,6 +30,7 @@ as_root() {
 install_packages() {
     local missing=()
     command -v dockerd >/dev/null || missing+=(docker.io)
+    command -v iptables >/dev/null || [ -x /usr/sbin/iptables ] || missing+=(iptables)
     [ -x /bin/busybox ] && file_is_static /bin/busybox || missing+=(busybox-static)
     command -v debootstrap >/dev/null || [ -x /usr/sbin/debootstrap ] || missing+=(debootstrap)
     if [ ${#missing[@]} -gt 0 ]; then
@@ -57,6 +60,21 @@ start_engine() {
     say "dockerd did not answer within 30 s; last log lines:"
     tail -n 20 "$LOG" >&2 || true
     return 1
+}
+
+# The same rules as acx.drivers.docker._firewall.RULES, for IPv4 and IPv6 (acx adds any that are
+# missing itself when it runs as root; a non-root acx relies on these, ACX_DOCKER_FIREWALL=preinstalled).
+install_firewall() {
+    local tool
+    for tool in iptables ip6tables; do
+        [ "$tool" = ip6tables ] && [ ! -e /proc/net/if_inet6 ] && continue
+        as_root "$tool" -w -C FORWARD '!' -i acxi+ -o acxi+ -j DROP 2>/dev/null ||
+            as_root "$tool" -w -I FORWARD 1 '!' -i acxi+ -o acxi+ -j DROP
+        as_root "$tool" -w -C FORWARD -i acxi+ '!' -o acxi+ -j DROP 2>/dev/null ||
+            as_root "$tool" -w -I FORWARD 1 -i acxi+ '!' -o acxi+ -j DROP
+        as_root "$tool" -w -C INPUT -i acxi+ -j DROP 2>/dev/null ||
+            as_root "$tool" -w -I INPUT 1 -i acxi+ -j DROP
+    done
 }
 
 image_present() { docker image inspect "$1" >/dev/null 2>&1; }
@@ -129,6 +147,7 @@ build_bookworm() {
 main() {
     install_packages
     start_engine
+    install_firewall
     build_busybox
     build_bookworm
     image_present "$BUSYBOX_IMAGE" && image_present "$BOOKWORM_IMAGE"

@@ -22,6 +22,7 @@ import trio
 
 from acx.drivers._base import Driver
 from acx.drivers._specs import DockerConfig, DriverCapabilities, probe_docker
+from acx.drivers.docker._firewall import ensure_host_firewall, internal_bridge_name
 from acx.errors import CapabilityError, EnvironmentSetupError
 from acx.ir import NetworkPolicy
 
@@ -151,11 +152,17 @@ class EngineDriver(Driver):
     async def _create_network(
         self, client: Any, name: str, labels: Mapping[str, str], *, internal: bool = False
     ) -> str:
+        options = None
+        if internal:
+            # The host firewall rules match internal bridges by this interface-name prefix.
+            await self._call(ensure_host_firewall, self.config.docker_host)
+            options = {"com.docker.network.bridge.name": internal_bridge_name()}
         await self._call(
             client.api.create_network,
             name,
             driver="bridge",
             internal=internal,
+            options=options,
             labels={**labels, LABEL_KIND: "network"},
         )
         return name
