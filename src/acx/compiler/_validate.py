@@ -522,6 +522,8 @@ class Checker:
         if ":" in cid:  # a `module:Class` id: say why it does not import (plugins)
             self.err("E0301", ids.why_missing(cid), path, key=key, help="a `module:Class` id names an installed class")
             return False
+        if kind == "benchmark" and self.refused_benchmark(cid, path, key=key):
+            return False
         guess = did_you_mean(cid, list(ids))
         listing = "acx list " + ("env" if kind == "environment" else kind)
         self.err(
@@ -532,6 +534,22 @@ class Checker:
             help=(f"did you mean `{guess}`? " if guess else "") + f"known: {', '.join(sorted(ids))} ({listing})",
         )
         return False
+
+    def refused_benchmark(self, cid: str, path: Path_, *, key: bool) -> bool:
+        """An AgentCompass benchmark id acx knows but cannot run: E0309 naming what is missing."""
+        from acx.components.benchmarks._preset_table import UNSUPPORTED
+
+        reason = UNSUPPORTED.get(cid)
+        if reason is None:
+            return False
+        self.err(
+            "E0309",
+            f"AgentCompass benchmark `{cid}` is not supported by acx: {reason}",
+            path,
+            key=key,
+            help="acx list benchmark shows the ids acx runs (QA presets over `dataset`, Harbor presets over `harbor`)",
+        )
+        return True
 
     def check_params(self, kind: str, cid: str, params: dict[str, Any], path: Path_, *, skip_id: bool) -> None:
         from acx.components import registry

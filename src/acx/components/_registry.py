@@ -46,6 +46,28 @@ BENCHMARKS.register(
     )
 )
 
+
+def _register_presets() -> None:
+    """AgentCompass ids as presets over `dataset` / `harbor` (acx.components.benchmarks.presets)."""
+    from acx.components.benchmarks._preset_table import HARBOR_PRESETS, QA_PRESETS
+
+    module = "acx.components.benchmarks.presets"
+    camel = {pid: "".join(p.capitalize() for p in pid.split("_")) for pid in (*QA_PRESETS, *HARBOR_PRESETS)}
+    entries = [(pid, d) for pid, (d, _) in QA_PRESETS.items()] + [(pid, d) for pid, (d, _, _) in HARBOR_PRESETS.items()]
+    for pid, description in entries:
+        BENCHMARKS.register(
+            ComponentInfo(
+                "benchmark",
+                pid,
+                description,
+                f"{module}:{camel[pid]}PresetConfig",
+                f"{module}:{camel[pid]}PresetBenchmark",
+            )
+        )
+
+
+_register_presets()
+
 HARNESSES.register(
     ComponentInfo(
         "harness",

@@ -10,7 +10,7 @@ for the selected rows. Memory therefore grows with the ids and the selection, no
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -41,22 +41,45 @@ __all__ = [
 ]
 
 
-def resolve_dataset_path(path: str, base_dir: Path) -> Path:
+_KNOWN_SUFFIXES = (".jsonl", ".ndjson", ".json", ".csv", ".tsv", ".tab", ".parquet", ".pq")
+
+
+def resolve_dataset_path(path: str, base_dir: Path, *, missing_help: str | None = None) -> Path:
+    """The dataset file: ``path`` (relative to ``base_dir``), or in a directory its one data file
+    (or its ``metadata.jsonl``, the Hugging Face layout of records beside attachments)."""
     p = Path(path).expanduser()
     p = p if p.is_absolute() else base_dir / p
     try:
         if p.is_file():
             return p
+        if p.is_dir():
+            return _only_data_file(p)
     except (ValueError, OSError):
         pass
     secret = "${" in path
     raise AcxPlanError(
-        f"dataset {p} does not exist or is not a file",
+        f"dataset {p} does not exist",
         code="E0401",
         path="benchmark.params.path",
         help="the path is a secret reference, which only `acx run` resolves (compiling never reads secrets)"
         if secret
-        else "`path` is resolved relative to the spec file's directory; check it",
+        else missing_help or "`path` is resolved relative to the spec file's directory; check it",
+    )
+
+
+def _only_data_file(directory: Path) -> Path:
+    found = sorted(f for f in directory.iterdir() if f.is_file() and f.suffix.lower() in _KNOWN_SUFFIXES)
+    if len(found) == 1:
+        return found[0]
+    # Hugging Face's convention for a folder of records plus attachments (GAIA): metadata.jsonl.
+    if (directory / "metadata.jsonl").is_file():
+        return directory / "metadata.jsonl"
+    listing = ", ".join(f.name for f in found[:6]) or "none"
+    raise AcxPlanError(
+        f"dataset directory {directory} holds {len(found)} data files ({listing}); acx needs exactly one",
+        code="E0401",
+        path="benchmark.params.path",
+        help="set `path` to the file to evaluate",
     )
 
 
@@ -85,9 +108,9 @@ class _Filters:
                 return False
         return True
 
-    def check(self, total: int) -> None:
+    def check(self, total: int, *, lenient: bool = False) -> None:
         unknown = [c for c in self.wanted if c not in self.columns_seen]
-        if unknown and total:
+        if unknown and total and not lenient:
             raise AcxPlanError(
                 f"filter column `{unknown[0]}` is in no row of the dataset",
                 code="E0407",
@@ -96,7 +119,17 @@ class _Filters:
             )
 
 
-def _index(path: Path, fmt: str, config: DatasetConfig) -> tuple[list[str], list[int], int, _Filters]:
+Transform = Callable[[dict[str, Any], Locator], dict[str, Any]]
+
+
+def _rows(path: Path, fmt: str, transform: Transform | None) -> Iterator[tuple[Locator, Any]]:
+    for loc, record in iter_records(path, fmt):
+        yield loc, (transform(record, loc) if transform is not None and isinstance(record, dict) else record)
+
+
+def _index(
+    path: Path, fmt: str, config: DatasetConfig, transform: Transform | None
+) -> tuple[list[str], list[int], int, _Filters]:
     """Pass 1: check every row; the ids and stream positions of rows the filters keep."""
     filters = _Filters(config.filters)
     ids: list[str] = []
@@ -104,7 +137,7 @@ def _index(path: Path, fmt: str, config: DatasetConfig) -> tuple[list[str], list
     first_seen: dict[str, Locator] = {}
     hashed: dict[str, int] = {}
     total = 0
-    for ordinal, (loc, record) in enumerate(iter_records(path, fmt)):
+    for ordinal, (loc, record) in enumerate(_rows(path, fmt, transform)):
         total += 1
         row = map_record(record, loc, config.fields, dataset_dir=path.parent)
         tid = row.task_id if row.task_id is not None else _hash_id(row, hashed)
@@ -159,11 +192,24 @@ def _select(ids: list[str], config: DatasetConfig, total: int) -> list[int]:
     return positions
 
 
-def load_dataset(config: DatasetConfig, base_dir: Path, *, benchmark: str = "dataset") -> list[TaskSpec]:
-    """The selected tasks of a dataset file, in run order (see the module docstring)."""
-    path = resolve_dataset_path(config.path, base_dir)
+def load_dataset(
+    config: DatasetConfig,
+    base_dir: Path,
+    *,
+    benchmark: str = "dataset",
+    transform: Transform | None = None,
+    missing_help: str | None = None,
+    lenient_filters: bool = False,
+) -> list[TaskSpec]:
+    """The selected tasks of a dataset file, in run order (see the module docstring).
+
+    ``transform`` rewrites each raw record before mapping (presets: decrypting BrowseComp rows,
+    GAIA's attachment column); ``missing_help`` replaces the help line of a missing path;
+    ``lenient_filters`` lets a filter name a column no row has (a preset's own default filter).
+    """
+    path = resolve_dataset_path(config.path, base_dir, missing_help=missing_help)
     fmt = detect_format(path, config.format)
-    ids, ordinals, total, filters = _index(path, fmt, config)
+    ids, ordinals, total, filters = _index(path, fmt, config, transform)
     if total == 0:
         raise AcxPlanError(
             f"dataset {path} has no records",
@@ -171,13 +217,13 @@ def load_dataset(config: DatasetConfig, base_dir: Path, *, benchmark: str = "dat
             path="benchmark.params.path",
             help="add rows; for JSONL one JSON object per line",
         )
-    filters.check(total)
+    filters.check(total, lenient=lenient_filters)
     positions = _select(ids, config, total)
     wanted = {ordinals[p]: k for k, p in enumerate(positions)}
     out: list[TaskSpec | None] = [None] * len(positions)
     source = str(path)
     remaining = len(wanted)
-    for ordinal, (loc, record) in enumerate(iter_records(path, fmt)):
+    for ordinal, (loc, record) in enumerate(_rows(path, fmt, transform)):
         if remaining == 0:
             break
         k = wanted.get(ordinal)

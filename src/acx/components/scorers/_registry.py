@@ -36,6 +36,7 @@ _BUILTINS = (
     ("regex", "_text:RegexScorer", "_text:RegexConfig"),
     ("numeric", "_text:NumericScorer", "_text:NumericConfig"),
     ("f1", "_text:F1Scorer", "_text:F1Config"),
+    ("gaia", "_text:GaiaScorer", "_text:GaiaConfig"),
     ("choice", "_choice:ChoiceScorer", "_choice:ChoiceConfig"),
     ("model_graded", "_model_graded:ModelGradedScorer", "_model_graded:ModelGradedConfig"),
 )
@@ -46,6 +47,7 @@ _DESCRIPTIONS = {
     "regex": "Extract with a regular expression, then compare the extraction with the target.",
     "numeric": "The answer's number is within a tolerance of the numeric target.",
     "f1": "Token-level F1 between answer and target (SQuAD normalisation), best over targets.",
+    "gaia": "GAIA's scorer: numbers by value, lists element-wise, text without spaces, case or punctuation.",
     "choice": "Multiple choice: the letter(s) in the answer equal the correct letter(s).",
     "model_graded": "A grader model grades the answer against the target with a rubric.",
 }

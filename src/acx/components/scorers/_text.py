@@ -16,11 +16,13 @@ from acx.components.scorers._base import Score, ScoreContext, Scorer, ScorerConf
 __all__ = [
     "ExactScorer",
     "F1Scorer",
+    "GaiaScorer",
     "IncludesScorer",
     "MatchScorer",
     "NumericScorer",
     "RegexScorer",
     "find_numbers",
+    "gaia_match",
     "normalize_text",
     "parse_number",
 ]
@@ -280,3 +282,57 @@ class F1Scorer(Scorer):
     def check(self, answer: Any, targets: Sequence[str], ctx: ScoreContext) -> Score:
         text = as_text(answer)
         return Score(max((token_f1(text, t) for t in targets), default=0.0))
+
+
+_FINAL = re.compile(r"FINAL ANSWER\s*:\s*(.*)", re.IGNORECASE | re.DOTALL)
+
+
+def _gaia_number(text: str) -> float | None:
+    for ch in ("$", "%", ","):
+        text = text.replace(ch, "")
+    try:
+        return float(text.strip())
+    except ValueError:
+        return None
+
+
+def _gaia_str(text: str, *, punctuation: bool) -> str:
+    text = re.sub(r"\s", "", text).lower()
+    return text.translate(str.maketrans("", "", string.punctuation)) if punctuation else text
+
+
+def gaia_match(answer: str, truth: str) -> bool:
+    """GAIA's official ``question_scorer``: numbers by value, comma/semicolon lists element-wise,
+    strings without whitespace, case or punctuation."""
+    if _gaia_number(truth) is not None:
+        return _gaia_number(answer) == _gaia_number(truth)
+    if any(ch in truth for ch in ",;"):
+        want, got = re.split(r"[,;]", truth), re.split(r"[,;]", answer)
+        if len(want) != len(got):
+            return False
+        for w, g in zip(want, got, strict=True):
+            if _gaia_number(w) is not None:
+                if _gaia_number(g) != _gaia_number(w):
+                    return False
+            elif _gaia_str(g, punctuation=False) != _gaia_str(w, punctuation=False):
+                return False
+        return True
+    return _gaia_str(answer, punctuation=True) == _gaia_str(truth, punctuation=True)
+
+
+class GaiaConfig(ScorerConfig, frozen=True, kw_only=True):
+    pass
+
+
+class GaiaScorer(Scorer):
+    id: ClassVar[str] = "gaia"
+    description: ClassVar[str] = (
+        "GAIA's scorer: the text after `FINAL ANSWER:` (or the whole answer) against the target."
+    )
+    config_class = GaiaConfig
+
+    def check(self, answer: Any, targets: Sequence[str], ctx: ScoreContext) -> Score:
+        text = as_text(answer)
+        final = _FINAL.findall(text)
+        got = final[-1].strip() if final else text.strip()
+        return Score(any(gaia_match(got, t) for t in targets), extracted=got)
