@@ -152,6 +152,7 @@ def _run(tmp_path: Path, srv: FakeModelServer, env: dict[str, str]) -> Path:
     spec.write_text(
         f"""version: 1
 name: graded
+task_concurrency: 1
 requests:
   - name: graded
     benchmark:
