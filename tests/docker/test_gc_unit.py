@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
+from acx.drivers._owner import proc_start_time as _proc_start_time
 from acx.drivers.docker import is_orphan
-from acx.drivers.docker._engine import _proc_start_time
 
 pytestmark = pytest.mark.no_engine
 

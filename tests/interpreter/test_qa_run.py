@@ -174,23 +174,26 @@ def test_an_unreachable_docker_engine_is_refused_before_anything_runs(tmp_path: 
 def test_acx_docker_sweep_0_leaves_crashed_runs_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     # contract E1
     # docs/docker.md: `ACX_DOCKER_SWEEP=0` skips the clean-up of crashed runs' containers at start.
+    import uuid
     from types import SimpleNamespace
 
-    import acx.cli._envcmd
-    import acx.drivers.docker
-    from acx.cli._run import _sweep_docker_orphans
+    import trio
+
+    import acx.drivers.docker._create as create
+    from acx.drivers._specs import DockerConfig
 
     swept: list[object] = []
-    monkeypatch.setattr(acx.cli._envcmd, "_client", lambda args: None)
-    monkeypatch.setattr(acx.drivers.docker, "sweep_orphans", lambda host: swept.append(host) or [])
-    env = SimpleNamespace(id="docker", params={"docker_host": "unix:///x.sock"})
-    programs = [SimpleNamespace(request=SimpleNamespace(environment=env))]
+    monkeypatch.setattr(create, "docker_client", lambda host: SimpleNamespace(ping=lambda: True))
+    monkeypatch.setattr(create, "sweep_orphans", lambda host: swept.append(host) or ["c1"])
+    host = f"unix:///x-{uuid.uuid4().hex}.sock"  # the sweep runs once per process and engine
+    driver = create.DockerDriver(DockerConfig(docker_host=host))
     monkeypatch.setenv("ACX_DOCKER_SWEEP", "0")
-    _sweep_docker_orphans(programs)
+    assert trio.run(driver.prepare) == []
     assert swept == []
     monkeypatch.delenv("ACX_DOCKER_SWEEP")
-    _sweep_docker_orphans(programs)
-    assert swept == ["unix:///x.sock"]
+    assert trio.run(driver.prepare) == ["removed 1 object(s) left by crashed runs"]
+    assert trio.run(driver.prepare) == []
+    assert swept == [host]
 
 
 def test_a_refused_run_leaves_no_run_directory_behind(tmp_path: Path) -> None:

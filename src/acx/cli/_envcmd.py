@@ -1,9 +1,12 @@
 """``acx env list|close`` and ``acx gc``: see and remove the sandboxes acx created.
 
-Docker objects carry ``acx.*`` labels (session, run, task, attempt, creating pid and host). ``gc``
-removes containers and networks whose creating ``acx`` process no longer runs on this host (a
-crashed or killed run); ``env close`` removes what you name. Sessions labelled ``acx.keep=true``
-(kept with ``keep_environment``) survive ``gc`` unless ``--include-kept`` is given.
+Provider-neutral: every registered driver that can discover its own sandboxes
+(``Driver.sessions_discoverable``) is asked through ``Driver.list_sessions`` and
+``Driver.close_session``; ``--env ID`` narrows to one provider (repeatable) and ``--env-params``
+gives that provider's params (e.g. ``{"docker_host": "tcp://…"}``, ``{"workdir_root": "…"}``).
+``gc`` removes the sessions whose creating ``acx`` process no longer runs (a crashed or killed
+run, ``SessionRecord.owner_alive is False``); ``env close`` removes what you name. Sessions kept on
+purpose (``keep_environment``, ``keep_workdir``) survive ``gc`` unless ``--include-kept``.
 """
 
 from __future__ import annotations
@@ -11,7 +14,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from acx.drivers import Driver
+    from acx.drivers._base import SessionRecord
 
 __all__ = ["register"]
 
@@ -21,23 +28,39 @@ def register(subparsers: Any) -> None:
     env_sub = env.add_subparsers(dest="env_command", metavar="ACTION")
     env.set_defaults(handler=lambda args: _usage(env))
 
-    lst = env_sub.add_parser("list", help="list acx-labelled containers and networks")
+    lst = env_sub.add_parser("list", help="list the sandboxes acx created (every provider that can find them)")
     lst.add_argument("--format", choices=("text", "json"), default="text")
-    lst.add_argument("--docker-host", default=None, help="engine URL (default: DOCKER_HOST or local socket)")
+    _provider_args(lst)
     lst.set_defaults(handler=_list)
 
     close = env_sub.add_parser("close", help="remove sandboxes by session id, or all of them")
     which = close.add_mutually_exclusive_group(required=True)
-    which.add_argument("--all", action="store_true", help="every acx-labelled container and network")
+    which.add_argument("--all", action="store_true", help="every sandbox acx created (live runs' included)")
     which.add_argument("--id", metavar="ID", help="a session id (as shown by `acx env list`)")
-    close.add_argument("--docker-host", default=None)
+    _provider_args(close)
     close.set_defaults(handler=_close)
 
     gc = subparsers.add_parser("gc", help="remove sandboxes left behind by acx runs that are no longer alive")
     gc.add_argument("--include-kept", action="store_true", help="also remove sessions kept on purpose")
     gc.add_argument("--dry-run", action="store_true", help="only show what would be removed")
-    gc.add_argument("--docker-host", default=None)
+    _provider_args(gc)
     gc.set_defaults(handler=_gc)
+
+
+def _provider_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--env",
+        metavar="ID",
+        action="append",
+        default=None,
+        help="only this environment provider (repeatable; default: every provider that can find its sandboxes)",
+    )
+    parser.add_argument(
+        "--env-params",
+        metavar="JSON",
+        default=None,
+        help="provider params for the one --env given, as a JSON object (see `acx config docs env ID`)",
+    )
 
 
 def _usage(parser: argparse.ArgumentParser) -> int:
@@ -45,79 +68,200 @@ def _usage(parser: argparse.ArgumentParser) -> int:
     return 2
 
 
-def _client(args: argparse.Namespace) -> Any:
-    from acx.drivers.docker import docker_client
-    from acx.errors import AcxUserError, EnvironmentSetupError
+# ---- drivers ------------------------------------------------------------------------------------
+
+
+def _drivers(args: argparse.Namespace) -> list[tuple[str, Driver, bool]]:
+    """``(id, driver, named)`` for each provider to ask; ``named`` when the user chose it."""
+    from acx.diagnostics import did_you_mean
+    from acx.drivers import DRIVERS, create_driver
+    from acx.errors import AcxUserError
+
+    params = _params(args)
+    named = args.env is not None
+    ids = list(dict.fromkeys(args.env)) if named else list(DRIVERS)
+    out: list[tuple[str, Driver, bool]] = []
+    for env_id in ids:
+        if env_id not in DRIVERS:
+            guess = None if ":" in env_id else did_you_mean(env_id, list(DRIVERS))
+            raise AcxUserError(
+                DRIVERS.why_missing(env_id),
+                code="E0301",
+                path="--env",
+                help=(f"did you mean `{guess}`? " if guess else "") + f"known: {', '.join(DRIVERS)} (acx list env)",
+            )
+        info = DRIVERS[env_id]
+        if not info.load().sessions_discoverable:
+            if named:
+                raise AcxUserError(
+                    f"environment provider `{env_id}` cannot find its sandboxes by itself",
+                    code="E0703",
+                    path="--env",
+                    help="its sessions are closed by the run that opened them (and by `acx run --resume`)",
+                )
+            continue
+        out.append((env_id, _create(env_id, params, create_driver), named))
+    return out
+
+
+def _params(args: argparse.Namespace) -> dict[str, Any] | None:
+    from acx.errors import AcxUserError
+
+    if args.env_params is None:
+        return None
+    if args.env is None or len(set(args.env)) != 1:
+        raise AcxUserError(
+            "--env-params needs exactly one --env ID (the provider they belong to)",
+            code="E0204",
+            path="--env-params",
+            help='e.g. --env docker --env-params \'{"docker_host": "unix:///run/docker.sock"}\'',
+        )
+    try:
+        value = json.loads(args.env_params)
+    except ValueError as exc:
+        raise AcxUserError(f"--env-params is not JSON: {exc}", code="E0204", path="--env-params") from None
+    if not isinstance(value, dict):
+        raise AcxUserError("--env-params must be a JSON object", code="E0204", path="--env-params")
+    return value
+
+
+def _create(env_id: str, params: dict[str, Any] | None, create_driver: Any) -> Driver:
+    import msgspec
+
+    from acx.errors import AcxUserError
 
     try:
-        client = docker_client(args.docker_host)
-        client.ping()
-    except EnvironmentSetupError as exc:
-        raise AcxUserError(str(exc), code="E0701", help="start the engine: bash scripts/setup-docker.sh") from None
-    except Exception as exc:
+        return create_driver(env_id, params)  # type: ignore[no-any-return]
+    except msgspec.ValidationError as exc:
         raise AcxUserError(
-            f"the Docker engine does not answer ({type(exc).__name__})",
-            code="E0701",
-            help="start the engine (bash scripts/setup-docker.sh) or pass --docker-host",
+            f"--env-params for `{env_id}`: {exc}",
+            code="E0204",
+            path="--env-params",
+            help=f"see `acx config docs env {env_id}`",
         ) from None
-    return client
+
+
+def _reason(exc: BaseException) -> str:
+    from acx.errors import AcxError
+
+    return str(exc) if isinstance(exc, AcxError) else f"{type(exc).__name__}: {str(exc)[:200]}"
+
+
+async def _listed(drivers: list[tuple[str, Driver, bool]]) -> list[tuple[Driver, list[SessionRecord]]]:
+    """Each driver's sessions; an unreachable provider is an error when named, else a warning."""
+    from acx.errors import AcxUserError
+
+    out = []
+    for env_id, driver, named in drivers:
+        try:
+            records = await driver.list_sessions()
+        except Exception as exc:
+            if named:
+                raise AcxUserError(
+                    f"cannot list `{env_id}` sandboxes: {_reason(exc)}",
+                    code="E0701",
+                    help="make the provider reachable (for docker: bash scripts/setup-docker.sh) or pass --env-params",
+                ) from None
+            sys.stderr.write(f"warning: skipped provider `{env_id}`: {_reason(exc)}\n")
+            continue
+        out.append((driver, records))
+    return out
+
+
+async def _close_one(driver: Driver, sid: str, failures: list[str]) -> bool:
+    """Close one session; a failure is reported (and makes the command exit 1), not raised."""
+    try:
+        await driver.close_session(sid)
+    except Exception as exc:
+        failures.append(f"could not remove {driver.id} session {sid}: {_reason(exc)}")
+        return False
+    return True
+
+
+def _report(failures: list[str]) -> int:
+    for line in failures:
+        sys.stderr.write(f"error: {line}\n")
+    return 1 if failures else 0
+
+
+def _run(fn: Any) -> Any:
+    import trio
+
+    return trio.run(fn)
+
+
+# ---- commands -----------------------------------------------------------------------------------
 
 
 def _list(args: argparse.Namespace) -> int:
-    from acx.drivers.docker import list_objects
+    import msgspec
 
-    records = list_objects(_client(args))
+    drivers = _drivers(args)
+    listed = _run(lambda: _listed(drivers))
+    records = [r for _, recs in listed for r in recs]
     if args.format == "json":
-        import msgspec
-
         sys.stdout.write(json.dumps([msgspec.to_builtins(r) for r in records], indent=2) + "\n")
         return 0
     if not records:
         print("no acx environments")
         return 0
-    print(f"{'SESSION':<40} {'KIND':<10} {'STATE':<10} {'RUN':<24} {'PID':<8} NAME")
+    print(f"{'SESSION':<40} {'PROVIDER':<14} {'STATE':<10} {'OWNER':<8} NAME")
     for r in records:
-        lab = r.labels
-        print(
-            f"{r.id:<40} {lab.get('docker.kind', '?'):<10} {r.state:<10} "
-            f"{lab.get('acx.run_id', '-'):<24} {lab.get('acx.pid', '-'):<8} {lab.get('docker.name', '')}"
-        )
+        owner = {True: "running", False: "gone", None: "?"}[r.owner_alive]
+        state = "kept" if r.kept and r.state == "active" else r.state
+        print(f"{r.id:<40} {r.provider:<14} {state:<10} {owner:<8} {r.name}")
     return 0
 
 
 def _close(args: argparse.Namespace) -> int:
-    from acx.drivers.docker import close_objects
     from acx.errors import AcxUserError
 
-    client = _client(args)
-    removed = close_objects(client) if args.all else close_objects(client, session_id=args.id)
-    if args.id and not removed:
+    drivers = _drivers(args)
+
+    failures: list[str] = []
+
+    async def main() -> list[str]:
+        closed: list[str] = []
+        for driver, records in await _listed(drivers):
+            ids = {r.id for r in records}
+            for sid in sorted(ids) if args.all else [args.id] if args.id in ids else []:
+                if await _close_one(driver, sid, failures):
+                    closed.append(f"{driver.id} session {sid}")
+        return closed
+
+    closed = _run(main)
+    if args.id and not closed and not failures:
         raise AcxUserError(
             f"no acx environment with session id {args.id!r}",
             code="E0702",
             help="see `acx env list` for the ids of live environments",
         )
-    for name in removed:
-        print(f"removed {name}")
-    if not removed:
+    for what in closed:
+        print(f"removed {what}")
+    if not closed and not failures:
         print("nothing to remove")
-    return 0
+    return _report(failures)
 
 
 def _gc(args: argparse.Namespace) -> int:
-    from acx.drivers.docker import close_objects, is_orphan, list_objects
+    drivers = _drivers(args)
 
-    client = _client(args)
-    if args.dry_run:
-        doomed = [r for r in list_objects(client) if is_orphan(r.labels, include_kept=args.include_kept)]
-        for r in doomed:
-            print(f"would remove {r.labels.get('docker.name', r.id)} (session {r.id})")
-        if not doomed:
-            print("nothing to remove")
-        return 0
-    removed = close_objects(client, predicate=lambda lab: is_orphan(lab, include_kept=args.include_kept))
-    for name in removed:
-        print(f"removed {name}")
-    if not removed:
+    def doomed(r: SessionRecord) -> bool:
+        return r.owner_alive is False and (args.include_kept or not r.kept)
+
+    failures: list[str] = []
+
+    async def main() -> list[str]:
+        done: list[str] = []
+        for driver, records in await _listed(drivers):
+            for sid in sorted({r.id for r in records if doomed(r)}):
+                if args.dry_run or await _close_one(driver, sid, failures):
+                    done.append(f"{driver.id} session {sid}")
+        return done
+
+    done = _run(main)
+    for what in done:
+        print(f"{'would remove' if args.dry_run else 'removed'} {what}")
+    if not done and not failures:
         print("nothing to remove")
-    return 0
+    return _report(failures)

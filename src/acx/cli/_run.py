@@ -412,7 +412,7 @@ def _handle(args: argparse.Namespace) -> int:
         if reuse is None and (p.request.runtime.reuse or p.request.runtime.reuse_run_id) and not resume_dirs:
             reuse = reuse or {}
             reuse[p.name] = p.request.runtime.reuse_run_id
-    _sweep_docker_orphans(programs)
+    _prepare_drivers(programs)
     console = make_console(orch.runtime.progress if args.progress is None else args.progress)
 
     async def main() -> Any:
@@ -461,31 +461,32 @@ def _handle(args: argparse.Namespace) -> int:
     return int(result.exit_code)
 
 
-def _sweep_docker_orphans(programs: list[Any]) -> None:
-    """Before a docker run: the engine must answer (E0701, exit 2, before any run directory is
-    created), then acx containers/networks whose creating run is dead are removed (best effort;
-    ``ACX_DOCKER_SWEEP=0`` skips it, e.g. to inspect what a crashed run left)."""
-    hosts = {p.request.environment.params.get("docker_host") for p in programs if p.request.environment.id == "docker"}
-    if not hosts:
-        return
-    try:
-        from acx.drivers.docker import sweep_orphans
-    except ImportError:
-        return
-    from acx.cli._envcmd import _client
+def _prepare_drivers(programs: list[Any]) -> None:
+    """Before anything runs: every driver the run uses prepares (``Driver.prepare``): one whose
+    provider cannot serve refuses the run here (E0701, exit 2, before any run directory is
+    created); the notes it returns (sandboxes of crashed runs removed) go to stderr."""
+    import msgspec
+    import trio
 
-    sweep = os.environ.get("ACX_DOCKER_SWEEP", "1") != "0"
-    for host in hosts:
-        _client(argparse.Namespace(docker_host=host))  # E0701 when the engine does not answer
-        if not sweep:
-            continue
-        try:
-            removed = sweep_orphans(host)
-        except Exception as exc:
-            sys.stderr.write(f"acx: skipped the orphan sweep: {type(exc).__name__}: {exc}\n")
-            continue
-        if removed:
-            sys.stderr.write(f"acx: removed {len(removed)} object(s) left by crashed runs\n")
+    from acx.errors import AcxUserError, EnvironmentSetupError
+
+    seen: dict[bytes, Any] = {}
+    for p in programs:
+        env = p.request.environment
+        seen.setdefault(msgspec.json.encode([env.id, env.params], order="sorted"), p.driver)
+
+    async def main() -> list[str]:
+        notes: list[str] = []
+        for driver in seen.values():
+            notes += await driver.prepare()
+        return notes
+
+    try:
+        notes = trio.run(main)
+    except EnvironmentSetupError as exc:
+        raise AcxUserError(str(exc), code="E0701", help="make the environment provider reachable") from None
+    for note in notes:
+        sys.stderr.write(f"acx: {note}\n")
 
 
 def _unwrap(group: BaseExceptionGroup) -> BaseException:

@@ -13,6 +13,18 @@ fix the semantics every provider shares, so the interpreter and the conformance 
 * ``timeout`` kills the command's whole process group *inside* the sandbox and returns
   ``timed_out=True`` (T3); cancelling the caller also kills it.
 * stdout/stderr are capped at ``max_output_bytes`` each (``output_truncated=True`` when cut).
+
+Every hook the interpreter or a component calls is a method here (abstract, or defaulted and
+documented), so :mod:`acx.testing.driver_conformance` covers it:
+
+* files (E1): ``write_bytes``/``read_bytes``/``upload_dir``/``download_dir``/``is_file``/``is_dir``
+  (abstract); ``download_tree`` (artifact collection, A4/A5) and its ``supports_limited_download``
+  flag; ``upload``/``download``/``write_text``/``read_text`` (derived);
+* processes: ``kill_stray_processes`` (a phase boundary: nothing earlier commands started may run
+  alongside the verifier, H3);
+* network: ``set_network_policy`` (P4/P7), ``endpoint``;
+* drivers: ``capabilities``/``probe`` (P7), ``prepare``, ``open``, ``sessions_discoverable`` with
+  ``list_sessions``/``close_session`` (crash recovery, ``acx env``, ``acx gc``), ``end_run``.
 """
 
 from __future__ import annotations
@@ -99,17 +111,35 @@ class OpenRequest(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class SessionRecord(msgspec.Struct, frozen=True, kw_only=True):
-    """A live sandbox as a driver lists it (acx env list / gc)."""
+    """A sandbox as a driver lists it (``acx env list``, ``acx gc``, ``--resume``).
 
+    A session may be listed as several records (a container and its networks); they share
+    ``id``, which is what :meth:`Driver.close_session` takes.
+    """
+
+    #: The session id it was opened with (``OpenRequest.session_id``) when the driver knows it.
     id: str
     provider: str
     labels: dict[str, str] = {}
     state: str = "active"
     created_at: str | None = None
+    #: What it is, for people (a container or directory name).
+    name: str = ""
+    #: Whether the acx process that opened it still runs on this host: ``False`` makes it an
+    #: orphan ``acx gc`` removes; ``None`` when the driver cannot tell (never removed by gc).
+    owner_alive: bool | None = None
+    #: Kept on purpose (``keep_environment``, ``keep_workdir``): gc spares it unless told not to.
+    kept: bool = False
 
 
 class Session(ABC):
     """One open sandbox. Use ``async with`` or call :meth:`close` (idempotent)."""
+
+    #: ``download_tree`` enforces ``exclude`` and the byte/entry limits *while* it copies, so an
+    #: oversized or hostile tree never lands on the host disk. When False, the default
+    #: ``download_tree`` copies the whole tree and the caller applies excludes and limits to the
+    #: copy (the interpreter always re-checks members, links and limits, A4/A5).
+    supports_limited_download: bool = False
 
     def __init__(self, *, session_id: str, workdir: str | None, public_env: Mapping[str, str] | None = None):
         self.id = session_id
@@ -217,6 +247,46 @@ class Session(ABC):
     async def download_dir(self, remote_dir: str, local_dir: str) -> None:
         """Copy ``remote_dir``'s contents into ``local_dir``; unsafe members are refused."""
 
+    async def download_tree(
+        self,
+        remote: str,
+        local: str,
+        *,
+        exclude: tuple[str, ...] | list[str] = (),
+        max_bytes: int | None = None,
+        max_entries: int | None = None,
+    ) -> object:
+        """Copy the file or directory ``remote`` to ``local`` (a directory's contents into
+        ``local``; a file to the path ``local``), for artifact collection.
+
+        With ``supports_limited_download`` a driver skips members matching ``exclude`` (GNU tar
+        ``--exclude`` semantics) and raises ``ArchiveLimitError`` past ``max_bytes`` /
+        ``max_entries`` while copying. This default copies whole, reads a file with
+        ``max_bytes`` as its cap (raising ``ArchiveLimitError`` when it is larger), writes nothing
+        for a file that itself matches ``exclude``, and leaves member excludes and the tree
+        limits to the caller. Raises FileNotFoundError when ``remote`` is missing.
+        """
+        import posixpath
+        from pathlib import Path
+
+        from acx.drivers.transfer import ArchiveLimitError, is_excluded
+
+        if await self.is_dir(remote):
+            await self.download_dir(remote, local)
+            return None
+        if not await self.is_file(remote):
+            raise FileNotFoundError(remote)
+        target = Path(local)
+        if is_excluded(posixpath.basename(remote.rstrip("/")), exclude):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            return None
+        data = await self.read_bytes(remote, max_bytes=max_bytes)
+        if max_bytes is not None and len(data) > max_bytes:
+            raise ArchiveLimitError(f"artifact {remote} exceeds the size limit")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        return None
+
     @abstractmethod
     async def is_file(self, path: str) -> bool: ...
 
@@ -236,6 +306,19 @@ class Session(ABC):
 
     async def endpoint(self, port: int) -> str:
         raise DriverError(f"session {self.id} exposes no endpoints")
+
+    # ---- processes -------------------------------------------------------------------------
+    async def kill_stray_processes(self) -> None:
+        """Kill every process that earlier commands of this session left running (background
+        jobs, ``setsid``/``nohup`` daemons), keeping the session usable; called at a phase
+        boundary when no command of the session runs (before a verifier, H3). Raises
+        :class:`DriverError` when something survives.
+
+        The default does nothing, which is right only for a driver whose commands cannot outlive
+        their ``exec`` (the fake driver's in-memory processes); a driver whose commands can must
+        override it (the conformance check ``kill_stray_processes`` fails otherwise).
+        """
+        return None
 
     # ---- lifecycle -------------------------------------------------------------------------
     async def close(self) -> None:
@@ -263,8 +346,10 @@ class Driver(ABC):
     id: ClassVar[str]
     config_class: ClassVar[type[EnvironmentConfig]]
     #: Whether ``list_sessions``/``close_session`` find this driver's sandboxes by themselves after a
-    #: crash (labels, directories). If not, the interpreter makes each session's journal record
-    #: durable (a group commit) before opening it; if so, writing it through is enough.
+    #: crash (labels, directories), reporting each by the session id it was opened with and
+    #: honouring the ``{"acx.run_id": ...}`` filter. If not, the interpreter makes each session's
+    #: journal record durable (a group commit) before opening it; if so, writing it through is
+    #: enough. ``acx env list/close`` and ``acx gc`` go through every discoverable driver.
     sessions_discoverable: ClassVar[bool] = False
 
     def __init__(self, config: EnvironmentConfig | None = None) -> None:
@@ -284,12 +369,25 @@ class Driver(ABC):
     @abstractmethod
     async def open(self, request: OpenRequest) -> Session: ...
 
+    async def prepare(self) -> list[str]:
+        """Called once before a run uses this driver, before any run directory exists: raise
+        :class:`acx.errors.EnvironmentSetupError` when the provider cannot serve (an engine that
+        does not answer), so the run is refused up front (E0701, exit 2); a driver may also
+        remove what crashed runs left behind (best effort). Returns notes for the user (what was
+        removed). Nothing by default."""
+        return []
+
     async def list_sessions(self, labels: Mapping[str, str] | None = None) -> list[SessionRecord]:
-        """Live sandboxes created by acx (optionally filtered by labels)."""
+        """Sandboxes created by acx that still exist (open, crashed or kept), optionally only
+        those whose labels include ``labels`` (at least ``acx.run_id`` is honoured). A driver that
+        cannot discover its sandboxes returns ``[]`` and leaves ``sessions_discoverable`` False."""
         return []
 
     async def close_session(self, session_id: str) -> None:
-        """Release a sandbox by id (acx env close / gc)."""
+        """Release a sandbox by the id ``list_sessions`` reports (``--resume``, ``acx env close``,
+        ``acx gc``): everything it holds, processes included. Raises :class:`DriverError` with
+        code ``session_not_found`` when there is no such sandbox; the default (a driver that
+        cannot find sandboxes by id) raises it with code ``environment_failed``."""
         raise DriverError(f"driver {self.id} cannot close sessions by id")
 
     async def end_run(self, session_prefix: str, keep: frozenset[str] = frozenset()) -> None:

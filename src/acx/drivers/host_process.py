@@ -25,10 +25,18 @@ What it enforces and what it does not:
   initial environment holds exactly that entry, or whose working directory is inside the
   session directory, then removes the directory. A process that drops the variable (``env -i``)
   and leaves the session directory is out of its reach.
+* The acx process that opened a session holds its directory open (one close-on-exec descriptor)
+  until the session closes, so ``acx gc`` tells a crashed run's leftovers (nobody holds them) from
+  a live run's sessions without any file written per session; the kernel drops the descriptor
+  when the process dies, whatever killed it. A session kept on purpose (``keep_environment``,
+  ``keep_workdir``) gets an empty ``.<directory name>.kept`` marker beside its directory, and gc
+  spares it unless ``--include-kept``. ``kill_stray_processes`` kills what a session's earlier
+  commands left running, by the ``ACX_SESSION_ID`` marker.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
@@ -329,9 +337,12 @@ class HostProcessSession(Session):
         public_env: Mapping[str, str],
         network_policy: NetworkPolicy,
         base_env: dict[bytes, bytes],
+        holder: int = -1,
     ) -> None:
         super().__init__(session_id=session_id, workdir=workdir, public_env=public_env)
         self.root = root
+        #: The session directory, held open while the session is: how gc tells it is live.
+        self._holder = holder
         self._own_root = own_root
         self._config = config
         self._policy = network_policy
@@ -545,11 +556,23 @@ class HostProcessSession(Session):
             except (ProcessLookupError, PermissionError):
                 pass
         self._live.clear()
+        if self._holder >= 0:
+            os.close(self._holder)
+            self._holder = -1
         if self._own_root and not self._config.keep_workdir:
             # Inline: a worker-thread hop costs more than removing a small directory (measured: GIL
             # hand-offs on a busy machine); the checkpoint keeps close() a scheduling point.
             _remove_session_dir(self.root)
+        elif self._own_root:
+            _mark_kept(self.root)  # kept on purpose: gc spares it by default
         await trio.lowlevel.checkpoint()
+
+    async def kill_stray_processes(self) -> None:
+        """SIGKILL what earlier commands of this session left running outside their process
+        group (``setsid``, daemons), found by the session's ``ACX_SESSION_ID`` marker. A process
+        that dropped the marker (``env -i``) is out of reach, as for crash reaping."""
+        marker = self._marker
+        await trio.to_thread.run_sync(_kill_matching, lambda pid: _marker_of(pid) == marker)
 
 
 def _session_dirs(parent: str, session_id: str) -> list[str]:
@@ -656,6 +679,38 @@ def _make_session_dir(parent: str, prefix: str) -> str:
     raise FileExistsError(f"no free session directory name under {parent}")
 
 
+def _kept_marker(root: str) -> str:
+    head, name = os.path.split(root)
+    return os.path.join(head, f".{name}.kept")
+
+
+def _mark_kept(root: str) -> None:
+    with contextlib.suppress(OSError):
+        os.close(os.open(_kept_marker(root), os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+
+
+def _held_dirs(paths: set[str]) -> set[str]:
+    """Which of ``paths`` a process of this user holds open (a live session's owner)."""
+    uid, held = os.getuid(), set()
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            if os.stat(f"/proc/{name}").st_uid != uid:
+                continue
+            fds = os.listdir(f"/proc/{name}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                target = os.readlink(f"/proc/{name}/fd/{fd}")
+            except OSError:
+                continue
+            if target in paths:
+                held.add(target)
+    return held
+
+
 def _remove_session_dir(root: str) -> None:
     try:
         os.rmdir(root)  # usually empty: one syscall instead of rmtree's open/scandir/rmdir
@@ -708,6 +763,9 @@ class HostProcessDriver(Driver):
         try:
             # Inline: one mkdir costs less than a worker-thread hop (see _close).
             root = _make_session_dir(self._parent(), _prefix(request.session_id))
+            holder = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            if request.labels.get("acx.keep") == "true":
+                _mark_kept(root)
         except OSError as exc:
             raise EnvironmentSetupError(f"host_process: cannot create a session directory: {exc}") from exc
         return HostProcessSession(
@@ -719,6 +777,7 @@ class HostProcessDriver(Driver):
             public_env=request.startup_env,
             network_policy=policy,
             base_env=self._base_env(),
+            holder=holder,
         )
 
     def _parent(self) -> str:
@@ -761,17 +820,26 @@ class HostProcessDriver(Driver):
             return sorted(n for n in names if _SESSION_DIR.fullmatch(n) and _is_real_dir(os.path.join(parent, n)))
 
         names = await trio.to_thread.run_sync(_scan)
+        real = {os.path.realpath(os.path.join(parent, n)): n for n in names}
+        held = await trio.to_thread.run_sync(_held_dirs, set(real))
+        held_names = {real[p] for p in held}
         out = []
         for name in names:
             session_id = _session_id_of(name)
             run_id = (labels or {}).get("acx.run_id")
             if run_id and not (session_id or "").startswith(f"{run_id}-"):
                 continue
+            path = os.path.join(parent, name)
+            kept = os.path.exists(_kept_marker(path))
             out.append(
                 SessionRecord(
                     id=session_id or name,
                     provider=self.id,
-                    labels={"path": os.path.join(parent, name), "acx.session": session_id or ""},
+                    labels={"path": path, "acx.session": session_id or ""},
+                    name=path,
+                    state="kept" if kept else "active",
+                    owner_alive=name in held_names,
+                    kept=kept,
                 )
             )
         return out
@@ -787,9 +855,13 @@ class HostProcessDriver(Driver):
         """Kill the leftover processes of a crashed session (found by their ``ACX_SESSION_ID``
         marker, or a cwd inside the session directory) and remove its directory."""
         roots = await trio.to_thread.run_sync(_session_dirs, self._parent(), session_id)
-        await trio.to_thread.run_sync(_reap, session_id, roots)
+        killed = await trio.to_thread.run_sync(_reap, session_id, roots)
+        if not roots and not killed:
+            raise DriverError(f"no host_process session with id {session_id!r}", code="session_not_found")
         for root in roots:
             await trio.to_thread.run_sync(functools.partial(shutil.rmtree, root, ignore_errors=True))
+            with contextlib.suppress(OSError):
+                os.unlink(_kept_marker(root))
 
 
 def _is_real_dir(path: str) -> bool:

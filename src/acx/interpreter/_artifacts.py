@@ -30,12 +30,15 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from acx.errors import DriverError
 from acx.ir import ArtifactSpec, ExecutionIssue, ExecutionPlan
+
+if TYPE_CHECKING:
+    from acx.drivers import Session
 
 __all__ = ["MANIFEST_SCHEMA_VERSION", "ArtifactOutcome", "collect", "find_manifest", "restore"]
 
@@ -264,25 +267,15 @@ def _safe_message(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-async def _download(session: Any, source: str, kind: str, staging: Path, exclude: list[str], budget: _Budget) -> None:
-    if getattr(session, "supports_limited_download", False):
-        target = staging if kind == "directory" else staging / "content"
-        await session.download_tree(
-            source, str(target), exclude=exclude, max_bytes=budget.bytes_left, max_entries=budget.entries_left
-        )
-        return
-    from acx.drivers.transfer import ArchiveLimitError, is_excluded
-
-    if kind == "directory":
-        await session.download_dir(source, str(staging))
-    elif is_excluded(posixpath.basename(source), exclude):
-        staging.mkdir(parents=True, exist_ok=True)
-    else:
-        data = await session.read_bytes(source, max_bytes=budget.bytes_left)
-        if len(data) > budget.bytes_left:
-            raise ArchiveLimitError(f"artifact {source} exceeds the size limit")
-        staging.mkdir(parents=True, exist_ok=True)
-        (staging / "content").write_bytes(data)
+async def _download(
+    session: Session, source: str, kind: str, staging: Path, exclude: list[str], budget: _Budget
+) -> None:
+    """Copy one source through the Session contract; ``_fingerprint_tree`` re-applies excludes and
+    ``_charge`` the limits afterwards, for drivers that cannot enforce them while copying."""
+    target = staging if kind == "directory" else staging / "content"
+    await session.download_tree(
+        source, str(target), exclude=exclude, max_bytes=budget.bytes_left, max_entries=budget.entries_left
+    )
 
 
 def _charge(files: list[dict[str, Any]], budget: _Budget) -> None:

@@ -34,7 +34,7 @@ from typing import Any
 import msgspec
 import trio
 
-from acx.components._base import BaseHarness
+from acx.components import BaseHarness
 from acx.drivers._base import Driver, OpenRequest, Session
 from acx.errors import AcxRuntimeError, AcxUserError, DriverError
 from acx.interpreter._envvars import resolve_map
@@ -384,7 +384,7 @@ class AttemptRunner:
         # (host_process directories, docker labels) needs only the journal line; for any other, the
         # line is durable (a group commit) before the sandbox exists.
         store = ctx.store
-        discoverable = bool(getattr(ctx.driver, "sessions_discoverable", False))
+        discoverable = ctx.driver.sessions_discoverable
         store.session_opened(
             req.session_id,
             {"provider": env.id, "task_id": self.task.task_id, "attempt": self.attempt, "role": role, "pid": _PID},

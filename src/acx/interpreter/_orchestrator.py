@@ -450,7 +450,7 @@ class _RequestRun:
             and rec.get("pid") != os.getpid()
             and rec.get("provider") == getattr(driver, "id", None)
         }
-        if getattr(driver, "sessions_discoverable", False):
+        if driver.sessions_discoverable:
             prefix = f"{self.store.run_id}-{self.store.run_key}-"  # this run's, not another's
             with trio.move_on_after(self.orch.runtime.cleanup_grace_seconds):
                 try:

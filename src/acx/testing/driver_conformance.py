@@ -15,7 +15,10 @@ contract violation. The checks cover: exec semantics and argv vs shell (E2), exi
 executables, stdout/stderr separation, stdin, output caps, timeouts that kill the whole process
 group (children and commands ignoring SIGTERM included, T3), cancellation that kills the command,
 cwd/workdir rules (H5), environment precedence and stage scopes (V2), file and directory transfer
-round trips with binary data and hidden files, missing paths, closed sessions.
+round trips with binary data and hidden files, missing paths, closed sessions — and the hooks the
+interpreter and components call: ``download_tree`` (with ``supports_limited_download``: excludes and
+limits enforced while copying), ``kill_stray_processes``, ``prepare``, and for drivers with
+``sessions_discoverable`` the ``list_sessions`` / ``close_session`` round trip.
 
 Commands used are POSIX ``sh`` and coreutils basics (echo, printf, printenv, pwd, cat, head,
 mkdir, sleep, kill), so the suite runs on any Linux sandbox.
@@ -42,6 +45,8 @@ class CheckContext:
     scratch: Path
     open_request: Any
     extra: dict[str, Any] = field(default_factory=dict)
+    #: The driver that opened the session (for driver-level checks).
+    driver: Any = None
 
 
 CheckFn = Callable[[Any, CheckContext], Awaitable[None]]
@@ -70,13 +75,15 @@ async def run_check_async(c: Check, driver_factory: Callable[[], Any], *, scratc
     from acx.drivers._base import OpenRequest
 
     driver = driver_factory()
+    run_id = f"conf{uuid.uuid4().hex[:10]}"
     request = OpenRequest(
-        session_id=f"conf-{uuid.uuid4().hex[:12]}",
-        labels={"acx.conformance": c.name},
+        # `<run id>-…` and the acx.run_id label: how the interpreter names sessions (crash recovery)
+        session_id=f"{run_id}-{uuid.uuid4().hex[:6]}",
+        labels={"acx.conformance": c.name, "acx.run_id": run_id},
         startup_env={PUBLIC_VAR: "public-value"},
     )
     session = await driver.open(request)
-    ctx = CheckContext(scratch=Path(scratch), open_request=request)
+    ctx = CheckContext(scratch=Path(scratch), open_request=request, driver=driver)
     try:
         await c.fn(session, ctx)
     finally:
@@ -96,11 +103,20 @@ def run_check(c: Check, driver_factory: Callable[[], Any], *, scratch: Path) -> 
 # ---- helpers -------------------------------------------------------------------------------
 
 
-async def _alive(session: Any, pid: str) -> bool:
+#: Start ``cmd`` in its own session (a daemon) and write its pid to ``out`` once it has left the
+#: command's session — so the end of the exec() cannot kill it before setsid() ran.
+DETACH = (
+    "setsid {cmd} >/dev/null 2>&1 & p=$!; i=0; "
+    "while [ $i -lt 50 ] && [ \"$(cut -d' ' -f6 /proc/$p/stat 2>/dev/null)\" = \"$(cut -d' ' -f6 /proc/$$/stat)\" ]; "
+    "do sleep 0.1; i=$((i+1)); done; echo $p > {out}"
+)
+
+
+async def _alive(session: Any, pid: str, *, polls: int = 40) -> bool:
     """Whether ``pid`` still exists in the sandbox (polls briefly: reaping is asynchronous)."""
     import trio
 
-    for _ in range(40):
+    for _ in range(polls):
         res = await session.exec(["sh", "-c", f"kill -0 {int(pid)} 2>/dev/null"])
         if res.returncode != 0:
             return False
@@ -422,3 +438,102 @@ async def check_closed_session(session: Any, ctx: CheckContext) -> None:
     except DriverError:
         return
     raise AssertionError("exec after close must raise DriverError")
+
+
+# ---- hooks the interpreter and components call ---------------------------------------------
+
+
+@check
+async def check_download_tree(session: Any, ctx: CheckContext) -> None:
+    """download_tree copies a directory's contents and single files; a missing source is
+    FileNotFoundError; with supports_limited_download, excludes and limits apply while copying."""
+    from acx.drivers.transfer import ArchiveLimitError
+
+    src = ctx.scratch / f"dt-{uuid.uuid4().hex[:6]}"
+    files = _make_tree(src)
+    (src / "skip.log").write_bytes(b"log\n")
+    await session.upload_dir(str(src), "dt")
+    dst = ctx.scratch / f"dt-back-{uuid.uuid4().hex[:6]}"
+    await session.download_tree("dt", str(dst), exclude=["*.log"], max_bytes=1 << 20, max_entries=100)
+    got, _ = _read_tree(dst)
+    assert {k: v for k, v in got.items() if k != "skip.log"} == files, sorted(got)
+    one = ctx.scratch / f"dt-file-{uuid.uuid4().hex[:6]}" / "content"
+    await session.download_tree("dt/a/b/c.bin", str(one), max_bytes=1 << 20)
+    assert one.read_bytes() == files["a/b/c.bin"]
+    try:
+        await session.download_tree("dt-missing", str(ctx.scratch / "dt-none"))
+    except FileNotFoundError:
+        pass
+    else:
+        raise AssertionError("download_tree of a missing path must raise FileNotFoundError")
+    if not session.supports_limited_download:
+        return
+    assert "skip.log" not in got, "supports_limited_download: excludes apply while copying"
+    try:
+        await session.download_tree("dt", str(ctx.scratch / "dt-limited"), max_entries=2)
+    except ArchiveLimitError:
+        return
+    raise AssertionError("supports_limited_download: a tree over max_entries must raise ArchiveLimitError")
+
+
+@check
+async def check_kill_stray_processes(session: Any, ctx: CheckContext) -> None:
+    """kill_stray_processes kills what earlier commands left running — a setsid'ed daemon outlives
+    its exec() — and the session stays usable."""
+    await session.exec(DETACH.format(cmd="sleep 60", out="stray.pid"), shell=True, timeout=20)
+    # A sandbox without setsid or /proc (the in-memory fake) has no daemon to kill.
+    pid = (await session.read_text("stray.pid")).strip() if await session.is_file("stray.pid") else ""
+    if pid:
+        assert await _alive(session, pid, polls=1), "the setsid'ed daemon outlives its exec()"
+    await session.kill_stray_processes()
+    if pid:
+        assert not await _alive(session, pid), f"process {pid} survived kill_stray_processes"
+    res = await session.exec(["echo", "still usable"])
+    assert res.stdout == "still usable\n", res
+
+
+@check
+async def check_prepare(session: Any, ctx: CheckContext) -> None:
+    """prepare() (before a run) succeeds against a working provider and returns notes (strings)."""
+    notes = await ctx.driver.prepare()
+    assert isinstance(notes, list) and all(isinstance(n, str) for n in notes), notes
+
+
+@check
+async def check_sessions_discoverable(session: Any, ctx: CheckContext) -> None:
+    """A driver with sessions_discoverable lists a live session by the id it was opened with
+    (filtered by acx.run_id), close_session releases it, and a second close_session is
+    DriverError(code=session_not_found)."""
+    import contextlib
+
+    import msgspec
+
+    from acx.errors import DriverError
+
+    driver = ctx.driver
+    if not driver.sessions_discoverable:
+        return
+    run_id = ctx.open_request.labels["acx.run_id"]
+    listed = {r.id for r in await driver.list_sessions({"acx.run_id": run_id})}
+    assert session.id in listed, f"{session.id} not in {sorted(listed)}"
+    other = msgspec.structs.replace(
+        ctx.open_request,
+        session_id=f"{run_id}x-{uuid.uuid4().hex[:6]}",
+        labels={**ctx.open_request.labels, "acx.run_id": f"{run_id}x"},
+    )
+    crashed = await driver.open(other)
+    try:
+        assert crashed.id not in listed, "the acx.run_id filter keeps other runs' sessions out"
+        await crashed.exec("sleep 60 >/dev/null 2>&1 &", shell=True)
+        await driver.close_session(crashed.id)
+        after = {r.id for r in await driver.list_sessions({"acx.run_id": f"{run_id}x"})}
+        assert crashed.id not in after, "close_session must release the sandbox"
+        try:
+            await driver.close_session(crashed.id)
+        except DriverError as exc:
+            assert exc.code == "session_not_found", exc.code
+        else:
+            raise AssertionError("close_session of an unknown id must raise DriverError(session_not_found)")
+    finally:
+        with contextlib.suppress(DriverError):
+            await crashed.close()

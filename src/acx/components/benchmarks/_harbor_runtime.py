@@ -160,12 +160,10 @@ class HarborRuntime:
         if not tests_dir:
             return failed("evaluation_input_missing", "the task has no tests directory")
         # Nothing the agent started may run alongside the verifier (it could rewrite the reward).
-        stop = getattr(session, "kill_stray_processes", None)
-        if stop is not None:
-            try:
-                await stop()
-            except DriverError as exc:
-                return failed("verifier_setup_failed", f"cannot stop the agent's processes: {exc}")
+        try:
+            await session.kill_stray_processes()
+        except DriverError as exc:
+            return failed("verifier_setup_failed", f"cannot stop the agent's processes: {exc}")
         wipe = await session.exec(["sh", "-c", "rm -rf /logs/verifier /tests && mkdir -p /logs/verifier /tests"])
         if not wipe.ok:
             return failed("verifier_setup_failed", f"cannot reset /logs/verifier: {wipe.stderr.strip()[:300]}")

@@ -16,6 +16,7 @@ from typing import Any
 import trio
 
 from acx.drivers._base import OpenRequest, Session, SessionRecord
+from acx.drivers._owner import host_name, proc_start_time
 from acx.drivers.docker._build import ImageBuilder
 from acx.drivers.docker._engine import (
     LABEL_HOST,
@@ -24,11 +25,10 @@ from acx.drivers.docker._engine import (
     LABEL_PID,
     LABEL_PID_START,
     LABEL_SESSION,
-    _host_name,
-    _proc_start_time,
     _remove_container,
     _remove_network,
     _sanitize,
+    docker_client,
 )
 from acx.drivers.docker._gc import close_objects, list_objects, sweep_orphans
 from acx.drivers.docker._session import DockerSession
@@ -46,6 +46,30 @@ _SWEPT: set[str | None] = set()
 class DockerDriver(ImageBuilder):
     id = "docker"
     sessions_discoverable = True  # every object carries acx.* labels
+
+    async def prepare(self) -> list[str]:
+        """The engine must answer (EnvironmentSetupError otherwise); then the acx objects of
+        crashed runs on it are removed once per process and engine (``ACX_DOCKER_SWEEP=0`` skips
+        it, e.g. to inspect what a crashed run left). Runs outside any limiter: it may be called
+        from its own trio run, before the run proper."""
+        host = self.config.docker_host
+        client = await trio.to_thread.run_sync(docker_client, host)
+        try:
+            await trio.to_thread.run_sync(client.ping)
+        except Exception as exc:
+            raise EnvironmentSetupError(
+                f"the Docker engine does not answer ({type(exc).__name__}); "
+                "start it (bash scripts/setup-docker.sh) or set docker_host",
+                code="docker_unavailable",
+            ) from None
+        if host in _SWEPT or os.environ.get("ACX_DOCKER_SWEEP", "1") == "0":
+            return []
+        _SWEPT.add(host)
+        try:
+            removed = await trio.to_thread.run_sync(sweep_orphans, host)
+        except Exception as exc:
+            return [f"skipped the orphan sweep: {type(exc).__name__}: {exc}"]
+        return [f"removed {len(removed)} object(s) left by crashed runs"] if removed else []
 
     async def _sweep_once(self) -> None:
         """Before this process opens its first sandbox, remove what crashed runs left behind.
@@ -94,11 +118,11 @@ class DockerDriver(ImageBuilder):
         labels = {**self.config.labels, **request.labels}
         labels[LABEL_MANAGED] = "docker"
         labels[LABEL_SESSION] = request.session_id
-        labels.setdefault(LABEL_HOST, _host_name())
+        labels.setdefault(LABEL_HOST, host_name())
         if LABEL_PID not in labels:
             labels[LABEL_PID] = str(os.getpid())
-        if labels[LABEL_PID] == str(os.getpid()) and labels.get(LABEL_HOST) == _host_name():
-            start = _proc_start_time(os.getpid())
+        if labels[LABEL_PID] == str(os.getpid()) and labels.get(LABEL_HOST) == host_name():
+            start = proc_start_time(os.getpid())
             if start:
                 labels[LABEL_PID_START] = start
         return labels

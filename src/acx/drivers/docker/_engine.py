@@ -11,11 +11,9 @@ import contextlib
 import functools
 import os
 import re
-import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any, TypeVar
 
 import trio
@@ -80,29 +78,6 @@ def engine_available(docker_host: str | None = None) -> bool:
 def _short(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[-1][:300] if text else type(exc).__name__
-
-
-def _host_name() -> str:
-    return socket.gethostname()
-
-
-def _proc_start_time(pid: int) -> str | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]
-
-
-def _pid_alive(pid: int, start: str | None) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    # A recycled pid is not the run that created the object.
-    return start is None or _proc_start_time(pid) in (None, start)
 
 
 def _sanitize(text: str, limit: int = 40) -> str:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from acx.drivers._base import SessionRecord
+from acx.drivers._owner import host_name, owner_alive, pid_alive
 from acx.drivers.docker._engine import (
     LABEL_HOST,
     LABEL_KEEP,
@@ -20,8 +21,6 @@ from acx.drivers.docker._engine import (
     LABEL_PID,
     LABEL_PID_START,
     LABEL_SESSION,
-    _host_name,
-    _pid_alive,
     _remove_container,
     _remove_network,
     docker_client,
@@ -43,17 +42,17 @@ def list_objects(client: Any | None = None, *, labels: Mapping[str, str] | None 
     records: list[SessionRecord] = []
     for c in client.api.containers(all=True, filters={"label": _label_filter(labels)}):
         lab = c.get("Labels") or {}
+        name = (c.get("Names") or ["?"])[0].lstrip("/")
         records.append(
             SessionRecord(
                 id=lab.get(LABEL_SESSION, c["Id"][:12]),
                 provider="docker",
-                labels={
-                    **lab,
-                    "docker.kind": "container",
-                    "docker.name": (c.get("Names") or ["?"])[0].lstrip("/"),
-                },
+                labels={**lab, "docker.kind": "container", "docker.name": name},
                 state=c.get("State", "unknown"),
                 created_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(c.get("Created", 0))),
+                name=name,
+                owner_alive=_owner_of(lab),
+                kept=lab.get(LABEL_KEEP) == "true",
             )
         )
     for n in client.api.networks(filters={"label": _label_filter(labels)}):
@@ -65,9 +64,18 @@ def list_objects(client: Any | None = None, *, labels: Mapping[str, str] | None 
                 labels={**lab, "docker.kind": "network", "docker.name": n.get("Name", "?")},
                 state="network",
                 created_at=n.get("Created"),
+                name=n.get("Name", "?"),
+                owner_alive=_owner_of(lab),
+                kept=lab.get(LABEL_KEEP) == "true",
             )
         )
     return records
+
+
+def _owner_of(labels: Mapping[str, str]) -> bool | None:
+    """Whether the acx process that created an object still runs (None: not this host's)."""
+    keys = {"pid": LABEL_PID, "pid_start": LABEL_PID_START, "host": LABEL_HOST}
+    return owner_alive({k: labels.get(label, "") for k, label in keys.items()})
 
 
 def close_objects(
@@ -102,16 +110,16 @@ def is_orphan(labels: Mapping[str, str], *, include_kept: bool = False, host: st
     """An object whose creating acx process (same host, pid + start time) no longer runs."""
     if labels.get(LABEL_KEEP) == "true" and not include_kept:
         return False
-    if labels.get(LABEL_HOST) != (host or _host_name()):
+    if labels.get(LABEL_HOST) != (host or host_name()):
         return False
     pid = labels.get(LABEL_PID, "")
     if not pid.isdigit():
         return False
-    return not _pid_alive(int(pid), labels.get(LABEL_PID_START))
+    return not pid_alive(int(pid), labels.get(LABEL_PID_START))
 
 
 def sweep_orphans(docker_host: str | None = None, *, include_kept: bool = False) -> list[str]:
     """Remove acx objects left by crashed runs on this host; the names removed (blocking)."""
     client = docker_client(docker_host)
-    host = _host_name()
+    host = host_name()
     return close_objects(client, predicate=lambda lab: is_orphan(lab, include_kept=include_kept, host=host))
