@@ -5,6 +5,9 @@
 #
 #   ACX_REQUIRE_DOCKER=1  a missing Docker engine fails the run instead of skipping
 #                         the Docker tests (set by .ci/run).
+#   ACX_REQUIRE_BROWSER=1 a missing headless Chromium (Debian's `chromium`, driven through the
+#                         playwright package; no browser download) fails the run instead of
+#                         skipping the browser tests (set by .ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,6 +23,22 @@ else
         exit 1
     fi
     echo "!!! WARNING: no Docker engine could be set up: Docker tests will be SKIPPED !!!" >&2
+fi
+
+echo "==> headless Chromium (report and viewer tests)"
+if ! command -v chromium >/dev/null 2>&1; then
+    SUDO=""
+    if [ "$(id -u)" != "0" ] && command -v sudo >/dev/null 2>&1; then SUDO="sudo"; fi
+    { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium; } \
+        >/tmp/acx-chromium-install.log 2>&1 || cat /tmp/acx-chromium-install.log >&2
+fi
+if command -v chromium >/dev/null 2>&1; then
+    export ACX_CHROMIUM="$(command -v chromium)"
+elif [ "${ACX_REQUIRE_BROWSER:-0}" = "1" ]; then
+    echo "ERROR: Debian's chromium could not be installed and ACX_REQUIRE_BROWSER=1" >&2
+    exit 1
+else
+    echo "!!! WARNING: no chromium: browser tests will be SKIPPED !!!" >&2
 fi
 
 echo "==> ruff"

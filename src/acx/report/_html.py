@@ -14,12 +14,16 @@ import time
 from importlib import resources
 from typing import Any
 
+import msgspec
+
 from acx.report._compare import compare_runs
 from acx.report._model import ROW_FIELDS, RunData, headline_interval
 from acx.report._redact import Redactor
 from acx.report._svg import bar_chart, histogram
 
 __all__ = ["render_report"]
+
+_ENCODE = msgspec.json.Encoder(enc_hook=str).encode
 
 
 def _e(value: object) -> str:
@@ -31,7 +35,7 @@ def _asset(name: str) -> str:
 
 
 def _json_block(obj: Any, element_id: str, redactor: Redactor) -> str:
-    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=str)
+    text = _ENCODE(obj).decode("utf-8")
     text = redactor.text(text)
     # `<` can close the script element; `://` would put a URL in the file.
     text = text.replace("<", "\\u003c").replace("://", ":\\/\\/")

@@ -80,9 +80,10 @@ def _d(v: Any) -> dict[str, Any]:
 
 
 def _num(v: Any) -> float | None:
-    if isinstance(v, bool):
+    t = type(v)
+    if t is bool:
         return 1.0 if v else 0.0
-    if isinstance(v, int | float) and math.isfinite(v):
+    if (t is float or t is int) and math.isfinite(v):
         return float(v)
     return None
 
@@ -241,7 +242,9 @@ def _instruction(task: TaskRecord) -> str | None:
     return None
 
 
-def _attempt_detail(a: AttemptRecord, phases: list[PhaseTiming], plan_index: int | None) -> dict[str, Any]:
+def _attempt_detail(
+    a: AttemptRecord, phases: list[PhaseTiming], plan_index: int | None, usage: dict[str, float]
+) -> dict[str, Any]:
     r = a.result or {}
     retries = []
     for rec in a.retries:
@@ -272,11 +275,11 @@ def _attempt_detail(a: AttemptRecord, phases: list[PhaseTiming], plan_index: int
         "manifests": a.manifests,
         "extra": r.get("extra") or {},
         "meta": r.get("meta") or {},
-        "usage": usage_of(r),
+        "usage": usage,
         "trajectory": r.get("trajectory"),
         "retry_count": r.get("retry_count"),
         "retries": retries,
-        "phases": [[p.phase, p.seconds, p.try_number] for p in phases],
+        "phases": [[p.phase, None if p.seconds is None else round(p.seconds, 4), p.try_number] for p in phases],
         "plan": plan_index,
     }
 
@@ -338,17 +341,18 @@ def load_run(path: str) -> RunData:
             plan = _d(_d(plans_by_task.get(task.task_id)).get("attempts")).get(str(a.n))
             idx = None
             if isinstance(plan, dict):
-                key = json.dumps(plan, sort_keys=True)
+                # The plan hash is the plan's content hash (cheap dedupe); else its canonical JSON.
+                key = str(plan.get("plan_hash") or json.dumps(plan, sort_keys=True))
                 if key not in plan_index:
                     plan_index[key] = len(plans)
                     plans.append(plan)
                 idx = plan_index[key]
             phases = timings.get((task.task_id, a.n), [])
-            attempt_details.append(_attempt_detail(a, phases, idx))
+            usage = usage_of(a.result or {})
+            attempt_details.append(_attempt_detail(a, phases, idx, usage))
             outcomes[str((a.result or {}).get("status") or "unfinished")] += 1
             if a.retries:
                 outcomes["discarded try (retried)"] += len(a.retries)
-            usage = usage_of(a.result or {})
             for k, v in usage.items():
                 totals[k] = totals.get(k, 0.0) + v
             if "prompt_tokens" in usage or "completion_tokens" in usage:
@@ -382,21 +386,20 @@ def load_run(path: str) -> RunData:
             durations.append(duration_total)
         if has_tokens:
             tokens.append(task_tokens)
-        details.append(
-            _cut(
-                {
-                    "task_id": task.task_id,
-                    "state": task.state,
-                    "category": task.category,
-                    "instruction": _instruction(task),
-                    "ground_truth": task.task_json.get("ground_truth"),
-                    "attempt_plan": task.task_json.get("attempt_plan"),
-                    "retry_counts": task.task_json.get("retry_counts"),
-                    "dir": str(task.path),
-                    "attempts": attempt_details,
-                }
-            )
-        )
+        detail = {
+            "task_id": task.task_id,
+            "state": task.state,
+            "category": task.category,
+            "instruction": _instruction(task),
+            "ground_truth": task.task_json.get("ground_truth"),
+            "attempt_plan": task.task_json.get("attempt_plan"),
+            "retry_counts": task.task_json.get("retry_counts"),
+            "dir": str(task.path),
+            "attempts": attempt_details,
+        }
+        # No string can be longer than the files it came from: small tasks skip the walk.
+        big = sum(a.size for a in task.attempts) + sum(len(str(v)) for v in detail.values() if isinstance(v, str))
+        details.append(_cut(detail) if big > MAX_TEXT else detail)
     headline = _headline(metrics, primary, [r[4] for r in rows if r[4] is not None], kinds.get(primary or ""))
     charts = _chart_data(metrics, rows, primary, outcomes, durations, tokens)
     return RunData(

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
+
+import msgspec
 
 from acx.errors import AcxResultsError
 
@@ -26,10 +27,12 @@ class AttemptRecord:
     records of its discarded tries (``retries/*.json``, oldest first)."""
 
     n: int
-    path: Path
+    path: str
     result: dict[str, Any] | None
     retries: list[dict[str, Any]] = field(default_factory=list)
     manifests: list[dict[str, Any]] = field(default_factory=list)
+    #: Size of ``result.json`` in bytes (0 when missing): lets readers skip work on small results.
+    size: int = 0
 
 
 @dataclass(frozen=True)
@@ -40,13 +43,12 @@ class TaskRecord:
     task_id: str
     state: str
     category: str
-    path: Path
+    path: str
     task_json: dict[str, Any]
     attempts: list[AttemptRecord]
 
 
-@dataclass(frozen=True)
-class PhaseTiming:
+class PhaseTiming(NamedTuple):
     """A phase of one try of an attempt, from ``phase_changed`` events: ``seconds`` is None for a
     phase still running (or cut off by a kill)."""
 
@@ -56,13 +58,39 @@ class PhaseTiming:
     try_number: int = 1
 
 
-def _load_json(path: Path) -> Any:
-    """A JSON file, or None when it is missing, unreadable or torn (a reader never fails a page
-    because one file of a run is damaged: the page says what is missing instead)."""
+_decode = msgspec.json.Decoder().decode
+
+
+class _Event(msgspec.Struct):
+    """The fields of a progress event that timings need (the rest is skipped while decoding)."""
+
+    event: str = ""
+    task_id: str | None = None
+    attempt: int | None = None
+    timestamp: float | None = None
+    phase: str | None = None
+
+
+_decode_event = msgspec.json.Decoder(_Event).decode
+
+
+def _read_bytes(path: str | Path) -> bytes | None:
     try:
         with open(path, "rb") as fh:
-            return json.loads(fh.read())
-    except (OSError, ValueError):
+            return fh.read()
+    except OSError:
+        return None
+
+
+def _load_json(path: str | Path) -> Any:
+    """A JSON file, or None when it is missing, unreadable or torn (a reader never fails a page
+    because one file of a run is damaged: the page says what is missing instead)."""
+    data = _read_bytes(path)
+    if data is None:
+        return None
+    try:
+        return _decode(data)
+    except (msgspec.DecodeError, ValueError):
         return None
 
 
@@ -159,8 +187,8 @@ class RunReader:
         with fh:
             for line in fh:
                 try:
-                    event = json.loads(line)
-                except ValueError:
+                    event = _decode(line)
+                except (msgspec.DecodeError, ValueError):
                     continue
                 if isinstance(event, dict):
                     yield event
@@ -177,37 +205,49 @@ class RunReader:
             current = open_phase.pop(key, None)
             if current is not None:
                 name, start, number = current
-                out.setdefault(key, []).append(PhaseTiming(name, start, round(max(at - start, 0.0), 6), number))
+                out.setdefault(key, []).append(PhaseTiming(name, start, at - start if at > start else 0.0, number))
 
-        for ev in self.events():
-            kind = ev.get("event")
-            if kind not in ("phase_changed", "attempt_finished", "attempt_retry", "attempt_started"):
-                continue
-            task_id, attempt, ts = ev.get("task_id"), ev.get("attempt"), ev.get("timestamp")
-            if not isinstance(task_id, str) or not isinstance(attempt, int) or not isinstance(ts, int | float):
+        wanted = ("phase_changed", "attempt_finished", "attempt_retry", "attempt_started")
+        for ev in self._timing_events():
+            kind, task_id, attempt, ts = ev.event, ev.task_id, ev.attempt, ev.timestamp
+            if kind not in wanted or task_id is None or attempt is None or ts is None:
                 continue
             key = (task_id, attempt)
-            close(key, float(ts))
+            close(key, ts)
             if kind == "attempt_retry":
                 tries[key] = tries.get(key, 1) + 1
-            elif kind == "phase_changed" and isinstance(ev.get("phase"), str):
-                open_phase[key] = (ev["phase"], float(ts), tries.get(key, 1))
+            elif kind == "phase_changed" and ev.phase is not None:
+                open_phase[key] = (ev.phase, ts, tries.get(key, 1))
         for key, (name, start, number) in open_phase.items():
             out.setdefault(key, []).append(PhaseTiming(name, start, None, number))
         return out
 
+    def _timing_events(self) -> Iterator[_Event]:
+        try:
+            fh = open(self.path / "progress.jsonl", "rb")  # noqa: SIM115 (closed by the with below)
+        except OSError:
+            return
+        with fh:
+            for line in fh:
+                if b'"attempt' not in line and b'"phase_changed"' not in line:
+                    continue  # cheap pre-filter: most other events are skipped without decoding
+                try:
+                    yield _decode_event(line)
+                except (msgspec.DecodeError, ValueError):
+                    continue
+
     # ---- tasks -------------------------------------------------------------------------------
-    def task_dirs(self) -> Iterator[tuple[str, Path]]:
+    def task_dirs(self) -> Iterator[tuple[str, str]]:
         """(state, directory) of every task directory: final states, then ``running``."""
-        details = self.path / "details"
+        details = os.path.join(self.path, "details")
         for state in (*FINAL_STATES, "running"):
             try:
-                entries = sorted(os.scandir(details / state), key=lambda e: e.name)
+                entries = sorted(os.scandir(os.path.join(details, state)), key=lambda e: e.name)
             except OSError:
                 continue
             for entry in entries:
                 if entry.is_dir():
-                    yield state, Path(entry.path)
+                    yield state, entry.path
 
     def tasks(self) -> list[TaskRecord]:
         """Every task of the run. A task that sits in a final state directory and (stale copy of a
@@ -222,11 +262,12 @@ class RunReader:
             out.append(record)
         return out
 
-    def read_task(self, d: Path, state: str) -> TaskRecord | None:
-        task_json = _load_json(d / "task.json")
+    def read_task(self, d: str, state: str) -> TaskRecord | None:
+        """One task directory (``d``) in ``state``; None when nothing in it names its task yet."""
+        task_json = _load_json(os.path.join(d, "task.json"))
         if not isinstance(task_json, dict):
             task_json = {}
-        attempts = _read_attempts(d)
+        attempts = _read_attempts(d, task_json)
         task_id = task_json.get("task_id")
         if not isinstance(task_id, str):
             task_id = next((a.result.get("task_id") for a in attempts if a.result), None)
@@ -238,39 +279,57 @@ class RunReader:
         return TaskRecord(task_id, state, category, d, task_json, attempts)
 
 
-def _read_attempts(task_dir: Path) -> list[AttemptRecord]:
-    found: list[tuple[int, Path]] = []
-    try:
-        entries = list(os.scandir(task_dir))
-    except OSError:
-        return []
-    for entry in entries:
-        name = entry.name
-        if name.startswith("attempt-") and name[8:].isdigit() and entry.is_dir():
-            found.append((int(name[8:]), Path(entry.path)))
+def _read_attempts(task_dir: str, task_json: dict[str, Any]) -> list[AttemptRecord]:
+    """The attempts of a task directory. A finished task's ``task.json`` names its attempts and
+    retry counts, so only the files that exist are opened (no directory listing: this is the hot
+    path of a 10,000-task report); an unfinished one is listed."""
+    listed = task_json.get("attempts")
+    retry_counts = task_json.get("retry_counts")
+    found: list[tuple[int, str]] = []
+    if isinstance(listed, dict) and listed and all(str(k).isdigit() for k in listed):
+        found = [(int(k), os.path.join(task_dir, f"attempt-{k}")) for k in listed]
+    else:
+        retry_counts = None
+        try:
+            entries = list(os.scandir(task_dir))
+        except OSError:
+            return []
+        for entry in entries:
+            name = entry.name
+            if name.startswith("attempt-") and name[8:].isdigit() and entry.is_dir():
+                found.append((int(name[8:]), entry.path))
     out = []
     for n, path in sorted(found):
-        result = _load_json(path / "result.json")
+        raw = _read_bytes(os.path.join(path, "result.json"))
+        try:
+            result = _decode(raw) if raw is not None else None
+        except (msgspec.DecodeError, ValueError):
+            result = None
+        if not isinstance(result, dict):
+            result = None
+        retried = not isinstance(retry_counts, dict) or bool(retry_counts.get(str(n)))
+        has_artifacts = result is None or bool(result.get("artifacts"))
         out.append(
             AttemptRecord(
                 n,
                 path,
-                result if isinstance(result, dict) else None,
-                _json_files(path / "retries"),
-                _json_files(path, prefix="submission-"),
+                result,
+                _json_files(os.path.join(path, "retries")) if retried else [],
+                _json_files(path, prefix="submission-") if has_artifacts else [],
+                len(raw) if raw is not None else 0,
             )
         )
     return out
 
 
-def _json_files(d: Path, prefix: str = "") -> list[dict[str, Any]]:
+def _json_files(d: str, prefix: str = "") -> list[dict[str, Any]]:
     try:
         names = sorted(e.name for e in os.scandir(d) if e.name.endswith(".json") and e.name.startswith(prefix))
     except OSError:
         return []
     out = []
     for name in names:
-        data = _load_json(d / name)
+        data = _load_json(os.path.join(d, name))
         if isinstance(data, dict):
             out.append({"file": name, **data})
     return out

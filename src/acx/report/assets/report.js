@@ -8,6 +8,7 @@
   INDEX.fields.forEach((name, i) => { F[name] = i; });
   const PAGE = 100;
   const detailsCache = {};
+  let refocus = false;
 
   function details(run) {
     if (!(run in detailsCache)) {
@@ -151,7 +152,12 @@
     bar.appendChild(select("score", (info.primary || "score"), ["pass", "fail", "partial", "none"], p.get("score") || "",
       (v) => set("score", v), { pass: "1 (pass)", fail: "0 (fail)", partial: "between 0 and 1", none: "unscored" }));
     const search = el("input", { type: "search", placeholder: "search id, answer, code", value: p.get("q") || "", "data-testid": "search" });
-    search.onchange = () => set("q", search.value.trim());
+    // Filter as the user types (debounced) or on Enter; the table is rebuilt, so the search box
+    // gets its focus back.
+    let timer = null;
+    const commit = () => { clearTimeout(timer); if (search.value.trim() !== (p.get("q") || "")) { refocus = true; set("q", search.value.trim()); } };
+    search.oninput = () => { clearTimeout(timer); timer = setTimeout(commit, 250); };
+    search.onkeydown = (e) => { if (e.key === "Enter") commit(); };
     bar.appendChild(el("label", {}, "text ", search));
     root.appendChild(bar);
     const idx = filtered(rows, p);
@@ -192,6 +198,7 @@
         el("td", { text: r[F.answer] || "" })));
     }
     root.appendChild(el("table", { class: "grid", "data-testid": "task-table" }, el("thead", {}, head), body));
+    if (refocus) { refocus = false; search.focus(); search.setSelectionRange(search.value.length, search.value.length); }
   }
 
   // ---- task page ----------------------------------------------------------------------------

@@ -1,0 +1,168 @@
+"""The report and the live view in real headless Chromium (issue 16): filters, a task page, the
+comparison page, the live refresh; screenshots are saved as test artifacts."""
+
+from __future__ import annotations
+
+import fcntl
+import http.client
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from acx.report import ViewServer, load_run, write_report
+from acx.testing.results import actf_trajectory, synthetic_tasks, write_run
+
+pytestmark = pytest.mark.browser
+
+
+def _only_local(urls: list[str]) -> None:
+    """The page fetched nothing from anywhere: file:/data:/about: only (plus the viewer's own
+    loopback origin, checked by the caller)."""
+    assert all(u.split(":", 1)[0] in ("file", "data", "about", "blob") for u in urls), urls
+
+
+@pytest.fixture()
+def report(tmp_path: Path) -> tuple[Path, Path, Path]:
+    tasks = synthetic_tasks(300, seed=7)
+    tasks[0]["attempts"][0]["trajectory"] = actf_trajectory("What is 0 + 0?", "0", steps=3)
+    tasks[0]["attempts"][0]["extra"] = {"verifier_output_tail": "1 passed\n"}
+    tasks[0]["attempts"][0]["retries"] = [{"reason": "matched retry pattern 'overloaded'", "stage": "run"}]
+    a = write_run(tmp_path / "a", tasks, run_id="20260101_000000")
+    b = write_run(tmp_path / "b", synthetic_tasks(310, seed=8), run_id="20260102_000000")
+    out = write_report([a, b], tmp_path / "report.html").path
+    return out, a, b
+
+
+def test_report_filters_sort_and_task_page(page: Any, report: tuple[Path, Path, Path], shots: Path) -> None:
+    out, a, _ = report
+    rows = load_run(str(a)).rows
+    page.goto(out.as_uri())
+    page.wait_for_selector("[data-testid=headline]")
+    assert "correct.avg@1" not in page.inner_text("[data-testid=headline]")  # no metrics.json: computed
+    assert "95 % interval" in page.inner_text("[data-testid=headline]")
+    assert page.locator("#page-run-0 figure.chart").count() == 5
+    assert page.locator("[data-testid=redacted]").count() == 0  # nothing in the data looks like a secret
+    page.screenshot(path=str(shots / "overview.png"), full_page=True)
+
+    page.click("[data-testid=open-tasks] >> nth=0")
+    count = page.locator("[data-testid=count]")
+    assert count.inner_text() == "300 of 300 tasks"
+    assert page.locator("[data-testid=task-table] tbody tr").count() == 100  # one page of 100
+
+    page.select_option("[data-testid=filter-state]", "error")
+    errors = [r for r in rows if r[1] == "error"]
+    assert count.inner_text() == f"{len(errors)} of 300 tasks"
+    states = page.locator("[data-testid=task-table] tbody tr td:nth-child(2)").all_inner_texts()
+    assert states and set(states) == {"error"}
+    code = errors[0][5][0]
+    page.select_option("[data-testid=filter-code]", code)
+    assert count.inner_text() == f"{sum(code in r[5] for r in errors)} of 300 tasks"
+    page.screenshot(path=str(shots / "filtered.png"), full_page=True)
+
+    page.select_option("[data-testid=filter-code]", "")
+    page.select_option("[data-testid=filter-state]", "")
+    page.select_option("[data-testid=filter-score]", "fail")
+    fails = [r for r in rows if r[4] == 0.0]
+    assert count.inner_text() == f"{len(fails)} of 300 tasks"
+    page.select_option("[data-testid=filter-score]", "")
+    page.fill("[data-testid=search]", "task-0001")
+    page.press("[data-testid=search]", "Enter")
+    assert count.inner_text() == "10 of 300 tasks"  # task-00010 … task-00019
+    page.fill("[data-testid=search]", "")
+    page.press("[data-testid=search]", "Enter")
+
+    page.click("th[data-sort=duration]")
+    page.click("th[data-sort=duration]")  # descending
+    first = page.locator("[data-testid=task-table] tbody tr >> nth=0").get_attribute("data-task")
+    longest = max((r for r in rows if r[8] is not None), key=lambda r: r[8])
+    assert first == longest[0]
+
+    page.click("text=next ›")
+    assert "page 2 / 3" in page.inner_text(".pager")
+
+    page.goto(out.as_uri() + "#tasks/0?q=task-00000")
+    page.click("[data-testid=task-table] a >> text=task-00000")
+    assert page.inner_text("[data-testid=task-title]") == "task-00000"
+    assert page.inner_text("[data-testid=instruction]") == "What is 0 + 0?"
+    traj = page.locator("[data-testid=trajectory] >> nth=0")
+    assert "ACTF_v1.0 — 3 step(s)" in traj.inner_text()
+    assert traj.locator("summary", has_text="tool call: bash").count() == 2
+    observation = traj.locator("details", has_text="observation").first
+    assert not observation.evaluate("d => d.open")
+    observation.locator("summary").click()
+    assert observation.evaluate("d => d.open") and "step1" in observation.inner_text()
+    assert "1 passed" in page.inner_text("[data-testid=verifier]")
+    assert "discarded try 1" in page.inner_text("[data-testid=attempt-1]")
+    assert page.locator("[data-testid=phases] tbody tr").count() == 7
+    assert "run_timeout_seconds" in page.inner_text("[data-testid=plan]")
+    page.screenshot(path=str(shots / "task.png"), full_page=True)
+    _only_local(page.requests)
+    assert page.errors == []
+
+
+def test_report_comparison_page(page: Any, report: tuple[Path, Path, Path], shots: Path) -> None:
+    out, a, b = report
+    page.goto(out.as_uri() + "#compare/1")
+    page.wait_for_selector("#page-compare-1:not([hidden])")
+    ids_a = {r[0] for r in load_run(str(a)).rows}
+    ids_b = {r[0] for r in load_run(str(b)).rows}
+    assert page.inner_text("[data-testid=matched]") == str(len(ids_a & ids_b))
+    assert "correct" in page.inner_text("[data-testid=compare-table]")
+    assert f"Only in B ({len(ids_b - ids_a)})" in page.inner_text("#page-compare-1")
+    page.screenshot(path=str(shots / "compare.png"), full_page=True)
+    page.click("#page-compare-1 a >> nth=0")  # a flipped task opens its page in run B
+    assert page.locator("[data-testid=task-title]").is_visible()
+    _only_local(page.requests)
+    assert page.errors == []
+
+
+def test_live_view_refreshes_a_run_in_progress(page: Any, tmp_path: Path, shots: Path) -> None:
+    root = tmp_path / "results"
+    run_dir = root / "synthetic" / "20260101_000000"
+    tasks = synthetic_tasks(40, seed=9, error_rate=0.0)
+    write_run(run_dir, tasks[:10], status="running")
+    fd = os.open(run_dir / ".acx" / "lock", os.O_RDWR)  # this test is "the process running the run"
+    os.write(fd, str(os.getpid()).encode())
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    server = ViewServer(root, port=0, interval_ms=300)
+    server.start()
+    try:
+        assert server.url.startswith("http://127.0.0.1:")
+        page.goto(server.url)
+        assert page.inner_text("[data-testid=run-count]") == "1 run(s)"
+        assert "(in progress)" in page.inner_text("tbody")
+        page.click("tbody a")
+        page.wait_for_selector("[data-testid=headline]")
+        page.wait_for_function("document.getElementById('live-banner').textContent.includes('in progress')")
+        assert "10 shown" in page.inner_text("#page-run-0 table.kv")
+        page.screenshot(path=str(shots / "live-10.png"), full_page=True)
+
+        write_run(run_dir, tasks[:25], status="running")  # the run advances
+        page.wait_for_function(
+            "document.querySelector('#page-run-0 table.kv').textContent.includes('25 shown')", timeout=10_000
+        )
+        write_run(run_dir, tasks, status="completed")
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        page.wait_for_function(
+            "document.querySelector('#page-run-0 table.kv').textContent.includes('40 shown')", timeout=10_000
+        )
+        page.wait_for_function("document.getElementById('live-banner').textContent.includes('completed')")
+        page.screenshot(path=str(shots / "live-done.png"), full_page=True)
+        origin = server.url.rstrip("/")
+        assert all(u.startswith(origin) for u in page.requests), page.requests
+        assert page.errors == []
+        # Only run directories under the root are served (raw paths: a browser would normalise them).
+        host, port = server.httpd.server_address[:2]
+        for bad in ("/run/../../etc/", "/run/%2e%2e/%2e%2e/", "/api/progress/..%2f..", "/run/synthetic/", "/x"):
+            conn = http.client.HTTPConnection(str(host), int(port), timeout=5)
+            conn.request("GET", bad)
+            assert conn.getresponse().status == 404, bad
+            conn.close()
+        progress = json.loads(page.request.get(server.url + "api/progress/synthetic/20260101_000000").text())
+        assert progress["status"] == "completed" and progress["live"] is False
+    finally:
+        os.close(fd)
+        server.close()
