@@ -52,8 +52,7 @@ def test_redactor_leaves_ordinary_text() -> None:
     r = Redactor(environ={"PATH": "/usr/bin:/bin", "SHORT_TOKEN": "abc"})
     text = (
         "sha256:0f9bfda475ac486b9b3882faf93a1c23 task-00001 /usr/bin:/bin abc skipped-tasks "
-        "details/normal/task-00000--5fe80a7e3c2b4d1a mask-abcdefghijklmnopqrstuvwxyz0123 dghp_"
-        + "a" * 40
+        "details/normal/task-00000--5fe80a7e3c2b4d1a mask-abcdefghijklmnopqrstuvwxyz0123 dghp_" + "a" * 40
     )
     assert r.text(text) == text and r.count == 0
 
