@@ -30,11 +30,13 @@ __all__ = [
     "SENSITIVE_KEYS",
     "SENSITIVE_SUFFIXES",
     "Scrubber",
+    "holds_url_credentials",
     "is_container_key",
     "is_secret_name",
     "is_sensitive_key",
     "is_sensitive_path",
     "mask_url_credentials",
+    "url_passwords",
 ]
 
 #: What a hidden value prints as.
@@ -77,7 +79,7 @@ SECRET_NAME_WORDS = frozenset({"secret", "apikey"})
 FRAME_KEY_ENDINGS = tuple(sorted({*SENSITIVE_SUFFIXES, *SENSITIVE_KEYS}, key=lambda s: (-len(s), s)))
 
 #: ``scheme://user:PASSWORD@host``: a credential inside an ordinary value such as ``base_url``.
-_URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:)[^@/\s]+(?=@)")
+_URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:)(?P<pw>[^@/\s]+)(?=@)")
 
 
 def _norm(key: object) -> str:
@@ -113,6 +115,16 @@ def is_sensitive_path(path: tuple[str | int, ...]) -> bool:
             return True
     last = next((p for p in reversed(path) if isinstance(p, str)), None)
     return last is not None and is_sensitive_key(last)
+
+
+def holds_url_credentials(text: str) -> bool:
+    """True when ``text`` holds a URL with a password in its userinfo (``scheme://user:pw@host``)."""
+    return "@" in text and _URL_PASSWORD.search(text) is not None
+
+
+def url_passwords(text: str) -> list[str]:
+    """The passwords of the URLs in ``text`` (``pw`` of ``http://user:pw@host``)."""
+    return [m.group("pw") for m in _URL_PASSWORD.finditer(text)] if "@" in text else []
 
 
 def mask_url_credentials(text: str) -> str:
@@ -151,7 +163,9 @@ class Scrubber:
         return {v for v in values if isinstance(v, str) and len(v) >= self.MIN_LENGTH and v not in REDACTED}
 
     def add_secret(self, values: Iterable[object]) -> None:
-        fresh = self._usable(values) - self._secrets
+        """Secrets, and the password of any URL inside one (an agent may print it alone)."""
+        given = [v for v in values if isinstance(v, str)]
+        fresh = self._usable([*given, *(pw for v in given for pw in url_passwords(v))]) - self._secrets
         if fresh:
             self._secrets |= fresh
             self._values |= fresh

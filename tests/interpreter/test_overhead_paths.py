@@ -29,8 +29,8 @@ def test_atomic_write_replaces_whole_file_with_mode_0644(
     old = os.umask(0o077)
     try:
         # acx reads the umask once per process (a run does not change it); re-read it here.
-        monkeypatch.setattr(_fs, "_UMASK_HIDES_644", _fs._umask_hides_644())
-        assert _fs._UMASK_HIDES_644
+        monkeypatch.setattr(_fs, "_UMASK", _fs._umask())
+        assert _fs._UMASK & 0o644
         _fs.atomic_write_bytes(target, b"new" * 10000)
         _fs.write_new_bytes(str(target.parent / "task.json"), b"{}")
     finally:
@@ -40,6 +40,8 @@ def test_atomic_write_replaces_whole_file_with_mode_0644(
     assert target.read_bytes() == b"new" * 10000
     assert stat.S_IMODE(target.stat().st_mode) == 0o644  # shareable whatever the umask
     assert [p.name for p in target.parent.iterdir()] == ["result.json"]  # no temp file left
+    _fs.atomic_write_bytes(target, b"private", mode=_fs.PRIVATE)  # attempt results (V1)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
 
 
 def test_atomic_write_skips_a_stale_temp_name_and_cleans_up_on_failure(tmp_path: Path) -> None:  # R13

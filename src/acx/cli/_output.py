@@ -20,7 +20,9 @@ def write_text_atomic(path: str, text: str, *, flag: str | None = "-o") -> None:
     write_output(path, text.encode("utf-8"), flag=flag, make_parents=flag is not None)
 
 
-def write_output(path: str, data: bytes, *, flag: str | None = "-o", make_parents: bool = False) -> None:
+def write_output(
+    path: str, data: bytes, *, flag: str | None = "-o", make_parents: bool = False, mode: int | None = None
+) -> None:
     """Write ``data`` to the file ``path`` names, without ever replacing what is not a regular file.
 
     * a regular file (or a new one): a temp file next to it, fsync, rename — an interrupted write
@@ -30,6 +32,9 @@ def write_output(path: str, data: bytes, *, flag: str | None = "-o", make_parent
       under ``/dev`` or ``/proc`` (``/dev/fd/1`` may be a shell redirection to a regular file):
       written in place, never renamed over.
     * a directory, a block device or a socket: refused.
+
+    ``mode``: the most the new file may allow (an existing file's narrower mode is kept); default:
+    an existing file's mode, else the umask's.
 
     Every failure is an :class:`~acx.errors.AcxUserError` (E0217) naming ``flag`` and ``path``.
     """
@@ -41,7 +46,7 @@ def write_output(path: str, data: bytes, *, flag: str | None = "-o", make_parent
             return
         if make_parents:
             os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
-        _replace_atomically(target, data)
+        _replace_atomically(target, data, mode)
     except OSError as exc:
         from acx.errors import AcxUserError
 
@@ -92,7 +97,7 @@ def _write_in_place(path: str, data: bytes) -> None:
         fh.flush()
 
 
-def _replace_atomically(target: str, data: bytes) -> None:
+def _replace_atomically(target: str, data: bytes, mode: int | None = None) -> None:
     directory = os.path.dirname(target)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(target)}.", suffix=".tmp")
     try:
@@ -100,7 +105,8 @@ def _replace_atomically(target: str, data: bytes) -> None:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, _mode_for(target))  # mkstemp makes 0600; keep the file's mode (or the umask's)
+        # mkstemp makes 0600; keep the file's mode (or the umask's) unless one is asked for.
+        os.chmod(tmp, _mode_for(target) if mode is None else _mode_for(target, mode) & mode)
         os.replace(tmp, target)
     except BaseException:
         if os.path.exists(tmp):
@@ -116,10 +122,12 @@ def _replace_atomically(target: str, data: bytes) -> None:
         os.close(dir_fd)
 
 
-def _mode_for(path: str) -> int:
+def _mode_for(path: str, new: int | None = None) -> int:
     try:
         return os.stat(path).st_mode & 0o7777
     except FileNotFoundError:
+        if new is not None:
+            return new
         umask = os.umask(0)
         os.umask(umask)
         return 0o666 & ~umask

@@ -78,6 +78,8 @@ def run_plans(args: Any, compiled: Any) -> int:
     full = bool(getattr(args, "full", False))
     # Provenance for the program file, and for JSON/YAML --full (as `--dry-run --full` does).
     with_prov = bool(output) or (full and fmt != "text")
+    if output:
+        refuse_literal_secrets(compiled)
     planned = plan_compiled(compiled, task_glob=getattr(args, "tasks", None), provenance=with_prov)
     if output:
         program = build_program(compiled, planned)
@@ -226,6 +228,33 @@ def build_program(compiled: Any, planned: list[_PlannedRequest]) -> Any:
     return CompiledProgram(orchestration=compiled.orchestration, requests=requests).sealed()
 
 
+def refuse_literal_secrets(compiled: Any) -> None:
+    """E0230 when a request holds a literal secret: a saved plan keeps references, never values (V1)."""
+    import msgspec
+
+    from acx.compiler._interpolate import format_path
+    from acx.compiler._redact import literal_secret_paths
+    from acx.errors import AcxConfigError
+
+    found: list[tuple[str, str]] = []
+    for run in compiled.orchestration.requests:
+        for path in literal_secret_paths(msgspec.to_builtins(run.request)):
+            field = format_path(path)
+            chain = compiled.provenance.get(run.name, {}).get(field) or []
+            found.append((f"request {run.name!r}: {field}", chain[-1].source if chain else ""))
+    if not found:
+        return
+    where = "; ".join(f"{f} ({src})" if src else f for f, src in found)
+    raise AcxConfigError(
+        f"a saved plan holds references, never secret values, but {len(found)} field(s) hold a literal secret: {where}",
+        code="E0230",
+        path=found[0][0].split(": ", 1)[1],
+        help="move each value into an environment variable and write it as a reference, e.g. "
+        "`OPENAI_API_KEY: ${OPENAI_API_KEY}` or `postgres://user:${DB_PASSWORD}@db/x`; `acx run SPEC` "
+        "without -o accepts literal values",
+    )
+
+
 def write_program(path: Path, program: Any) -> None:
     """Atomically (temp file, fsync, rename; symlinks followed, devices written in place): see
     :func:`acx.cli._output.write_output`. Missing parent directories are created."""
@@ -234,7 +263,9 @@ def write_program(path: Path, program: Any) -> None:
     from acx.cli._output import write_output
 
     data = msgspec.json.encode(program, order="deterministic")
-    write_output(str(path), data + b"\n", flag="-o", make_parents=True)
+    # Owner-only (0600): the file is a full program (docs/planning.md), whatever the umask or the
+    # mode of a file it replaces.
+    write_output(str(path), data + b"\n", flag="-o", make_parents=True, mode=0o600)
 
 
 # ---------------------------------------------------------------------------------------------

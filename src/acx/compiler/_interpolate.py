@@ -4,7 +4,8 @@
   substituted at compile time (missing VAR → error naming VAR, never a value) — except for
   secrets: at sensitive positions (``api_key``, ``*_token``, headers, ...; see :mod:`._redact`),
   at the front end's ``secret_paths``, and wherever VAR's *name* looks like a secret
-  (``OPENAI_API_KEY``, ``*_TOKEN``, ``*PASSWORD*``; :func:`~._redact.is_secret_name`), it stays a
+  (``OPENAI_API_KEY``, ``*_TOKEN``, ``*PASSWORD*``; :func:`~._redact.is_secret_name`), and wherever
+  VAR's *value* holds a URL password (``http://user:pw@host``), it stays a
   reference (recorded in ``secret_refs``; W0302 when VAR is unset) and is resolved by the process
   that uses it, so no view or plan file ever holds the value.
 * ``${VAR}`` embedded in a longer string is rejected outside env maps, and so are whole values
@@ -23,7 +24,7 @@ from typing import Any
 from acx.compiler._source import Path_
 from acx.diagnostics import Diagnostic, Span
 from acx.envref import ENV_MAP_KEYS, has_reference_syntax, malformed_whole, whole_default_name, whole_name
-from acx.secrets import is_secret_name, is_sensitive_path
+from acx.secrets import holds_url_credentials, is_secret_name, is_sensitive_path
 
 __all__ = [
     "ENV_MAP_KEYS",
@@ -138,7 +139,12 @@ class _Walk:
         if name is None:
             self.res.diagnostics.append(embedded_ref_diagnostic(value, self.span_of(rel), where))
             return value
-        if rel in self.secret_paths or is_sensitive_path(full) or is_secret_name(name):
+        if (
+            rel in self.secret_paths
+            or is_sensitive_path(full)
+            or is_secret_name(name)
+            or holds_url_credentials(self.environ.get(name, ""))
+        ):
             if full[:1] in NO_SECRET_SECTIONS:
                 self.res.diagnostics.append(no_secret_here(where, name, self.span_of(rel)))
                 return value

@@ -20,7 +20,7 @@ from typing import Any
 
 import msgspec
 
-from acx.envref import whole_name
+from acx.envref import ENV_MAP_KEYS, has_reference_syntax, whole_name
 from acx.secrets import (
     CONTAINER_KEYS,
     NON_SENSITIVE_KEYS,
@@ -34,6 +34,7 @@ from acx.secrets import (
     is_sensitive_key,
     is_sensitive_path,
     mask_url_credentials,
+    url_passwords,
 )
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "is_secret_name",
     "is_sensitive_key",
     "is_sensitive_path",
+    "literal_secret_paths",
     "mask_url_credentials",
     "redact",
     "redact_value",
@@ -90,3 +92,39 @@ def _redact(obj: Any) -> Any:
     if isinstance(obj, str):
         return mask_url_credentials(obj)
     return obj
+
+
+def literal_secret_paths(data: Any, prefix: tuple[str | int, ...] = ()) -> list[tuple[str | int, ...]]:
+    """Paths of the literal secrets in ``data`` (plain data of a request): what a saved plan may
+    not hold, since a plan keeps references and never values (V1). A literal secret is
+
+    * in an env-variable map: the value of a variable whose *name* is a secret
+      (``OPENAI_API_KEY: sk-…``) and holds no reference;
+    * elsewhere: a non-empty string at a sensitive position (``api_key``, ``*_token``, headers, …)
+      that holds no reference;
+    * anywhere: a URL whose password is written out (``postgres://u:pw@db``), not a ``${VAR}``.
+    """
+    out: list[tuple[str | int, ...]] = []
+    _literal_secrets(data, prefix, out)
+    return out
+
+
+def _literal_secrets(value: Any, path: tuple[str | int, ...], out: list[tuple[str | int, ...]]) -> None:
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            _literal_secrets(v, (*path, k), out)
+        return
+    if isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            _literal_secrets(v, (*path, i), out)
+        return
+    if not isinstance(value, str) or not value:
+        return
+    if any(not has_reference_syntax(pw) for pw in url_passwords(value)):
+        out.append(path)
+        return
+    if has_reference_syntax(value):
+        return
+    in_env_map = len(path) >= 2 and path[-2] in ENV_MAP_KEYS
+    if is_secret_name(path[-1]) if in_env_map else path and is_sensitive_path(path):
+        out.append(path)

@@ -39,7 +39,7 @@ from acx.drivers._base import Driver, OpenRequest, Session
 from acx.errors import AcxRuntimeError, AcxUserError, DriverError
 from acx.interpreter._envvars import resolve_map
 from acx.interpreter._events import ProgressEvent
-from acx.interpreter._fs import atomic_write_json, task_dir_name
+from acx.interpreter._fs import PRIVATE, atomic_write_json, task_dir_name
 from acx.interpreter._limits import Limits
 from acx.interpreter._metrics import validate_observations
 from acx.interpreter._store import RunStore
@@ -288,7 +288,7 @@ class AttemptRunner:
             "discarded_result": to_builtins(final),
         }
         name = f"{task_dir_name(self.task.task_id)}.attempt{self.attempt}.retry{retry}.{stage}.json"
-        atomic_write_json(retries_dir / name, self.ctx.scrub.tree(record))
+        atomic_write_json(retries_dir / name, self.ctx.scrub.tree(record), mode=PRIVATE)
         leftovers = [p for p in self.attempt_dir.iterdir() if p.name not in ("retries",)]
         if leftovers:
             dest = retries_dir / uuid.uuid4().hex[:12]

@@ -32,19 +32,26 @@ _TMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
 _tmp_counter = itertools.count()
 
 
-def atomic_write_bytes(path: Path | str, data: bytes, *, fsync: bool = True) -> None:
+#: Files that hold what an agent or a verifier produced (it may quote a secret the scrubber could
+#: not know, e.g. one shorter than its minimum): owner-only, like a saved plan (V1).
+PRIVATE = 0o600
+
+
+def atomic_write_bytes(path: Path | str, data: bytes, *, fsync: bool = True, mode: int = 0o644) -> None:
     """Readers see the old file or the new one, never a torn write (temp file + rename).
 
     The temp name is pid + counter, created with ``O_EXCL``: cheaper than ``mkstemp``'s random
     names; a leftover of a killed process with a recycled pid is skipped, never overwritten.
+    ``mode``: the file's permissions whatever the umask (0o644: results are shareable files;
+    :data:`PRIVATE` for attempt results).
     """
     path = os.fspath(path)
     parent, name = os.path.split(path)
-    fd, tmp = _open_temp(parent, name)
+    fd, tmp = _open_temp(parent, name, mode)
     try:
         try:
-            if _UMASK_HIDES_644:
-                os.fchmod(fd, 0o644)  # whatever the umask: results are shareable files
+            if _UMASK & mode:
+                os.fchmod(fd, mode)
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
@@ -61,19 +68,19 @@ def atomic_write_bytes(path: Path | str, data: bytes, *, fsync: bool = True) -> 
         raise
 
 
-def _umask_hides_644() -> bool:
-    """Whether files created with mode 0o644 come out with fewer bits (then each write fchmods)."""
+def _umask() -> int:
+    """The process umask (files created with bits it hides are fchmodded on each write)."""
     try:
         with open("/proc/self/status", encoding="ascii") as fh:
             for line in fh:
                 if line.startswith("Umask:"):
-                    return bool(int(line.split()[1], 8) & 0o644)
+                    return int(line.split()[1], 8)
     except (OSError, ValueError):
         pass
-    return True
+    return 0o777
 
 
-_UMASK_HIDES_644 = _umask_hides_644()
+_UMASK = _umask()
 
 
 def write_new_bytes(path: str, data: bytes) -> None:
@@ -81,7 +88,7 @@ def write_new_bytes(path: str, data: bytes) -> None:
     renamed into place afterwards (the directory rename is the atomic step)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
     try:
-        if _UMASK_HIDES_644:
+        if _UMASK & 0o644:
             os.fchmod(fd, 0o644)
         view = memoryview(data)
         while view:
@@ -90,14 +97,14 @@ def write_new_bytes(path: str, data: bytes) -> None:
         os.close(fd)
 
 
-def _open_temp(parent: str, name: str) -> tuple[int, str]:
+def _open_temp(parent: str, name: str, mode: int = 0o644) -> tuple[int, str]:
     for _ in range(100):
         tmp = os.path.join(parent, f".{name}.{os.getpid()}.{next(_tmp_counter)}.tmp")
         try:
-            return os.open(tmp, _TMP_FLAGS, 0o644), tmp
+            return os.open(tmp, _TMP_FLAGS, mode), tmp
         except FileNotFoundError:  # create parents only when missing (saves a syscall per write)
             os.makedirs(parent, exist_ok=True)
-            return os.open(tmp, _TMP_FLAGS, 0o644), tmp
+            return os.open(tmp, _TMP_FLAGS, mode), tmp
         except FileExistsError:
             continue
     raise FileExistsError(f"no free temporary name for {os.path.join(parent, name)}")
@@ -107,8 +114,8 @@ def atomic_write_text(path: Path, text: str, *, fsync: bool = True) -> None:
     atomic_write_bytes(path, text.encode("utf-8"), fsync=fsync)
 
 
-def atomic_write_json(path: Path, obj: Any, *, fsync: bool = True) -> None:
-    atomic_write_bytes(path, encode_json(obj), fsync=fsync)
+def atomic_write_json(path: Path, obj: Any, *, fsync: bool = True, mode: int = 0o644) -> None:
+    atomic_write_bytes(path, encode_json(obj), fsync=fsync, mode=mode)
 
 
 def encode_json(obj: Any) -> bytes:

@@ -737,9 +737,9 @@ def _reuse_into(run: _RequestRun, prog: RequestProgram, source: Path) -> int:
                 "retry_count": data.get("retry_count", 0),
             }
             data["retry_count"] = 0
-            from acx.interpreter._fs import atomic_write_json
+            from acx.interpreter._fs import PRIVATE, atomic_write_json
 
-            atomic_write_json(p, run.store.scrub.tree(data))
+            atomic_write_json(p, run.store.scrub.tree(data), mode=PRIVATE)
         audit = (info.get("resolved_execution_plans") or {}).get(task_id)
         if audit:
             run.plans_audit[task_id] = audit

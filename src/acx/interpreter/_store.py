@@ -36,6 +36,7 @@ import msgspec
 
 from acx.errors import AcxResultsError
 from acx.interpreter._fs import (
+    PRIVATE,
     GroupCommit,
     QueuedOp,
     atomic_write_bytes,
@@ -359,7 +360,7 @@ class RunStore:
             except FileExistsError:
                 pass
         path = f"{d}/result.json"
-        atomic_write_bytes(path, data, fsync=False)
+        atomic_write_bytes(path, data, fsync=False, mode=PRIVATE)
         self.journal("attempt_finished", fsync=False, task_id=task_id, attempt=attempt)
         return Path(path)
 
