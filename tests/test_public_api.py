@@ -107,11 +107,13 @@ PUBLIC_API: dict[str, list[str]] = {
         "SENSITIVE_KEYS",
         "SENSITIVE_SUFFIXES",
         "Scrubber",
+        "holds_url_credentials",
         "is_container_key",
         "is_secret_name",
         "is_sensitive_key",
         "is_sensitive_path",
         "mask_url_credentials",
+        "url_passwords",
     ],
     "acx.diagnostics": [
         "Diagnostic",
