@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from acx.envref import NAME
@@ -142,9 +141,12 @@ def unique(diags: Any) -> list[Diagnostic]:
 def _source_lines(file: str, sources: dict[str, str] | None) -> list[str] | None:
     if sources is not None and file in sources:
         return sources[file].splitlines()
+    from acx.inputs import InputFileError, read_regular_file
+
     try:
-        return Path(file).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
+        # Only a regular file of bounded size is framed (never a FIFO, device or huge file).
+        return read_regular_file(file).decode("utf-8").splitlines()
+    except (OSError, UnicodeDecodeError, InputFileError):
         return None
 
 
@@ -270,13 +272,53 @@ def _mask_span(text: str, span: Span, path: tuple[str | int, ...]) -> str:
     return text[:start] + re.sub(r"\S", "*", part) + text[end:]
 
 
+#: Widest code-frame line shown; longer lines are cut to a window around the span, so masking
+#: and rendering cost the same for a 10 MB line as for a short one.
+_FRAME_WIDTH = 160
+_FRAME_BEFORE = 60
+
+
+_MASK_CONTEXT = 200
+_LEADING_TOKEN = re.compile(r"""[^\s,{}\[\]]+""")
+
+
+def _window(span: Span, lines: list[str]) -> tuple[Span, str]:
+    """The framed line, masked, cut to at most ``_FRAME_WIDTH`` characters around ``span`` (with
+    ``span`` moved to match). Masking runs on the window plus ``_MASK_CONTEXT`` characters on each
+    side, so a key just outside the window still masks its value; a token cut by that region's
+    start (it may be the tail of a long secret whose key is further left) is masked whole."""
+    index = span.line - 1
+    line = lines[index]
+    if len(line) <= _FRAME_WIDTH:
+        return span, _mask_frame_line(lines, index)
+    indent = line[: len(line) - len(line.lstrip())][:_FRAME_BEFORE]
+    start = max(0, min(span.col - 1 - _FRAME_BEFORE, len(line) - _FRAME_WIDTH))
+    lo = max(len(indent), start - _MASK_CONTEXT)
+    hi = min(len(line), start + _FRAME_WIDTH + _MASK_CONTEXT)
+    body = line[lo:hi]
+    if lo > len(indent):
+        body = _LEADING_TOKEN.sub(lambda m: "*" * len(m.group()), body, count=1) if body[:1].strip() else body
+    region = list(lines)
+    region[index] = indent + body
+    masked = _mask_frame_line(region, index)
+    offset = start - lo + len(indent)  # where the window starts inside `masked`
+    cut = masked[offset : offset + _FRAME_WIDTH] if start >= len(indent) else masked[start : start + _FRAME_WIDTH]
+    prefix = "…" if start > 0 else ""
+    suffix = "…" if start + _FRAME_WIDTH < len(line) else ""
+    shift = start - len(prefix)
+    end_col = span.end_col
+    if end_col is not None and span.end_line == span.line:
+        end_col = max(span.col - shift, min(end_col - shift, len(prefix) + len(cut) + 1))
+    return Span(span.file, span.line, span.col - shift, span.end_line, end_col), prefix + cut + suffix
+
+
 def _frame(
     span: Span, sources: dict[str, str] | None, label: str = "", secret: tuple[str | int, ...] | None = None
 ) -> list[str]:
     lines = _source_lines(span.file, sources)
     if lines is None or not (1 <= span.line <= len(lines)):
         return []
-    text = _mask_frame_line(lines, span.line - 1)
+    span, text = _window(span, lines)
     if secret is not None:
         text = _mask_span(text, span, secret)
     text = text.expandtabs(1)

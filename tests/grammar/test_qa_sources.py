@@ -60,7 +60,7 @@ def test_missing_and_directory_spec_name_the_file(tmp_path: Path, capsys: pytest
     directory.mkdir()
     assert main(["check", str(directory), "--format", "json"]) == 2
     (diag,) = json.loads(capsys.readouterr().out)["diagnostics"]
-    assert diag["code"] == "E0120" and diag["path"] == str(directory)
+    assert diag["code"] == "E0218" and diag["path"] == str(directory)  # issue 11 item 9: its own code
     assert "directory" in diag["message"] and "UTF-8" not in diag["help"]
 
 

@@ -34,6 +34,7 @@ from acx.diagnostics import Diagnostic, Related, Span, did_you_mean, unique
 from acx.envref import has_reference_syntax
 from acx.errors import AcxSyntaxError
 from acx.grammar import _ast as A
+from acx.inputs import MAX_EXPANDED_NODES, MAX_LOOP_ITERATIONS, MAX_NESTING_DEPTH, MAX_STRING_CHARS
 
 __all__ = [
     "LOWERING_CODES",
@@ -201,6 +202,10 @@ class _Abort(Exception):
     """Stops lowering one statement after its diagnostic was recorded."""
 
 
+_MISSING = object()
+_FAILED = object()
+
+
 def _hint(guess: str | None) -> str:
     return f"did you mean `{guess}`? " if guess else ""
 
@@ -232,6 +237,12 @@ class _Lowerer:
         self.recipes: list[tuple[A.Block, _Scope]] = []
         self.active: list[_Binding] = []
         self.bound_files: set[str] = set()
+        #: Let values by (binding, enum key): a let used n times is evaluated once, so doubling
+        #: lets cost their size, not 2**n evaluations (``_FAILED`` remembers a reported error).
+        self.memo: dict[tuple[int, str | None], tuple[_Binding, Any]] = {}
+        self.placed = 0  # values placed into the document (MAX_EXPANDED_NODES)
+        self.iterations = 0  # for-loop iterations run (MAX_LOOP_ITERATIONS)
+        self.limit_hit = False
 
     # -- diagnostics -------------------------------------------------------------------------
     def error(
@@ -373,11 +384,30 @@ class _Lowerer:
                 "a let cannot refer to itself, directly or through other lets",
                 (Related(binding.span, "defined here"),),
             )
+        memo_key = (id(binding), key)
+        # The memo holds the binding itself, so its id cannot be reused by a later binding.
+        held, known = self.memo.get(memo_key, (None, _MISSING))
+        if held is binding and known is _FAILED:
+            raise _Abort()
+        if held is binding:
+            return known
         self.active.append(binding)
         try:
-            return self.value(binding.value, binding.scope, key)
+            value = self.value(binding.value, binding.scope, key)
+        except _Abort:
+            self.memo[memo_key] = (binding, _FAILED)
+            raise
         finally:
             self.active.pop()
+        self.memo[memo_key] = (binding, value)
+        return value
+
+    def limit(self, what: str, span: Span | None, help: str) -> _Abort:
+        """An input limit was hit (E0219): reported once per document, then every statement stops."""
+        if not self.limit_hit:
+            self.limit_hit = True
+            self.error("E0219", what, span, help)
+        return _Abort()
 
     def value(self, node: A.Value, scope: _Scope, key: str | None) -> Any:
         """Evaluate ``node`` without placing it (markers for env refs, durations, sizes)."""
@@ -446,6 +476,12 @@ class _Lowerer:
                 )
             value = self.evaluate(binding, part.name, part.span, None)
             out.append(self.scalar_text(value, part))
+            if sum(map(len, out)) > MAX_STRING_CHARS:
+                raise self.limit(
+                    f"this string grows past {MAX_STRING_CHARS:,} characters by interpolation",
+                    node.span,
+                    f"strings are limited to {MAX_STRING_CHARS:,} characters (docs/errors.md#E0219); interpolate less",
+                )
         return "".join(out)
 
     def scalar_text(self, value: Any, part: A.Interp) -> str:
@@ -494,6 +530,20 @@ class _Lowerer:
 
     def place(self, raw: Any, path: Path_, span: Span) -> Any:
         """Turn an evaluated value into plain data at ``path``, recording spans and secrets."""
+        self.placed += 1
+        if len(path) > MAX_NESTING_DEPTH:  # lets can nest values deeper than the text does
+            raise self.limit(
+                f"values nest more than {MAX_NESTING_DEPTH} levels deep here (through lets)",
+                span,
+                f"the nesting limit is {MAX_NESTING_DEPTH} levels (docs/errors.md#E0219); flatten the structure",
+            )
+        if self.placed > MAX_EXPANDED_NODES or self.limit_hit:
+            raise self.limit(
+                f"this document expands past {MAX_EXPANDED_NODES:,} values (lets used many times, loops)",
+                span,
+                f"a document expands to at most {MAX_EXPANDED_NODES:,} values (docs/errors.md#E0219); "
+                "repeat large lets less",
+            )
         self.locs[path] = span
         if isinstance(raw, _EnvRef):
             if raw.secret:
@@ -664,6 +714,13 @@ class _Lowerer:
 
     def loop(self, stmt: A.For, scope: _Scope, out: dict[str, Any], path: Path_, ctx: str) -> None:
         items = self.loop_items(stmt.iterable, scope)
+        self.iterations += len(items)
+        if self.iterations > MAX_LOOP_ITERATIONS or self.limit_hit:
+            raise self.limit(
+                f"for loops run more than {MAX_LOOP_ITERATIONS:,} iterations in this document",
+                stmt.span,
+                f"loops are limited to {MAX_LOOP_ITERATIONS:,} iterations per document (docs/errors.md#E0219)",
+            )
         for item_ast, item_scope in items:
             local = _Scope(parent=scope)
             local.names[stmt.var.value] = _Binding(item_ast, item_scope, stmt.var.span, loop=True)
@@ -755,7 +812,7 @@ def _lower(lw: _Lowerer, module: A.Module, expected: DocKind | None) -> SourceDo
     except RecursionError:
         raise AcxSyntaxError(
             f"{module.file} nests lists, maps, blocks or lets too deeply",
-            code="E0132",
+            code="E0219",
             span=Span(module.file, 1, 1),
             help="flatten the structure (name inner parts with `let`)",
         ) from None

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from acx.errors import AcxConfigError
+from acx.inputs import file_kind
 
 __all__ = ["ConfigLayer", "discover_config_layers", "project_config_path", "user_config_path"]
 
@@ -84,6 +85,15 @@ def discover_config_layers(
         add("project config", project)
     for path in explicit:
         full = path if os.path.isabs(path) else os.path.join(cwd, path)
+        if os.path.exists(full) and not os.path.isfile(full):
+            # A directory, FIFO, socket or device is there: say what it is, not "not found".
+            kind = file_kind(os.stat(full).st_mode)
+            raise AcxConfigError(
+                f"config file {path} is {kind}, not a regular file",
+                code="E0218",
+                path="--config",
+                help="name a regular file; acx never reads directories, FIFOs, sockets or devices as input",
+            )
         if not os.path.isfile(full):
             raise AcxConfigError(
                 f"config file not found: {path}",

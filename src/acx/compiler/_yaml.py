@@ -18,6 +18,14 @@ from typing import TYPE_CHECKING, Any
 from acx.compiler._source import DocKind, Path_, SourceDoc
 from acx.diagnostics import Diagnostic, Related, Span, not_utf8
 from acx.errors import AcxConfigError
+from acx.inputs import (
+    MAX_EXPANDED_NODES,
+    MAX_INT_DIGITS,
+    MAX_NESTING_DEPTH,
+    InputFileError,
+    input_file_error,
+    read_regular_file,
+)
 
 if TYPE_CHECKING:
     from ruamel.yaml.nodes import Node
@@ -28,6 +36,7 @@ _MERGE_TAG = "tag:yaml.org,2002:merge"
 _MAP_TAG = "tag:yaml.org,2002:map"
 _SEQ_TAG = "tag:yaml.org,2002:seq"
 _TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
+_INT_TAG = "tag:yaml.org,2002:int"
 _PLAIN_TAGS = frozenset("tag:yaml.org,2002:" + t for t in ("str", "int", "float", "bool", "null"))
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -40,8 +49,7 @@ _ORCHESTRATION_MARKERS = ("version", "requests", "defaults")
 def read_text(path: str) -> str:
     """The file's text, or an AcxConfigError saying why it cannot be read."""
     try:
-        with open(path, "rb") as fh:
-            data = fh.read()
+        data = read_regular_file(path)
     except FileNotFoundError:
         raise AcxConfigError(
             f"file not found: {path}",
@@ -49,8 +57,8 @@ def read_text(path: str) -> str:
             path=path,
             help="check the path (relative paths start at the working directory)",
         ) from None
-    except IsADirectoryError:
-        raise AcxConfigError(f"{path} is a directory, not a file", code="E0215", path=path) from None
+    except InputFileError as exc:
+        raise input_file_error(AcxConfigError, exc) from None
     except OSError as exc:
         raise AcxConfigError(f"cannot read {path}: {exc.strerror}", code="E0215", path=path) from None
     try:
@@ -128,6 +136,8 @@ def parse_yaml_text(text: str, path: str) -> SourceDoc:
 def _check_json(text: str, path: str) -> None:
     try:
         json.loads(text)
+    except (RecursionError, MemoryError):
+        return  # too deep for the JSON module: the YAML pass reports the depth limit with its place
     except json.JSONDecodeError as exc:
         raise AcxConfigError(
             f"JSON syntax error: {exc.msg}",
@@ -135,19 +145,83 @@ def _check_json(text: str, path: str) -> None:
             span=Span(path, exc.lineno, exc.colno),
             help="fix the JSON syntax at this position (trailing commas and comments are not JSON)",
         ) from None
+    except ValueError:
+        return  # an integer too long to convert: the YAML pass reports it with its place
 
 
 def _compose(text: str, path: str) -> Node | None:
     from ruamel.yaml import YAML
+    from ruamel.yaml.composer import MaxDepthExceededError
     from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
     yaml = YAML(typ="safe", pure=True)
+    yaml.max_depth = MAX_NESTING_DEPTH  # the composer recurses per level: stop long before Python does
     try:
-        return yaml.compose(text)  # type: ignore[no-any-return]
+        node = yaml.compose(text)
+    except MaxDepthExceededError as exc:
+        mark = exc.problem_mark
+        raise AcxConfigError(
+            f"lists and mappings nest more than {MAX_NESTING_DEPTH} levels deep",
+            code="E0219",
+            span=Span(path, mark.line + 1, mark.column + 1) if mark is not None else Span(path, 1, 1),
+            help=f"the nesting limit is {MAX_NESTING_DEPTH} levels (docs/errors.md#E0219); flatten the structure",
+        ) from None
     except MarkedYAMLError as exc:
         raise _syntax_error(exc, path) from None
     except YAMLError as exc:  # unmarked: rare (reader errors)
         raise AcxConfigError(f"YAML error: {exc}", code="E0201", span=Span(path, 1, 1)) from None
+    if node is not None:
+        _check_expansion(node, path)
+    return node  # type: ignore[no-any-return]
+
+
+def _check_expansion(root: Node, path: str) -> None:
+    """Refuse a recursive alias (a node that contains itself) and an alias bomb (aliases that
+    expand past MAX_EXPANDED_NODES values), before anything is expanded: sizes are counted once
+    per distinct node, so the check costs the size of the text, not of the expansion."""
+    from ruamel.yaml.nodes import CollectionNode
+
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+
+    def size(node: Node) -> int:
+        key = id(node)
+        known = sizes.get(key)
+        if known is not None:
+            return known
+        if not isinstance(node, CollectionNode):
+            return 1
+        if key in open_nodes:
+            anchor = f" `&{node.anchor}`" if getattr(node, "anchor", None) else ""
+            raise AcxConfigError(
+                f"recursive alias: the node anchored here{anchor} contains an alias of itself",
+                code="E0219",
+                span=_mark_span(path, node),
+                help="an alias may only refer to a node that is complete; remove the self-reference",
+            )
+        open_nodes.add(key)
+        total = 1
+        for item in node.value:
+            for part in item if isinstance(item, tuple) else (item,):
+                total += size(part)
+                if total > MAX_EXPANDED_NODES:
+                    raise AcxConfigError(
+                        f"aliases expand this document past {MAX_EXPANDED_NODES:,} values",
+                        code="E0219",
+                        span=_mark_span(path, part),
+                        help=f"a document expands to at most {MAX_EXPANDED_NODES:,} values (docs/errors.md#E0219); "
+                        "repeat less through aliases and merge keys",
+                    )
+        open_nodes.discard(key)
+        sizes[key] = total
+        return total
+
+    size(root)
+
+
+def _mark_span(path: str, node: Node) -> Span:
+    mark = node.start_mark
+    return Span(path, mark.line + 1, mark.column + 1)
 
 
 def _syntax_error(exc: Any, path: str) -> AcxConfigError:
@@ -237,6 +311,16 @@ class _Builder:
             return str(node.value)
         if node.tag not in _PLAIN_TAGS:
             self.unsupported_tag(node)
+            return None
+        if node.tag == _INT_TAG and len(str(node.value)) > MAX_INT_DIGITS:
+            self.diagnostics.append(
+                Diagnostic(
+                    code="E0219",
+                    message=f"an integer of {len(str(node.value)):,} characters (the limit is {MAX_INT_DIGITS} digits)",
+                    span=self.span(node),
+                    help="no acx field takes a number this large; quote it if it is meant as text",
+                )
+            )
             return None
         value = self._constructor.construct_object(node, deep=True)
         if isinstance(value, str):

@@ -13,6 +13,7 @@ path is recorded, never its content.
 from __future__ import annotations
 
 import math
+import os
 import re
 import tomllib
 from collections.abc import Mapping
@@ -22,6 +23,15 @@ from typing import Any
 from acx.components._toml_spans import TomlLocator
 from acx.diagnostics import Span
 from acx.errors import AcxPlanError
+from acx.inputs import (
+    MAX_INT_DIGITS,
+    MAX_NESTING_DEPTH,
+    MAX_TASK_FILE_BYTES,
+    InputFileError,
+    file_kind,
+    input_file_error,
+    read_regular_file,
+)
 from acx.ir import (
     ArtifactCollectCommand,
     ArtifactSpec,
@@ -82,24 +92,95 @@ def load_harbor_task(task_dir: str | Path, *, solution_env_for_agent: bool = Fal
     toml_path = root / "task.toml"
     _check_layout(root)
     text = _read_text(toml_path)
+    _check_toml_nesting(text, toml_path)
     try:
         raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        line, col = _toml_error_pos(str(exc))
-        raise AcxPlanError(
-            f"task.toml is not valid TOML: {_strip_pos(str(exc))}",
-            code="E0411",
-            span=Span(str(toml_path), line, col),
-            help="fix the TOML syntax (https://toml.io), or move the task directory out of the dataset",
-        ) from None
+    except RecursionError:  # nested tables/arrays the bracket scan could not see (dotted keys)
+        raise _toml_limit(toml_path, 1, 1, f"task.toml nests more than {MAX_NESTING_DEPTH} levels deep") from None
+    except ValueError as exc:
+        if isinstance(exc, tomllib.TOMLDecodeError):
+            raise _toml_syntax_error(exc, toml_path) from None
+        # Python refuses to convert integers of more than 4,300 digits.
+        m = re.search(rf"[0-9_]{{{MAX_INT_DIGITS + 1},}}", text)
+        line, col = _line_col(text, m.start() if m else 0)
+        raise _toml_limit(toml_path, line, col, f"an integer of more than {MAX_INT_DIGITS} digits") from None
+    _check_toml_values(raw, toml_path, text)
+    return _mapped(root, raw, toml_path, text, solution_env_for_agent)
+
+
+def _toml_syntax_error(exc: Exception, toml_path: Path) -> AcxPlanError:
+    line, col = _toml_error_pos(str(exc))
+    return AcxPlanError(
+        f"task.toml is not valid TOML: {_strip_pos(str(exc))}",
+        code="E0411",
+        span=Span(str(toml_path), line, col),
+        help="fix the TOML syntax (https://toml.io), or move the task directory out of the dataset",
+    )
+
+
+def _toml_limit(toml_path: Path, line: int, col: int, what: str) -> AcxPlanError:
+    return AcxPlanError(
+        what,
+        code="E0219",
+        span=Span(str(toml_path), line, col),
+        help="task files have input limits (docs/errors.md#E0219); no Harbor field needs this",
+    )
+
+
+def _line_col(text: str, offset: int) -> tuple[int, int]:
+    return text.count("\n", 0, offset) + 1, offset - (text.rfind("\n", 0, offset) + 1) + 1
+
+
+#: Brackets outside strings and comments (multi-line strings first, so their brackets are skipped).
+_TOML_TOKENS = re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\'|#[^\n]*|[\[\]{}]')
+
+
+def _check_toml_nesting(text: str, toml_path: Path) -> None:
+    """tomllib recurses per nesting level: refuse deep arrays/inline tables first, with a place."""
+    depth = 0
+    for m in _TOML_TOKENS.finditer(text):
+        c = m.group()
+        if c in "[{":
+            depth += 1
+            if depth > MAX_NESTING_DEPTH:
+                line, col = _line_col(text, m.start())
+                raise _toml_limit(toml_path, line, col, f"task.toml nests more than {MAX_NESTING_DEPTH} levels deep")
+        elif c in "]}":
+            depth -= 1
+
+
+def _check_toml_values(raw: Any, toml_path: Path, text: str) -> None:
+    """Refuse what parsed but is unbounded to process: tables nested past the limit through
+    dotted keys, and huge integers (hex/octal/binary literals escape Python's digit limit)."""
+    stack: list[tuple[Any, int, str]] = [(raw, 0, "")]
+    while stack:
+        value, depth, path = stack.pop()
+        if depth > MAX_NESTING_DEPTH:
+            raise _toml_limit(
+                toml_path, 1, 1, f"task.toml nests more than {MAX_NESTING_DEPTH} levels deep (`{path[:80]}`)"
+            )
+        if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 3 * MAX_INT_DIGITS:
+            pos = TomlLocator(text).position_of(path)
+            line, col = (pos[0], pos[1]) if pos is not None else (1, 1)
+            raise _toml_limit(toml_path, line, col, f"an integer of more than {MAX_INT_DIGITS} digits (`{path}`)")
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1, f"{path}.{k}" if path else str(k)) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1, f"{path}.{i}" if path else str(i)) for i, v in enumerate(value))
+
+
+def _mapped(root: Path, raw: dict[str, Any], toml_path: Path, text: str, solution_env_for_agent: bool) -> TaskSpec:
     ctx = _Ctx(toml_path, text)
     return _map_task(root, raw, ctx, solution_env_for_agent=solution_env_for_agent)
 
 
 def _read_text(path: Path) -> str:
-    """A task file as UTF-8 text (a leading BOM dropped); unreadable → E0410 naming the file."""
+    """A task file as UTF-8 text (a leading BOM dropped); unreadable → E0410 naming the file,
+    not a regular file → E0218, above MAX_TASK_FILE_BYTES → E0219."""
     try:
-        data = path.read_bytes()
+        data = read_regular_file(path, max_bytes=MAX_TASK_FILE_BYTES)
+    except InputFileError as exc:
+        raise input_file_error(AcxPlanError, exc) from None
     except OSError as exc:
         raise AcxPlanError(
             f"cannot read {path}: {exc.strerror}", code="E0410", path=str(path), help="make the file readable"
@@ -128,6 +209,17 @@ def _check_layout(root: Path) -> None:
             path=str(root),
             help="point `benchmark.path` at a task directory or a directory of task directories",
         )
+    _check_confined(root)
+    for name in _TASK_FILES:
+        path = root / name
+        if path.exists() and not path.is_file():  # a FIFO would hang the read: refuse it first
+            kind = file_kind(path.stat().st_mode)
+            raise AcxPlanError(
+                f"{path} is {kind}, not a regular file",
+                code="E0218",
+                path=str(path),
+                help="name a regular file; acx never reads directories, FIFOs, sockets or devices as input",
+            )
     missing = [n for n in ("task.toml", "instruction.md") if not (root / n).is_file()]
     if not (root / "tests" / "test.sh").is_file() and not (root / "tests" / "test.bat").is_file():
         missing.append("tests/test.sh")
@@ -147,6 +239,45 @@ def _check_layout(root: Path) -> None:
             help="give the task a single-container environment/Dockerfile or docker_image, "
             "or leave it out (task_names, sample_ids or --tasks)",
         )
+
+
+#: The files and directories of a task acx reads, uploads or builds from.
+_TASK_FILES = ("task.toml", "instruction.md")
+_TASK_DIRS = ("tests", "environment", "solution")
+
+
+def _check_confined(root: Path) -> None:
+    """Everything a task uses must resolve inside its directory (issue 11 item 10): a symlinked
+    ``instruction.md`` would put a host file into the prompt and the results, a symlinked
+    ``tests/`` (or a link inside it) would upload host files into the verifier, a symlinked
+    ``task.toml`` would echo host file lines in error frames. Checked before any file is read."""
+    base = os.path.realpath(root)
+
+    def inside(real: str) -> bool:
+        return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
+
+    def refuse(path: Path | str) -> AcxPlanError:
+        return AcxPlanError(
+            f"{path} is a symbolic link that resolves outside the task directory {root}",
+            code="E0414",
+            path=str(path),
+            help="a Harbor task may only use files inside its own directory: copy the file into "
+            "the task instead of linking to it",
+        )
+
+    for name in (*_TASK_FILES, *_TASK_DIRS):
+        used = root / name
+        if os.path.lexists(used) and not inside(os.path.realpath(used)):
+            raise refuse(used)
+    for name in _TASK_DIRS:
+        top = root / name
+        if not top.is_dir():
+            continue
+        for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
+            for entry in (*dirnames, *filenames):
+                full = os.path.join(dirpath, entry)
+                if os.path.islink(full) and not inside(os.path.realpath(full)):
+                    raise refuse(full)
 
 
 def _toml_error_pos(message: str) -> tuple[int, int]:

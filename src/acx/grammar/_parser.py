@@ -33,6 +33,14 @@ from acx.diagnostics import Diagnostic, Span, not_utf8
 from acx.errors import AcxInternalError, AcxSyntaxError
 from acx.grammar import _ast as A
 from acx.grammar._errors import translate
+from acx.inputs import (
+    MAX_ACX_BYTES,
+    MAX_INT_DIGITS,
+    MAX_NESTING_DEPTH,
+    InputFileError,
+    input_file_error,
+    read_regular_file,
+)
 
 __all__ = [
     "DURATION_UNITS",
@@ -74,14 +82,35 @@ class _ParseState(threading.local):
     comments: list[Token] | None = None
     file: str = "<string>"
     diagnostics: list[Diagnostic] | None = None
+    depth: int = 0
 
 
 _STATE = _ParseState()
 
 
+class _TooDeep(Exception):
+    """Raised by the lexer when brackets nest past MAX_NESTING_DEPTH (before any tree is built)."""
+
+    def __init__(self, token: Token) -> None:
+        self.token = token
+
+
 def _collect_comment(token: Token) -> Token:
     if _STATE.comments is not None:
         _STATE.comments.append(token)
+    return token
+
+
+def _open_bracket(token: Token) -> Token:
+    # The AST builder and the lowering recurse per nesting level: bound the depth while lexing.
+    _STATE.depth += 1
+    if _STATE.depth > MAX_NESTING_DEPTH:
+        raise _TooDeep(token)
+    return token
+
+
+def _close_bracket(token: Token) -> Token:
+    _STATE.depth -= 1
     return token
 
 
@@ -104,7 +133,11 @@ def _lark() -> Lark:
         "parser": "lalr",
         "lexer": "contextual",
         "maybe_placeholders": False,
-        "lexer_callbacks": {"COMMENT": _collect_comment},
+        "lexer_callbacks": {
+            "COMMENT": _collect_comment,
+            **dict.fromkeys(("LBRACE", "LSQB", "LPAR"), _open_bracket),
+            **dict.fromkeys(("RBRACE", "RSQB", "RPAR"), _close_bracket),
+        },
         # The AST is built during the LALR parse (no intermediate tree), and every node's span
         # runs from its first to its last token, which the grammar keeps (named terminals).
         # That replaces lark's propagate_positions: same spans, half the parse time.
@@ -130,12 +163,12 @@ def _pattern_of(name: str) -> str | None:
 
 def _plain_parse(text: str) -> Any:
     """Parse without recovery or comment collection (the syntax-error catalog replays examples)."""
-    saved = (_STATE.comments, _STATE.file, _STATE.diagnostics)
-    _STATE.comments, _STATE.file, _STATE.diagnostics = None, "<example>", []
+    saved = (_STATE.comments, _STATE.file, _STATE.diagnostics, _STATE.depth)
+    _STATE.comments, _STATE.file, _STATE.diagnostics, _STATE.depth = None, "<example>", [], 0
     try:
         return _lark().parse(text)
     finally:
-        _STATE.comments, _STATE.file, _STATE.diagnostics = saved
+        _STATE.comments, _STATE.file, _STATE.diagnostics, _STATE.depth = saved
 
 
 #: Catalog label → the token whose insertion repairs the mistake (safe: nothing else changes).
@@ -183,11 +216,19 @@ def parse(text: str, file: str = "<string>") -> A.Module:
     recovery = _Recovery(file, text)
     comments: list[Token] = []
     string_errors: list[Diagnostic] = []
-    _STATE.comments, _STATE.file, _STATE.diagnostics = comments, file, string_errors
+    _STATE.comments, _STATE.file, _STATE.diagnostics, _STATE.depth = comments, file, string_errors, 0
     body: tuple[A.Stmt, ...] | None
     try:
         # With an inline transformer, lark returns what `start` returns (typed as a Tree).
         body = _lark().parse(text, on_error=recovery)  # type: ignore[assignment]
+    except _TooDeep as exc:
+        raise AcxSyntaxError(
+            f"lists, maps, blocks and calls nest more than {MAX_NESTING_DEPTH} levels deep",
+            code="E0219",
+            span=_tok_span(file, exc.token),
+            help=f"the nesting limit is {MAX_NESTING_DEPTH} levels (docs/errors.md#E0219); "
+            "flatten the structure (name inner parts with `let`)",
+        ) from None
     except UnexpectedInput as exc:
         if id(exc) not in recovery.seen:
             recovery.record(exc)
@@ -219,7 +260,9 @@ def read_source(path: str, *, at: Span | None = None) -> str:
     ``at``: where the file was asked for (an import), shown as the error's span; a file that is
     not UTF-8 is blamed at the line and column of its first undecodable byte instead."""
     try:
-        data = Path(path).read_bytes()
+        data = read_regular_file(path, max_bytes=MAX_ACX_BYTES)
+    except InputFileError as exc:
+        raise input_file_error(AcxSyntaxError, exc, span=at) from None
     except FileNotFoundError:
         raise AcxSyntaxError(
             f"file not found: {path}",
@@ -227,10 +270,6 @@ def read_source(path: str, *, at: Span | None = None) -> str:
             span=at,
             path=path,
             help="check the path (relative to the working directory)",
-        ) from None
-    except IsADirectoryError:
-        raise AcxSyntaxError(
-            f"{path} is a directory, not an .acx file", code="E0120", span=at, path=path, help="name a .acx file"
         ) from None
     except OSError as exc:
         raise AcxSyntaxError(
@@ -374,6 +413,14 @@ class _AstBuilder(Transformer[Token, Any]):
     def number(self, children: list[Any]) -> A.Num:
         tok = children[0]
         text = str(tok)
+        if len(text.lstrip("-")) > MAX_INT_DIGITS and not any(c in text for c in ".eE"):
+            self._error(
+                "E0219",
+                f"an integer of {len(text):,} digits (the limit is {MAX_INT_DIGITS})",
+                _tok_span(self.file, tok),
+                "no acx field takes a number this large; quote it if it is meant as text",
+            )
+            return A.Num(0, _tok_span(self.file, tok))
         value: int | float = float(text) if any(c in text for c in ".eE") else int(text)
         return A.Num(value, _tok_span(self.file, tok))
 

@@ -10,6 +10,7 @@ Blank lines are skipped. The answer is the publishable reference answer (``groun
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -21,6 +22,7 @@ from acx.components.benchmarks import apply_n_tasks, select_by_sample_ids
 from acx.components.benchmarks._exact_match_runtime import ExactMatchRuntime
 from acx.diagnostics import Span
 from acx.errors import AcxPlanError
+from acx.inputs import MAX_DATASET_BYTES, MAX_NESTING_DEPTH, InputFileError, input_file_error, read_regular_file
 from acx.ir import BenchmarkPlan, MetricContract, RunRequest, TaskSpec
 
 __all__ = ["ExactMatchBenchmark", "load_exact_match_dataset"]
@@ -42,7 +44,9 @@ class ExactMatchBenchmark(ExactMatchRuntime, BaseBenchmark):
     config: ExactMatchConfig
 
     def dataset_path(self) -> Path:
-        path = Path(self.config.dataset).expanduser()
+        # os.path.expanduser leaves `~nosuchuser/x` as it is (Path.expanduser raises): the
+        # path then simply does not exist (E0401).
+        path = Path(os.path.expanduser(self.config.dataset))
         return path if path.is_absolute() else self.base_dir / path
 
     def load_tasks(self, req: RunRequest) -> list[TaskSpec]:
@@ -74,7 +78,11 @@ def _bad(path: Path, line: int, message: str, help: str, code: str = "E0402") ->
 def load_exact_match_dataset(path: Path) -> list[TaskSpec]:
     """Read a JSONL dataset; every malformed record is an error with file:line (B4: stable ids)."""
     try:
-        data = path.read_bytes()
+        data = read_regular_file(path, max_bytes=MAX_DATASET_BYTES)
+    except InputFileError as exc:
+        raise input_file_error(
+            AcxPlanError, exc, what="exact_match dataset ", path="benchmark.params.dataset"
+        ) from None
     except FileNotFoundError:
         secret = "${" in path.name and path.name.endswith("}")
         raise AcxPlanError(
@@ -117,6 +125,20 @@ def load_exact_match_dataset(path: Path) -> list[TaskSpec]:
     return tasks
 
 
+def _depth_exceeds(value: Any, limit: int) -> bool:
+    """True when ``value`` nests lists/dicts deeper than ``limit`` (iterative: no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return False
+
+
 def _task(path: Path, source: str, lineno: int, raw: bytes, seen: dict[str, int]) -> TaskSpec:
     try:
         record = _DECODER.decode(raw)
@@ -124,6 +146,22 @@ def _task(path: Path, source: str, lineno: int, raw: bytes, seen: dict[str, int]
         raise _bad(
             path, lineno, f"line {lineno} is not valid JSON: {exc}", "each line must be one JSON object"
         ) from None
+    except RecursionError:  # the decoder recurses per nesting level
+        raise _bad(
+            path,
+            lineno,
+            f"line {lineno} nests JSON arrays or objects too deeply",
+            f"records may nest at most about {MAX_NESTING_DEPTH} levels (docs/errors.md#E0219)",
+            code="E0219",
+        ) from None
+    if _depth_exceeds(record, MAX_NESTING_DEPTH):
+        raise _bad(
+            path,
+            lineno,
+            f"line {lineno} nests JSON arrays or objects more than {MAX_NESTING_DEPTH} levels deep",
+            f"records may nest at most {MAX_NESTING_DEPTH} levels (docs/errors.md#E0219)",
+            code="E0219",
+        )
     if not isinstance(record, dict):
         raise _bad(
             path,

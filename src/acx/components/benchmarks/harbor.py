@@ -15,6 +15,7 @@ driver with an isolated filesystem (``--env docker``).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -47,7 +48,7 @@ class HarborBenchmark(HarborRuntime, BaseBenchmark):
     config: HarborConfig
 
     def tasks_path(self) -> Path:
-        path = Path(self.config.path).expanduser()
+        path = Path(os.path.expanduser(self.config.path))  # `~nosuchuser` stays as written (E0410)
         return path if path.is_absolute() else self.base_dir / path
 
     def load_tasks(self, req: RunRequest) -> list[TaskSpec]:
