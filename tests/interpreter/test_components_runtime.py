@@ -166,7 +166,9 @@ def test_command_harness_answer_file_timeout_and_exit_code() -> None:
     assert c.final_answer is None and "output_missing" in [i.code for i in c.issues]
 
 
-def test_command_harness_resolves_api_key_only_in_the_call(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_command_harness_gets_the_gateway_never_the_key(monkeypatch: pytest.MonkeyPatch) -> None:  # contract M4
+    from acx.models import Endpoint, Gateway, Role, use_session
+
     monkeypatch.setenv("TEST_MODEL_KEY", "sk-test-123456")
     seen: dict[str, str] = {}
 
@@ -174,17 +176,29 @@ def test_command_harness_resolves_api_key_only_in_the_call(monkeypatch: pytest.M
         seen.update(proc.env)
         return 0
 
-    req = msgspec.structs.replace(REQ, model=ModelSpec(id="m", api_key="${TEST_MODEL_KEY}"))
+    req = msgspec.structs.replace(
+        REQ, model=ModelSpec(id="m", base_url="http://llm.invalid/v1", api_key="${TEST_MODEL_KEY}")
+    )
     driver = FakeDriver(programs={"agent": agent})
 
     async def go() -> None:
-        s = await _session(driver)
-        await CommandHarness(CommandHarnessConfig(command=["agent"])).execute_task(
-            None, s, PreparedTask(task_id="t"), req, _plan()
+        gw = Gateway(
+            {"agent": Role("agent", Endpoint(base_url="http://llm.invalid/v1", model="m", api_key="sk-test-123456"))}
         )
+        async with trio.open_nursery() as n:
+            await gw.start(n)
+            s = await _session(driver)
+            models = gw.open_session("t")
+            with use_session(models):
+                await CommandHarness(CommandHarnessConfig(command=["agent"])).execute_task(
+                    None, s, PreparedTask(task_id="t"), req, _plan()
+                )
+            await gw.aclose()
 
     trio.run(go)
-    assert seen["ACX_MODEL_API_KEY"] == "sk-test-123456"
+    assert "sk-test-123456" not in "".join(seen.values())
+    assert seen["OPENAI_API_KEY"].startswith("acx-gw-") and seen["ACX_MODEL_API_KEY"] == seen["OPENAI_API_KEY"]
+    assert seen["OPENAI_BASE_URL"].startswith("http://127.0.0.1:") and "llm.invalid" not in seen["OPENAI_BASE_URL"]
     assert req.model.api_key == "${TEST_MODEL_KEY}"  # the request keeps the reference (V4)
 
 

@@ -230,5 +230,15 @@ def test_explain_chains_show_recipes_and_the_model_endpoint(
     )
     assert main(["explain", str(model), "m", "run_network_policy", "--task", "q0"]) == 0
     out = capsys.readouterr().out
-    assert '"network_mode": "allowlist", "allowed_hosts": ["llm.internal:8080"]' in out.splitlines()[0]
-    assert "model endpoint (harness calls the model)" in out and '{"network_mode": "no-network"}' in out
+    # openai_chat calls the model from the host: the sandbox policy is not widened (P6)
+    assert '"network_mode": "no-network"' in out.splitlines()[0] and "llm.internal" not in out
+    agent = tmp_path / "a.yaml"
+    agent.write_text(
+        "version: 1\nrequests:\n  - name: a\n    model: {id: gpt, base_url: 'http://llm.internal:8080/v1'}\n"
+        "    benchmark: {id: exact_match, dataset: data.jsonl}\n    harness: {id: command, command: agent}\n"
+        "    environment: {id: docker, run_network_policy: no-network}\n"
+    )
+    assert main(["explain", str(agent), "a", "run_network_policy", "--task", "q0"]) == 0
+    out = capsys.readouterr().out
+    assert '"network_mode": "allowlist", "allowed_hosts": ["acx-model-gateway"]' in out.splitlines()[0]
+    assert "model gateway (the agent in the sandbox calls the model through it)" in out and "llm.internal" not in out

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import pytest
 
 import acx.ir as ir
@@ -232,31 +234,40 @@ def test_legacy_harness_env_rejected() -> None:  # contract V4
         )
 
 
-def test_model_endpoint_allowed_under_restricted_egress() -> None:  # contract P6 (model endpoint)
+def test_host_side_harness_gets_no_sandbox_egress() -> None:  # contract P6 (model calls from the host)
     h = ModelHarness(HarnessConfig())
     model = {"id": "m", "base_url": "https://llm.example.com:8443/v1"}
-    rp = make_plan(harness=h, model=model, environment={"run_network_policy": NO_NET})
-    d = rp.plan_attempt_detailed(task(), 1)
+    d = make_plan(harness=h, model=model, environment={"run_network_policy": NO_NET}).plan_attempt_detailed(task(), 1)
+    assert d.plan.run_network_policy == ir.NetworkPolicy(network_mode="no-network")
+    assert all(c.layer != "planner" for c in d.provenance["run_network_policy"])
+    # the model endpoint need not even be known at planning time
+    assert plan_one(harness=h, environment={"run_network_policy": NO_NET}).run_network_policy.network_mode == (
+        "no-network"
+    )
+
+
+class SandboxModelHarness(ModelHarness):
+    id = "command"
+    calls_model: ClassVar[bool] = False
+
+    def model_location(self, req: ir.RunRequest) -> str:
+        return "sandbox"
+
+
+def test_in_sandbox_agent_gets_exactly_the_gateway() -> None:  # contract P6 (model gateway)
+    h = SandboxModelHarness(HarnessConfig())
+    model = {"id": "m", "base_url": "https://llm.example.com:8443/v1"}
+    d = make_plan(harness=h, model=model, environment={"run_network_policy": NO_NET}).plan_attempt_detailed(task(), 1)
     assert d.plan.run_network_policy == ir.NetworkPolicy(
-        network_mode="allowlist", allowed_hosts=["llm.example.com:8443"]
+        network_mode="allowlist", allowed_hosts=[ir.MODEL_GATEWAY_HOST]
     )
     chain = d.provenance["run_network_policy"]
     assert chain[-1].layer == "planner" and chain[-1].kind == "planner"
-    assert chain[-1].source == "model endpoint (harness calls the model)"
+    assert chain[-1].source == "model gateway (the agent in the sandbox calls the model through it)"
     allow = {"network_mode": "allowlist", "allowed_hosts": ["pypi.org"]}
-    p = plan_one(
-        harness=h,
-        model={"id": "m", "base_url": "http://10.0.0.5/v1"},
-        environment={"run_network_policy": allow},
-    )
-    assert p.run_network_policy.allowed_hosts == ["pypi.org", "10.0.0.5"]
-    # a harness that does not call the model gets nothing extra
-    assert (
-        plan_one(model=model, environment={"run_network_policy": NO_NET}).run_network_policy.network_mode
-        == "no-network"
-    )
-    with pytest.raises(AcxPlanError, match="model endpoint is unknown"):
-        plan_one(harness=h, environment={"run_network_policy": NO_NET})
+    p = plan_one(harness=h, model=model, environment={"run_network_policy": allow})
+    assert p.run_network_policy.allowed_hosts == ["pypi.org", ir.MODEL_GATEWAY_HOST]  # never llm.example.com
+    assert plan_one(harness=h, model=model).run_network_policy.network_mode == "public"
 
 
 def test_capability_refuses_network_mode() -> None:  # contract P7

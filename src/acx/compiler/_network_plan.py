@@ -24,7 +24,7 @@ __all__ = [
     "model_endpoint_host",
 ]
 
-MODEL_ENDPOINT_SOURCE = "model endpoint (harness calls the model)"
+MODEL_ENDPOINT_SOURCE = "model gateway (the agent in the sandbox calls the model through it)"
 _RESOURCE_FIELDS = ("cpu", "memory_mb", "storage_mb", "gpu")
 
 

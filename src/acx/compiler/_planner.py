@@ -37,7 +37,6 @@ from acx.compiler._network_plan import (
     allow_model_endpoint,
     check_capabilities,
     drop_unenforced_storage,
-    model_endpoint_host,
 )
 from acx.compiler._recipes import BaseRecipe, DeclarativeRecipeAdapter, RecipeRegistry, build_run_registry
 from acx.diagnostics import did_you_mean
@@ -45,6 +44,7 @@ from acx.drivers._specs import DriverCapabilities
 from acx.envref import referenced_names
 from acx.errors import AcxPlanError, AcxUserError
 from acx.ir import (
+    MODEL_GATEWAY_HOST,
     Contribution,
     EnvironmentSetup,
     EnvironmentSpec,
@@ -561,10 +561,15 @@ class RequestPlan:
         policy = plan.run_network_policy
         if policy is None or policy.network_mode not in ("no-network", "allowlist"):
             return plan
-        if self.request.harness.id == "none" or not getattr(self.harness, "calls_model", False):
+        if self.request.harness.id == "none":
             return plan
-        host = model_endpoint_host(self.request.model.base_url, plan.task_id)
-        new = allow_model_endpoint(policy, host)
+        location = getattr(self.harness, "model_location", lambda req: "none")(self.request)
+        # Host-side harnesses call the model from acx's process: the sandbox gets no egress for it.
+        # An agent inside the sandbox reaches models only through the run's gateway: exactly that
+        # address is allowed (bound to its real address:port when the run starts), never the model host.
+        if location != "sandbox":
+            return plan
+        new = allow_model_endpoint(policy, MODEL_GATEWAY_HOST)
         if new is policy:
             return plan
         prov.add("run_network_policy", "planner", "planner", MODEL_ENDPOINT_SOURCE, new)

@@ -115,13 +115,22 @@ class BaseHarness:
     #: Run budget used only when neither task nor benchmark gives one (T2).
     default_run_timeout_seconds: ClassVar[float | None] = None
     parallel_attempts_safe: ClassVar[bool] = False
-    #: Calls ``req.model`` (its endpoint host is allowed under restricted egress).
+    #: Calls ``req.model`` from the host (in-process, through the run's model gateway); the
+    #: sandbox gets no egress for it.
     calls_model: ClassVar[bool] = False
+    #: Protocol used when ``model.api_protocol`` is unset or ``auto``.
+    default_protocol: ClassVar[str] = "openai-chat"
 
     def __init__(self, config: HarnessConfig) -> None:
         self.config = config
 
     # ---- plan time -------------------------------------------------------------------------
+    def model_location(self, req: RunRequest) -> str:
+        """Where this harness calls models from: ``"host"`` (in-process, through the gateway; no
+        sandbox egress), ``"sandbox"`` (an agent inside the sandbox calls the gateway's HTTP
+        endpoint; the planner allows exactly the gateway under restricted egress) or ``"none"``."""
+        return "host" if self.calls_model else "none"
+
     def build_plan(self, task: TaskSpec, req: RunRequest) -> HarnessPlan:
         return HarnessPlan(
             inject_network_restriction_notice=self.config.inject_network_restriction_notice,

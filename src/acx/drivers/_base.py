@@ -377,6 +377,11 @@ class Driver(ABC):
         removed). Nothing by default."""
         return []
 
+    async def model_gateway_address(self) -> str | None:
+        """The host address this driver's sandboxes reach the run's model gateway at; ``None`` =
+        loopback (sandboxes that share the host's network, like host_process)."""
+        return None
+
     async def list_sessions(self, labels: Mapping[str, str] | None = None) -> list[SessionRecord]:
         """Sandboxes created by acx that still exist (open, crashed or kept), optionally only
         those whose labels include ``labels`` (at least ``acx.run_id`` is honoured). A driver that

@@ -42,6 +42,7 @@ from acx.interpreter._events import ProgressEvent
 from acx.interpreter._fs import PRIVATE, atomic_write_json, task_dir_name
 from acx.interpreter._limits import Limits
 from acx.interpreter._metrics import validate_observations
+from acx.interpreter._models import merge_into_result, session_scope
 from acx.interpreter._store import RunStore
 from acx.ir import (
     EnvironmentSpec,
@@ -92,6 +93,12 @@ class RequestContext:
     rng: random.Random = field(default_factory=random.Random)
     scrub: Scrubber = field(default_factory=Scrubber)
     live_sessions: set[str] = field(default_factory=set)
+    #: The run's model gateway (``acx.interpreter._models.RunModels``) when the harness calls models.
+    models: Any = None
+
+    def bind_policy(self, policy: NetworkPolicy) -> NetworkPolicy:
+        """A plan policy as the driver applies it (the model gateway's real address bound in)."""
+        return self.models.bind_policy(policy) if self.models is not None else policy
 
     def emit(self, event: str, **fields: Any) -> None:
         self.emit_event(
@@ -362,7 +369,7 @@ class AttemptRunner:
             labels=labels,
             setup=env.setup,
             resources=resources or env.resources,
-            network_policy=policy,
+            network_policy=ctx.bind_policy(policy),
             startup_env=startup_env,
             build_context=self.task.metadata.get("environment_dir") if isinstance(self.task.metadata, dict) else None,
             state_dir=self.ctx.store.attempt_dir_str(self.task.task_id, self.attempt),
@@ -454,7 +461,7 @@ class AttemptRunner:
         if policy is None or policy == current:
             return current
         try:
-            await session.set_network_policy(policy)
+            await session.set_network_policy(self.ctx.bind_policy(policy))
         except Exception as exc:
             t.add("fatal", phase, "network_policy_failed", self._msg(exc))
             raise _Abort from exc
@@ -519,8 +526,9 @@ class AttemptRunner:
         partial: RunResult | None = None
         watchdog = None if T is None else T + plan.run_timer_compensation_seconds
         self.phase("run_harness")
+        models = ctx.models.open(self.task.task_id, self.attempt, t.number) if ctx.models is not None else None
         try:
-            with _deadline(watchdog) as scope, session.env_scope(self.run_env):
+            with _deadline(watchdog) as scope, session.env_scope(self.run_env), session_scope(models):
                 try:
                     partial = await harness.execute_task(state, session, t.prepared, req, plan)
                 except Exception as exc:  # a sandbox that died keeps its own code (sandbox_stopped)
@@ -557,8 +565,12 @@ class AttemptRunner:
                         await harness.close_session(state, session)
                     except Exception as exc:
                         t.add("warning", "cleanup", "harness_cleanup_failed", self._msg(exc))
+            if models is not None:
+                models.close()  # its tokens die with the harness: nothing in the sandbox can call on
         # An empty answer is the benchmark's to judge, not an infrastructure error.
         t.result = partial or RunResult(task_id=self.task.task_id)
+        if models is not None:
+            t.result = merge_into_result(t.result, models, self.attempt_dir, ctx.scrub)
 
     async def _collect_artifacts(self, t: _Try, session: Session) -> None:
         try:

@@ -249,6 +249,9 @@ class _RequestRun:
         self.error: str | None = None
         self.crashed: list[str] = []
         self.done = trio.Event()
+        #: Why the run stopped dispatching tasks (its max_cost_usd reached), and what it left.
+        self.stopped: str | None = None
+        self.not_run: list[str] = []
         self._log_handler: logging.Handler | None = None
         self._kept_info: dict[str, Any] | None = None
 
@@ -530,6 +533,42 @@ class _RequestRun:
             finished.add(task_id)
         return finished
 
+    # ---- the model gateway ----------------------------------------------------------------------
+    async def start_models(self, nursery: trio.Nursery) -> bool:
+        """Start the run's model gateway when the harness calls models; ``False`` (with the
+        request's error set) when the model configuration cannot be used."""
+        from acx.errors import AcxUserError
+        from acx.interpreter._models import RunModels
+
+        req = self.ctx.request
+        if not RunModels.needed(req, self.prog.harness):
+            return True
+        models = None
+        try:
+            models = RunModels(req, self.prog.harness, self.ctx.environ, str(self.store.run_dir), self._stop)
+            await models.start(nursery, self.prog.driver)
+        except (AcxUserError, OSError) as exc:
+            if models is not None:
+                await models.aclose()
+            self.error = self.ctx.scrub(f"the model gateway could not start: {getattr(exc, 'message', None) or exc}")
+            log.error("%s", self.error, extra={"request": self.prog.name})
+            return False
+        self.ctx.models = models
+        return True
+
+    async def stop_models(self) -> None:
+        models, self.ctx.models = self.ctx.models, None
+        if models is not None:
+            with trio.CancelScope(shield=True):
+                await models.aclose()
+
+    def _stop(self, message: str) -> None:
+        """The run's max_cost_usd is reached: dispatch no more tasks (those running finish; their
+        further model calls are refused)."""
+        if self.stopped is None:
+            self.stopped = message
+            log.warning("run stopped: %s", message, extra={"request": self.prog.name})
+
     # ---- finishing ---------------------------------------------------------------------------
     def finish(self, status: str) -> RequestOutcome:
         prog = self.prog
@@ -551,8 +590,17 @@ class _RequestRun:
         if status == "completed" and report.evaluation_failed:
             status = "failed"
             self.error = f"final FATAL issues invalidate the score; results: {self.store.run_dir}"
+        if self.stopped is not None:
+            status = "failed"
+            self.error = f"run stopped: {self.stopped}; {len(self.not_run)} task(s) not run"
         finished_at = _iso()
-        self.store.write_json("metrics.json", report.to_json())
+        from acx.interpreter._models import render_usage, usage_summary
+
+        usage = usage_summary(ordered)
+        metrics_json = report.to_json()
+        if usage is not None:
+            metrics_json = {**metrics_json, "model_usage": usage}
+        self.store.write_json("metrics.json", metrics_json)
         header = {
             "run_id": self.store.run_id,
             "request": prog.name,
@@ -564,7 +612,12 @@ class _RequestRun:
             "started_at": self.started_at,
             "finished_at": finished_at,
         }
-        self.store.write_text("summary.md", render_summary(report, header))
+        summary_md = render_summary(report, header)
+        if usage is not None:
+            summary_md = summary_md.rstrip("\n") + "\n" + render_usage(usage)
+        if self.stopped is not None:
+            summary_md = summary_md.rstrip("\n") + f"\n\n**{self.error}**\n"
+        self.store.write_text("summary.md", summary_md)
         self._write_run_info(
             status,
             finished_at=finished_at,
@@ -611,13 +664,17 @@ def tasks_hash(tasks: Sequence[TaskSpec]) -> str:
 def _model_secrets(model: Any, environ: Mapping[str, str]) -> list[str]:
     """The model's API key as the harness will resolve it: an agent that prints it does not get it
     into the result files."""
-    ref = getattr(model, "api_key", None)
-    if not isinstance(ref, str):
-        return []
-    try:
-        return [resolve_value(ref, environ)]
-    except MissingEnvError:  # refused by the preflight before anything runs
-        return []
+    refs = [getattr(model, "api_key", None)]
+    refs += [getattr(r, "api_key", None) for r in (getattr(model, "roles", None) or {}).values()]
+    out = []
+    for ref in refs:
+        if not isinstance(ref, str):
+            continue
+        try:
+            out.append(resolve_value(ref, environ))
+        except MissingEnvError:  # refused by the preflight before anything runs
+            continue
+    return out
 
 
 def _result_json(result: RunResult, prog: RequestProgram, scrub: Scrubber | None = None) -> dict[str, Any]:
@@ -859,12 +916,26 @@ async def run_orchestration(
                             free_slot()
 
                     async def run_request(r: _RequestRun, tasks: list[TaskSpec], handed: trio.Event) -> None:
-                        async with trio.open_nursery() as rn:
-                            for task in tasks:
-                                await slots.acquire()
-                                rn.start_soon(task_slot, r, task)
+                        ok = False
+                        try:
+                            async with trio.open_nursery() as gateway_nursery:
+                                if await r.start_models(gateway_nursery):
+                                    ok = True
+                                    try:
+                                        async with trio.open_nursery() as rn:
+                                            for task in tasks:
+                                                if r.stopped is not None:
+                                                    r.not_run.append(task.task_id)
+                                                    continue
+                                                await slots.acquire()
+                                                rn.start_soon(task_slot, r, task)
+                                            handed.set()
+                                    finally:
+                                        await r.stop_models()
+                        finally:
                             handed.set()
-                        r.done.set()
+                        if ok and r.stopped is None:
+                            r.done.set()
 
                     nursery.start_soon(run_request, run, pending, dispatched)
                     # Declaration order: the next request starts dispatching only after this one

@@ -5,6 +5,9 @@ then ``acx run plan.json`` runs exactly what was inspected.
 """
 
 from acx.ir._common import (
+    MODEL_GATEWAY_HOST as MODEL_GATEWAY_HOST,
+)
+from acx.ir._common import (
     ArtifactCollectCommand as ArtifactCollectCommand,
 )
 from acx.ir._common import (
@@ -100,6 +103,15 @@ from acx.ir._request import (
     HarnessSpec as HarnessSpec,
 )
 from acx.ir._request import (
+    ModelLimits as ModelLimits,
+)
+from acx.ir._request import (
+    ModelPrice as ModelPrice,
+)
+from acx.ir._request import (
+    ModelRoleSpec as ModelRoleSpec,
+)
+from acx.ir._request import (
     ModelSpec as ModelSpec,
 )
 from acx.ir._request import (
@@ -124,6 +136,7 @@ from acx.ir._result import status_from_issues as status_from_issues
 
 __all__ = [
     "ENVIRONMENT_SPEC_FIELDS",
+    "MODEL_GATEWAY_HOST",
     "PROGRAM_FORMAT_VERSION",
     "UNSET",
     "ArtifactCollectCommand",
@@ -147,6 +160,9 @@ __all__ = [
     "MetricContract",
     "MetricDisplay",
     "MetricSpec",
+    "ModelLimits",
+    "ModelPrice",
+    "ModelRoleSpec",
     "ModelSpec",
     "NetworkPolicy",
     "OrchestratedRun",

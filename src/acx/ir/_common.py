@@ -7,6 +7,7 @@ from typing import Annotated, Literal, TypeVar
 import msgspec
 
 __all__ = [
+    "MODEL_GATEWAY_HOST",
     "ArtifactCollectCommand",
     "ArtifactLimits",
     "ArtifactSpec",
@@ -29,6 +30,12 @@ PositiveSeconds = Annotated[float, msgspec.Meta(gt=0, description="seconds; fini
 _N = TypeVar("_N", int, float)
 #: A count or amount that cannot be negative (0 keeps the field's documented meaning).
 NonNegative = Annotated[_N, msgspec.Meta(ge=0)]
+
+
+#: The allowlist entry a plan gives an in-sandbox agent that calls models: the run's model gateway.
+#: The interpreter replaces it with the gateway's real ``address:port`` when the policy is applied
+#: (the port is chosen when the run starts, after planning). Never the real model host.
+MODEL_GATEWAY_HOST = "acx-model-gateway"
 
 
 class NetworkPolicy(IRStruct, frozen=True):

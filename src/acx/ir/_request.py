@@ -25,6 +25,9 @@ __all__ = [
     "EnvironmentSpec",
     "ExecutionSpec",
     "HarnessSpec",
+    "ModelLimits",
+    "ModelPrice",
+    "ModelRoleSpec",
     "ModelSpec",
     "OutputSpec",
     "RunMetadata",
@@ -43,8 +46,32 @@ def _d(text: str) -> msgspec.Meta:
     return msgspec.Meta(description=text)
 
 
-class ModelSpec(IRStruct, frozen=True):
-    """A value object (R2): there is no model registry."""
+class ModelPrice(IRStruct, frozen=True):
+    """USD per million tokens (the price table entry of one model)."""
+
+    input_per_mtok: Annotated[float, msgspec.Meta(ge=0, description="USD per million prompt tokens")]
+    output_per_mtok: Annotated[float, msgspec.Meta(ge=0, description="USD per million completion tokens")]
+    cached_input_per_mtok: Annotated[
+        Annotated[float, msgspec.Meta(ge=0)] | None, _d("USD per million cached prompt tokens; null = input price")
+    ] = None
+
+
+class ModelLimits(IRStruct, frozen=True):
+    """Per-task model limits (every model call of one attempt, all roles together)."""
+
+    max_tokens_total: Annotated[
+        Annotated[int, msgspec.Meta(ge=1)] | None, _d("prompt + completion tokens per attempt; null = no limit")
+    ] = None
+    max_model_calls: Annotated[
+        Annotated[int, msgspec.Meta(ge=1)] | None, _d("model calls per attempt; null = no limit")
+    ] = None
+    max_cost_usd: Annotated[
+        Annotated[float, msgspec.Meta(gt=0)] | None, _d("USD per attempt (needs a price); null = no limit")
+    ] = None
+
+
+class ModelRoleSpec(IRStruct, frozen=True):
+    """One model the run can call: where, how, with what key, at what price."""
 
     id: Annotated[str | None, _d("model id sent to the endpoint")] = None
     base_url: Annotated[str | None, _d("endpoint base URL")] = None
@@ -53,7 +80,21 @@ class ModelSpec(IRStruct, frozen=True):
         str | list[str] | None, _d("openai-chat | openai-responses | anthropic | auto (or a list)")
     ] = None
     params: Annotated[dict[str, Any], _d("inference parameters (temperature, max_tokens, ...)")] = {}
-    wrap_api_key: Annotated[bool, _d("wrap the key for a usage-tracking gateway")] = False
+    wrap_api_key: Annotated[bool, _d("wrap the key for a usage-tracking gateway (with the run directory)")] = False
+    price: Annotated[ModelPrice | None, _d("price per million tokens; null = cost unknown (never 0)")] = None
+    max_connections: Annotated[int, msgspec.Meta(ge=1, description="concurrent connections to the endpoint")] = 8
+    max_retries: Annotated[int, msgspec.Meta(ge=0, description="retries of a call after the first attempt")] = 3
+    connect_timeout_seconds: Annotated[PositiveSeconds, _d("bound on connecting to the endpoint")] = 10.0
+    request_timeout_seconds: Annotated[PositiveSeconds, _d("longest silence while waiting for an answer")] = 600.0
+    total_timeout_seconds: Annotated[PositiveSeconds, _d("bound on one call, retries and waits included")] = 1800.0
+
+
+class ModelSpec(ModelRoleSpec, frozen=True):
+    """A value object (R2): there is no model registry. The fields describe the ``agent`` role;
+    ``roles`` adds more models by role (``grader``, ...)."""
+
+    roles: Annotated[dict[str, ModelRoleSpec], _d("more models by role name (grader, ...)")] = {}
+    limits: Annotated[ModelLimits, _d("per-task limits enforced by the model gateway")] = ModelLimits()
 
 
 class BenchmarkSpec(IRStruct, frozen=True):
@@ -151,6 +192,10 @@ class ExecutionSpec(IRStruct, frozen=True):
     artifact_collect: Annotated[list[ArtifactCollectCommand] | None, _d("replaces collection commands; [] clears")] = (
         None
     )
+    max_cost_usd: Annotated[
+        Annotated[float, msgspec.Meta(gt=0)] | None,
+        _d("USD for the whole run; reaching it stops the run cleanly (needs prices)"),
+    ] = None
 
 
 class RunRuntimeSpec(IRStruct, frozen=True):

@@ -7,6 +7,7 @@ server of the gateway (h11, in ``acx.models._http_server`` only).
 
 from acx.models._accounting import Limits, Price, UsageTotals, cost_of
 from acx.models._client import AttemptRecord, Exchange, ModelClient
+from acx.models._config import current_session, limits_for, resolve_protocol, roles_for, use_session, uses_models
 from acx.models._gateway import CallRecord, Gateway, GatewaySession, Role
 from acx.models._protocols import build_call, call_path, normalize_request, parse_response
 from acx.models._retry import RetryPolicy, classify_status, parse_retry_after
@@ -38,7 +39,13 @@ __all__ = [
     "call_path",
     "classify_status",
     "cost_of",
+    "current_session",
+    "limits_for",
     "normalize_request",
     "parse_response",
     "parse_retry_after",
+    "resolve_protocol",
+    "roles_for",
+    "use_session",
+    "uses_models",
 ]

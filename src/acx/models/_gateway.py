@@ -131,6 +131,9 @@ class GatewaySession:
         #: Messages of the limit refusals (each one is a ``limit_exceeded`` issue of the attempt).
         self.refusals: list[str] = []
         self.closed = False
+        #: The address sandboxes reach the gateway at (set by the interpreter per driver);
+        #: ``None`` = loopback.
+        self.sandbox_host: str | None = None
         self._tokens = {role: _new_token() for role in gateway.roles}
 
     def token(self, role: str = "agent") -> str:
@@ -147,7 +150,7 @@ class GatewaySession:
         """Variables for an agent in a sandbox: the gateway's URLs and this session's token in
         place of any real base URL and key. ``host`` is the address the sandbox reaches the
         gateway at (default: loopback)."""
-        url = self.gateway.url(host)
+        url = self.gateway.url(host or self.sandbox_host)
         token = self.token(role)
         ep = self.gateway.roles[role].endpoint
         return {

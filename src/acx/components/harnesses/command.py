@@ -8,14 +8,17 @@ scope's (``environment.run_env_variables``) over public ones, plus these default
 
 ``ACX_TASK_ID``, ``ACX_ATTEMPT``, ``ACX_PROMPT_FILE``, ``ACX_DEADLINE_SECONDS`` (the agent is told
 its budget), ``ACX_SPEC_DIR`` (the directory of the spec file, so a command can name an agent
-bundled beside the spec: ``"python3 $ACX_SPEC_DIR/agents/my_agent.py"``), and ``ACX_MODEL_ID`` /
-``ACX_MODEL_BASE_URL`` / ``ACX_MODEL_API_KEY`` when a model is configured (the key is resolved
-from its ``${VAR}`` reference only here, never stored).
+bundled beside the spec: ``"python3 $ACX_SPEC_DIR/agents/my_agent.py"``).
+
+When a model is configured the agent reaches it only through the run's model gateway: it gets
+``OPENAI_BASE_URL``/``OPENAI_API_KEY``, ``ANTHROPIC_BASE_URL``/``ANTHROPIC_API_KEY`` and
+``ACX_MODEL_ID``/``ACX_MODEL_PROTOCOL``/``ACX_MODEL_BASE_URL``/``ACX_MODEL_API_KEY`` pointing at
+the gateway with a per-attempt token (dead once the attempt's harness ends) — never the real base
+URL or key. Under ``no-network``/``allowlist`` the planner allows exactly the gateway.
 """
 
 from __future__ import annotations
 
-import os
 import posixpath
 import time
 from typing import Any, ClassVar
@@ -30,18 +33,15 @@ __all__ = ["CommandHarness", "model_env"]
 
 
 def model_env(req: RunRequest) -> dict[str, str]:
-    """Model settings for an agent process; the API key reference is resolved here only."""
-    from acx.interpreter._envvars import resolve_value
+    """Model variables for the agent process: the gateway's URLs and the attempt's token (see the
+    module docstring). Empty when the run has no model or no gateway session is active."""
+    from acx.models import current_session
 
-    out: dict[str, str] = {}
-    m = req.model
-    if m.id:
-        out["ACX_MODEL_ID"] = m.id
-    if m.base_url:
-        out["ACX_MODEL_BASE_URL"] = resolve_value(m.base_url, os.environ)
-    if m.api_key:
-        out["ACX_MODEL_API_KEY"] = resolve_value(m.api_key, os.environ)
-    return out
+    session = current_session()
+    if session is None:
+        # No gateway (no model endpoint configured): the model id alone is no secret.
+        return {"ACX_MODEL_ID": req.model.id} if req.model.id else {}
+    return session.env()
 
 
 class CommandHarness(BaseHarness):
@@ -53,6 +53,11 @@ class CommandHarness(BaseHarness):
     parallel_attempts_safe: ClassVar[bool] = True
 
     config: CommandHarnessConfig
+
+    def model_location(self, req: RunRequest) -> str:
+        """The agent command calls models from inside the sandbox when an endpoint is configured."""
+        return "sandbox" if (req.model.base_url or req.model.roles) else "none"
+
     #: Directory of the spec file (set by the CLI); exported to the command as ACX_SPEC_DIR.
     spec_dir: str | None = None
 

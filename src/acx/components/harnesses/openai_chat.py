@@ -1,15 +1,17 @@
-"""``openai_chat``: one OpenAI-compatible chat completion per task.
+"""``openai_chat``: one chat completion per task (AgentCompass's single-call semantics).
 
-``POST {model.base_url}/chat/completions`` with the task's system prompt and prompt; the answer is
-the first choice's message content. The API key is resolved from its ``${VAR}`` reference only
-inside the call and never logged or stored. Uses the standard library (``urllib``) in a worker
-thread, so a deadline abandons the request promptly.
+The messages are the task's system prompt (or ``system_prompt``) and prompt; the task's tool
+*definitions* are passed along (never executed); the answer is the reply's content. The call goes
+through the run's model gateway in-process (``acx.models.current_session()``): its protocol is
+``model.api_protocol`` (default ``openai-chat``; the client translates for the others), its
+retries are the model layer's one retry layer, and it is recorded in the attempt's transcript,
+trajectory and usage. Called outside a run (a unit test, a plugin), it opens a private gateway
+session for the call. The sandbox gets no network access for the model: the call is made from
+the host.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from typing import Any, ClassVar
 
@@ -17,45 +19,59 @@ from acx.components._base import BaseHarness
 from acx.components._configs import OpenAIChatConfig
 from acx.ir import ExecutionIssue, ExecutionPlan, PreparedTask, RunRequest, RunResult
 
-__all__ = ["OpenAIChatHarness", "chat_completion"]
+__all__ = ["OpenAIChatHarness"]
+
+#: Model failures after retries that make the attempt FATAL (AgentCompass model_exception_issue).
+_FATAL_STATUSES = {401, 402, 403, 429}
 
 
-def chat_completion(url: str, payload: dict[str, Any], api_key: str | None, timeout: float) -> dict[str, Any]:
-    """Blocking HTTP call (run in a thread). Raises ``RuntimeError`` with a redacted message."""
-    import urllib.error
-    import urllib.request
+def _issue(severity: str, code: str, message: str) -> ExecutionIssue:
+    return ExecutionIssue(severity=severity, phase="run", code=code, message=message)  # type: ignore[arg-type]
 
-    headers = {"Content-Type": "application/json"}
-    if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
-    request = urllib.request.Request(url, data=json.dumps(payload).encode(), headers=headers, method="POST")
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as resp:
-            body: dict[str, Any] = json.loads(resp.read().decode("utf-8"))
-            return body
-    except urllib.error.HTTPError as exc:
-        raise RuntimeError(f"HTTP {exc.code} from the model endpoint") from None
-    except urllib.error.URLError as exc:
-        raise RuntimeError(f"model endpoint unreachable: {exc.reason}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise RuntimeError("model endpoint returned a non-JSON body") from None
+
+def _tools(prepared: PreparedTask) -> list[dict[str, Any]]:
+    """Task tool definitions in the OpenAI function shape (the Claude shape is accepted too)."""
+    out = []
+    for t in prepared.input.tools:
+        if not isinstance(t, dict):
+            continue
+        if t.get("type") == "function" and isinstance(t.get("function"), dict):
+            out.append(t)
+            continue
+        params = t.get("parameters") or t.get("input_schema") or {"type": "object", "properties": {}}
+        fn = {"name": t.get("name", ""), "description": t.get("description", ""), "parameters": params}
+        out.append({"type": "function", "function": fn})
+    return out
 
 
 class OpenAIChatHarness(BaseHarness):
     id: ClassVar[str] = "openai_chat"
-    description: ClassVar[str] = "One OpenAI-compatible chat completion per task."
+    description: ClassVar[str] = "One chat completion per task, through the run's model gateway."
     config_class = OpenAIChatConfig
     calls_model: ClassVar[bool] = True
     parallel_attempts_safe: ClassVar[bool] = True
 
     config: OpenAIChatConfig
 
+    def _request(self, prepared: PreparedTask) -> Any:
+        from acx.models import ChatRequest
+
+        messages: list[dict[str, Any]] = []
+        system = self.config.system_prompt or prepared.input.system_prompt
+        if system:
+            messages.append({"role": "system", "content": system})
+        messages.append({"role": "user", "content": prepared.input.prompt})
+        params: dict[str, Any] = {}
+        if self.config.max_tokens is not None:
+            params["max_tokens"] = self.config.max_tokens
+        if self.config.temperature is not None:
+            params["temperature"] = self.config.temperature
+        return ChatRequest(messages=messages, tools=_tools(prepared), params=params)
+
     async def execute_task(
         self, state: Any, session: Any, prepared: PreparedTask, req: RunRequest, plan: ExecutionPlan
     ) -> RunResult:
-        import trio
-
-        from acx.interpreter._envvars import resolve_value
+        from acx.models import current_session
 
         m = req.model
         if not m.base_url or not m.id:
@@ -70,81 +86,74 @@ class OpenAIChatHarness(BaseHarness):
                     )
                 ],
             )
-        base_url = resolve_value(m.base_url, os.environ).rstrip("/")
-        api_key = resolve_value(m.api_key, os.environ) if m.api_key else None
-        messages: list[dict[str, Any]] = []
-        system = self.config.system_prompt or prepared.input.system_prompt
-        if system:
-            messages.append({"role": "system", "content": system})
-        messages.append({"role": "user", "content": prepared.input.prompt})
-        payload: dict[str, Any] = {"model": m.id, "messages": messages, **m.params}
-        if self.config.max_tokens is not None:
-            payload["max_tokens"] = self.config.max_tokens
-        if self.config.temperature is not None:
-            payload["temperature"] = self.config.temperature
+        models = current_session()
+        if models is None:
+            return await self._standalone(prepared, req)
+        return await self._call(models, prepared)
+
+    async def _standalone(self, prepared: PreparedTask, req: RunRequest) -> RunResult:
+        """Outside a run: a private in-process gateway session for this one call."""
+        import os
+
+        from acx.models import Gateway, actf_trajectory, limits_for, roles_for
+
+        gateway = Gateway(roles_for(req, os.environ))
+        try:
+            models = gateway.open_session(prepared.task_id, limits_for(req))
+            result = await self._call(models, prepared)
+            models.close()
+            traj = actf_trajectory(models.calls)
+            return result if traj is None else _with(result, trajectory=traj)
+        finally:
+            await gateway.aclose()
+
+    async def _call(self, models: Any, prepared: PreparedTask) -> RunResult:
+        import trio
+
+        from acx.models import ModelCallError
+
         started = time.monotonic()
+        budget = self.config.request_timeout_seconds
         try:
-            body = await trio.to_thread.run_sync(
-                chat_completion,
-                f"{base_url}/chat/completions",
-                payload,
-                api_key,
-                self.config.request_timeout_seconds,
-                abandon_on_cancel=True,
-            )
-        except RuntimeError as exc:
+            with trio.fail_after(budget):
+                resp = await models.complete(self._request(prepared))
+        except trio.TooSlowError:
             return RunResult(
                 task_id=prepared.task_id,
-                issues=[ExecutionIssue(severity="error", phase="run", code="model_failed", message=str(exc))],
-            )
-        latency = round(time.monotonic() - started, 3)
-        try:
-            content = body["choices"][0]["message"]["content"]
-        except (KeyError, IndexError, TypeError):
-            return RunResult(
-                task_id=prepared.task_id,
-                telemetry={"latency_seconds": latency},
                 issues=[
-                    ExecutionIssue(
-                        severity="error",
-                        phase="run",
-                        code="model_output_invalid",
-                        message="the response has no choices[0].message.content",
-                    )
+                    _issue("error", "model_timeout", f"the model call exceeded request_timeout_seconds = {budget:g}")
                 ],
             )
-        raw_usage = body.get("usage")
-        usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
-        trajectory = {
-            "schema_version": "ACTF_v1.0",
-            "steps": [
-                {
-                    "step_id": 1,
-                    "system_prompt": system,
-                    "user_content": prepared.input.prompt,
-                    "assistant_content": {"content": content},
-                    "metric": {
-                        "prompt_tokens_len": usage.get("prompt_tokens"),
-                        "completion_tokens_len": usage.get("completion_tokens"),
-                        "llm_infer_ms": int(latency * 1000),
-                    },
-                }
-            ],
-        }
-        issues = []
-        if not content:
-            issues.append(
-                ExecutionIssue(
-                    severity="warning",
-                    phase="run",
-                    code="model_empty_output",
-                    message="the model returned an empty message",
-                )
+        except ModelCallError as exc:
+            if exc.kind == "limit_exceeded":
+                # The gateway records the refusal; the interpreter adds the limit_exceeded issue.
+                return RunResult(task_id=prepared.task_id)
+            fatal = exc.status in _FATAL_STATUSES or (exc.status or 0) >= 500 or exc.kind == "auth"
+            code = "model_timeout" if exc.kind == "timeout" else "model_failed"
+            return RunResult(
+                task_id=prepared.task_id, issues=[_issue("fatal" if fatal else "error", code, exc.message)]
             )
+        latency = round(time.monotonic() - started, 3)
+        issues = []
+        if not resp.content and not resp.tool_calls:
+            issues.append(_issue("warning", "model_empty_output", "the model returned an empty message"))
+        raw_result = {
+            "content": resp.content,
+            "reasoning_content": resp.reasoning,
+            "stop_reason": resp.finish_reason,
+            "usage": resp.usage.to_dict() if resp.usage is not None else None,
+            "tool_calls": [{"id": t.id, "name": t.name, "arguments": t.raw_arguments} for t in resp.tool_calls],
+        }
         return RunResult(
             task_id=prepared.task_id,
-            final_answer=content,
-            trajectory=trajectory,
+            final_answer=resp.content,
             issues=issues,
-            telemetry={"latency_seconds": latency, "usage": usage},
+            artifacts={"raw_result": raw_result},
+            telemetry={"latency_seconds": latency, "llm_infer_ms": int(latency * 1000), "usage": raw_result["usage"]},
         )
+
+
+def _with(result: RunResult, **changes: Any) -> RunResult:
+    import msgspec
+
+    return msgspec.structs.replace(result, **changes)

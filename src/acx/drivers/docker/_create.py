@@ -84,6 +84,19 @@ class DockerDriver(ImageBuilder):
         with contextlib.suppress(Exception):
             await self._call(sweep_orphans, key)
 
+    async def model_gateway_address(self) -> str | None:
+        """The gateway address of the engine's default bridge (``docker0``): containers and the
+        egress proxy reach the host there. The model gateway listens on it besides loopback."""
+        client = await self.client()
+
+        def bridge_gateway() -> str | None:
+            for cfg in client.networks.get("bridge").attrs.get("IPAM", {}).get("Config") or []:
+                if isinstance(cfg, dict) and cfg.get("Gateway"):
+                    return str(cfg["Gateway"])
+            return None
+
+        return await self._call(bridge_gateway)
+
     # -- open --
     async def open(self, request: OpenRequest) -> Session:
         self._check_policy(request.network_policy)

@@ -1,0 +1,176 @@
+"""The run's model gateway, as the interpreter drives it (glue between ``acx.models`` and the
+attempt loop): started per request run when its harness calls models, one gateway session per
+attempt try, the gateway address bound into network policies, the attempt's transcript, usage,
+trajectory and limit issues merged into its result."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import trio
+
+from acx.ir import MODEL_GATEWAY_HOST, ExecutionIssue, NetworkPolicy, RunRequest, RunResult
+
+__all__ = ["RunModels", "merge_into_result", "render_usage", "session_scope", "usage_summary"]
+
+
+class RunModels:
+    """One request run's model access. ``location`` is the harness's (``host``/``sandbox``)."""
+
+    def __init__(
+        self,
+        req: RunRequest,
+        harness: Any,
+        environ: Mapping[str, str],
+        run_dir: str,
+        on_stop: Callable[[str], None],
+    ) -> None:
+        from acx.models import PROTOCOLS, Gateway, roles_for
+
+        self.location: str = harness.model_location(req) if harness is not None else "none"
+        default = getattr(harness, "default_protocol", "openai-chat")
+        roles = roles_for(
+            req, environ, default_protocol=default if default in PROTOCOLS else "openai-chat", run_dir=run_dir
+        )
+        self.gateway = Gateway(roles, run_max_cost_usd=req.execution.max_cost_usd, on_run_limit=on_stop)
+        self.limits = _limits(req)
+        self.sandbox_host: str | None = None
+
+    @staticmethod
+    def needed(req: RunRequest, harness: Any) -> bool:
+        from acx.models import uses_models
+
+        if harness is None or not uses_models(req):
+            return False
+        return bool(harness.model_location(req) != "none")
+
+    async def start(self, nursery: trio.Nursery, driver: Any) -> None:
+        hosts = ["127.0.0.1"]
+        if self.location == "sandbox":
+            address = await driver.model_gateway_address()
+            if address and address not in hosts:
+                hosts.append(address)
+                self.sandbox_host = address
+        await self.gateway.start(nursery, tuple(hosts))
+
+    async def aclose(self) -> None:
+        await self.gateway.aclose()
+
+    def bind_policy(self, policy: NetworkPolicy) -> NetworkPolicy:
+        """The plan's symbolic gateway entry replaced by the gateway's ``address:port``."""
+        if MODEL_GATEWAY_HOST not in policy.allowed_hosts:
+            return policy
+        host = self.sandbox_host or "127.0.0.1"
+        real = f"{host}:{self.gateway.port(host)}"
+        hosts = [real if h == MODEL_GATEWAY_HOST else h for h in policy.allowed_hosts]
+        return msgspec.structs.replace(policy, allowed_hosts=hosts)
+
+    def open(self, task_id: str, attempt: int, number: int) -> Any:
+        session = self.gateway.open_session(f"{task_id}/attempt-{attempt}/try-{number}", self.limits)
+        session.sandbox_host = self.sandbox_host
+        return session
+
+
+def session_scope(session: Any) -> contextlib.AbstractContextManager[None]:
+    """Makes ``session`` the current model session (``acx.models.current_session()``) for the
+    harness; nothing when the run has no model."""
+    if session is None:
+        return contextlib.nullcontext()
+    from acx.models import use_session
+
+    return use_session(session)
+
+
+def _limits(req: RunRequest) -> Any:
+    from acx.models import limits_for
+
+    return limits_for(req)
+
+
+def merge_into_result(result: RunResult, session: Any, attempt_dir: Path, scrub: Any) -> RunResult:
+    """The attempt's model calls in its result: trajectory (ACTF v1.0, from the gateway's
+    transcript whoever made the calls), ``telemetry.model_usage``, ``limit_exceeded`` issues; the
+    full transcript in ``model_calls.json`` beside ``result.json``."""
+    from acx.interpreter._fs import atomic_write_json
+    from acx.models import actf_trajectory
+
+    issues = list(result.issues)
+    for message in session.refusals:
+        issues.append(ExecutionIssue(severity="error", phase="run", code="limit_exceeded", message=message))
+    telemetry = dict(result.telemetry)
+    if not session.calls:
+        return msgspec.structs.replace(result, issues=issues) if issues != list(result.issues) else result
+    telemetry["model_usage"] = session.usage()
+    trajectory = actf_trajectory(session.calls)
+    attempt_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(
+        attempt_dir / "model_calls.json",
+        scrub.tree({"schema_version": "acx.model_calls.v1", "calls": session.transcript()}),
+    )
+    return msgspec.structs.replace(
+        result,
+        issues=issues,
+        telemetry=telemetry,
+        trajectory=scrub.tree(trajectory) if trajectory is not None else result.trajectory,
+    )
+
+
+def usage_summary(outcomes: list[Any]) -> dict[str, Any] | None:
+    """Usage per task and for the run, from the attempts' ``telemetry.model_usage``; ``None``
+    when no attempt called a model. Unknown costs stay unknown (``None``), never 0."""
+    from acx.models import Usage, UsageTotals
+
+    run = UsageTotals()
+    tasks: dict[str, Any] = {}
+    for outcome in outcomes:
+        total = UsageTotals()
+        seen = False
+        for res in outcome.attempts:
+            u = res.telemetry.get("model_usage") if isinstance(res.telemetry, dict) else None
+            if not isinstance(u, dict):
+                continue
+            seen = True
+            part = UsageTotals(
+                calls=int(u.get("model_calls", 0)),
+                usage=Usage(
+                    int(u.get("prompt_tokens", 0)),
+                    int(u.get("completion_tokens", 0)),
+                    int(u.get("cached_tokens", 0)),
+                    int(u.get("reasoning_tokens", 0)),
+                ),
+                cost_usd=float(u.get("cost_usd") or 0.0),
+                cost_unknown=u.get("cost_usd") is None,
+                calls_without_usage=int(u.get("calls_without_usage", 0)),
+                failed_calls=int(u.get("failed_calls", 0)),
+            )
+            total.merge(part)
+        if seen:
+            tasks[outcome.task_id] = total.to_dict()
+            run.merge(total)
+    if not tasks:
+        return None
+    return {"run": run.to_dict(), "tasks": tasks}
+
+
+def render_usage(summary: dict[str, Any]) -> str:
+    """The usage section of summary.md."""
+    r = summary["run"]
+    cost = (
+        "unknown (a model has no price, or a server reported no usage)"
+        if r["cost_usd"] is None
+        else f"${r['cost_usd']:.6f}"
+    )
+    lines = [
+        "",
+        "## Model usage",
+        "",
+        "| model calls | prompt tokens | completion tokens | cached tokens | cost |",
+        "|---:|---:|---:|---:|---|",
+        f"| {r['model_calls']} | {r['prompt_tokens']} | {r['completion_tokens']} | {r['cached_tokens']} | {cost} |",
+        "",
+    ]
+    return "\n".join(lines)
