@@ -110,17 +110,43 @@ def test_keep_workdir(tmp_path: Path) -> None:
     assert (Path(trio.run(go)) / "x.txt").read_text() == "kept"
 
 
-def test_inherit_env_false(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_agents_get_a_minimal_environment_unless_the_spec_asks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 11 item 6: an agent on host_process does not inherit acx's environment (every API key
+    # of the user); it gets PATH, HOME, LANG, TMPDIR and what the plan declares.
     monkeypatch.setenv("ACX_HOST_ONLY", "leak")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-user-key")
+    monkeypatch.setenv("LANG", "C.UTF-8")
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
 
-    async def go(inherit: bool) -> str:
-        s = await _driver(tmp_path, inherit_env=inherit).open(OpenRequest(session_id="e"))
+    async def go(**kw: object) -> dict[str, str]:
+        s = await _driver(tmp_path, **kw).open(OpenRequest(session_id="e", startup_env={"DECLARED": "yes"}))
         try:
-            return (await s.exec(["sh", "-c", "echo ${ACX_HOST_ONLY:-none}"])).stdout.strip()
+            out = (await s.exec(["env"], env={"RUN_SCOPE": "1"})).stdout
         finally:
             await s.close()
+        return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
 
-    assert trio.run(go, True) == "leak" and trio.run(go, False) == "none"
+    minimal = trio.run(go)
+    assert set(minimal) == {"PATH", "HOME", "LANG", "TMPDIR", "DECLARED", "RUN_SCOPE", "ACX_SESSION_ID"}
+    assert minimal["LANG"] == "C.UTF-8" and minimal["TMPDIR"] == str(tmp_path)
+    assert trio.run(lambda: go(inherit_env=False)) == minimal
+    full = trio.run(lambda: go(inherit_env=True))
+    assert full["ACX_HOST_ONLY"] == "leak" and full["OPENAI_API_KEY"] == "sk-user-key"
+
+
+def test_asking_for_the_full_environment_is_a_compile_warning(tmp_path: Path) -> None:
+    from acx.compiler import compile_orchestration
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        "version: 1\nname: n\nrequests:\n  - name: r\n    benchmark: {id: exact_match, dataset: d.jsonl}\n"
+        "    harness: {id: command, command: 'true'}\n    environment: {id: host_process, inherit_env: true}\n"
+    )
+    compiled = compile_orchestration(str(spec))
+    (warning,) = [w for w in compiled.warnings if w.code == "W0304"]
+    assert "inherit_env" in warning.message and "every" in warning.message and warning.span is not None
+    spec.write_text(spec.read_text().replace("inherit_env: true", "inherit_env: false"))
+    assert not [w for w in compile_orchestration(str(spec)).warnings if w.code == "W0304"]
 
 
 def test_background_child_holding_stdout_does_not_hang_exec(tmp_path: Path) -> None:

@@ -13,8 +13,8 @@ from acx.drivers.host_process import HostProcessDriver
 from acx.errors import DriverError
 
 
-def _driver(tmp_path: Path) -> HostProcessDriver:
-    return HostProcessDriver(HostProcessConfig(workdir_root=str(tmp_path)))
+def _driver(tmp_path: Path, **kw: bool) -> HostProcessDriver:
+    return HostProcessDriver(HostProcessConfig(workdir_root=str(tmp_path), **kw))
 
 
 def test_no_bookkeeping_file_beside_the_session_dir(tmp_path: Path) -> None:  # contract E1
@@ -119,7 +119,8 @@ def test_commands_see_host_env_plus_session_and_call_env(
     monkeypatch.setenv("ACX_FROM_HOST", "host")
 
     async def go() -> list[str]:
-        s = await _driver(tmp_path).open(OpenRequest(session_id="env", startup_env={"ACX_PUB": "pub"}))
+        # inherit_env: the host's variables reach commands only when the spec asks (issue 11.6).
+        s = await _driver(tmp_path, inherit_env=True).open(OpenRequest(session_id="env", startup_env={"ACX_PUB": "pub"}))
         try:
             script = "echo ${ACX_FROM_HOST:-none} ${ACX_PUB:-none} ${ACX_CALL:-none}"
             plain = (await s.exec(["sh", "-c", script])).stdout.strip()

@@ -615,6 +615,8 @@ class _Resolver:
         param_part = {k: v for k, v in flat.items() if k not in ENVIRONMENT_SPEC_FIELDS}
         where = f"{label} environment `{cid}`"
         params = self.convert_data(param_part, info.config_class, merger, ("environment", "params"), where, fallback)
+        if params is not None:
+            self.config_warnings(params, merger, label, fallback)
         spec_data = {
             "id": cid,
             "params": msgspec.to_builtins(params) if params is not None else {},
@@ -627,6 +629,23 @@ class _Resolver:
         final = {k: v for k, v in msgspec.to_builtins(spec).items() if k != "id"}
         prov = {"environment.id": id_chain, **_chains(merger, final, ("environment",))}
         return spec, prov
+
+    def config_warnings(self, params: Any, merger: _Merger, label: str, fallback: Span | None) -> None:
+        """W0304 for each risky-but-valid provider setting (the driver's config says which)."""
+        hook = getattr(params, "config_warnings", None)
+        for field_name, message in hook() if callable(hook) else []:
+            rec = merger.winner(("environment", field_name))
+            self.diagnostics.append(
+                Diagnostic(
+                    code="W0304",
+                    severity="warning",
+                    message=f"{label}: {message}",
+                    span=rec.span if rec is not None and rec.span is not None else fallback,
+                    path=f"environment.{field_name}",
+                    help="leave it unset: commands get PATH, HOME, LANG, TMPDIR and the variables the plan "
+                    "declares (env_variables, run_env_variables, ...); pass what an agent needs there",
+                )
+            )
 
     def override_environment(
         self, selected: str | None, frags: list[_Frag], id_chain: list[Contribution], label: str

@@ -52,13 +52,35 @@ class DriverCapabilities(msgspec.Struct, frozen=True, kw_only=True):
 class EnvironmentConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     """Base of provider-native environment params."""
 
+    def config_warnings(self) -> list[tuple[str, str]]:
+        """``(field, message)`` for settings that are valid but risky; the compiler reports each
+        as W0304 at the field. None by default."""
+        return []
+
 
 class HostProcessConfig(EnvironmentConfig, frozen=True):
     """Runs commands as host processes in a per-session work directory."""
 
     workdir_root: Annotated[str | None, _d("where per-session work directories are created; default a temp dir")] = None
-    inherit_env: Annotated[bool, _d("commands inherit the host environment (V2)")] = True
+    inherit_env: Annotated[
+        bool,
+        _d(
+            "commands inherit acx's whole environment (every API key of the user) instead of PATH, HOME, "
+            "LANG, TMPDIR and the plan's variables; warned at compile time (W0304)"
+        ),
+    ] = False
     keep_workdir: Annotated[bool, _d("keep the session directory after close")] = False
+
+    def config_warnings(self) -> list[tuple[str, str]]:
+        if not self.inherit_env:
+            return []
+        return [
+            (
+                "inherit_env",
+                "host_process `inherit_env = true` passes acx's whole environment to every agent and "
+                "verifier command: every API key and token of the user, evaluation-only ones included",
+            )
+        ]
 
 
 class DockerConfig(EnvironmentConfig, frozen=True):

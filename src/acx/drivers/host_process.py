@@ -17,8 +17,10 @@ What it enforces and what it does not:
 * Commands start in their own session (``setsid``); a timeout or a cancellation sends SIGTERM to the
   whole process group, then SIGKILL after ``kill_grace_seconds`` — children and commands that
   ignore SIGTERM included.
-* Commands inherit the host environment (V2) unless ``inherit_env = false``: ``os.environ`` as it
-  is when the driver opens its first session (read once per driver).
+* Commands get a minimal environment: ``PATH``, ``HOME``, ``LANG`` and ``TMPDIR`` of acx (those
+  set), plus what the plan declares (env maps, a harness's own variables) — never acx's other
+  variables, such as the user's API keys. ``inherit_env = true`` passes ``os.environ`` whole
+  (the compiler warns, W0304). Read once per driver, when it opens its first session.
 * Every command also gets ``ACX_SESSION_ID=<session id>`` in its environment (it cannot be
   overridden, and commands may read it). That is how acx finds a crashed session's leftover
   processes: ``close_session`` (``--resume``, gc) SIGKILLs every process of the same user whose
@@ -64,6 +66,9 @@ __all__ = ["HostProcessDriver", "HostProcessSession"]
 _READ_CHUNK = 65536
 #: Environment entry ``ACX_SESSION_ID=<session id>`` of every command: finds a crashed session's processes.
 _MARKER_KEY = b"ACX_SESSION_ID"
+#: What a command inherits from acx unless ``inherit_env = true`` (issue 11 item 6): enough to
+#: find programs, a home, a locale and a temp directory; the plan declares everything else.
+MINIMAL_ENV = ("PATH", "HOME", "LANG", "TMPDIR")
 _SAFE_ID = re.compile(r"[A-Za-z0-9_.-]{0,40}")
 #: A session directory's name: ``acx-<id as _safe makes it>-<8 hex digits>``.
 _SESSION_DIR = re.compile(r"acx-([A-Za-z0-9_.-]{0,40})-[0-9a-f]{8}")
@@ -790,8 +795,9 @@ class HostProcessDriver(Driver):
         return parent
 
     def _base_env(self) -> dict[bytes, bytes]:
-        """What every command starts from, encoded once per driver: a snapshot of ``os.environ``
-        taken at the first session (V2), or only ``PATH`` when ``inherit_env = false``."""
+        """What every command starts from, encoded once per driver, read at the first session:
+        :data:`MINIMAL_ENV` of ``os.environ`` (``PATH`` defaulted), or all of it with
+        ``inherit_env = true``."""
         env = self._env_snapshot
         if env is None:
             config = self.config
@@ -803,7 +809,8 @@ class HostProcessDriver(Driver):
                     else {os.fsencode(k): os.fsencode(v) for k, v in os.environ.items()}
                 )
             else:
-                env = {b"PATH": os.fsencode(os.defpath)}
+                env = {os.fsencode(k): os.fsencode(os.environ[k]) for k in MINIMAL_ENV if os.environ.get(k)}
+                env.setdefault(b"PATH", os.fsencode(os.defpath))
             self._env_snapshot = env
         return env
 
