@@ -120,7 +120,8 @@ def test_commands_see_host_env_plus_session_and_call_env(
 
     async def go() -> list[str]:
         # inherit_env: the host's variables reach commands only when the spec asks (issue 11.6).
-        s = await _driver(tmp_path, inherit_env=True).open(OpenRequest(session_id="env", startup_env={"ACX_PUB": "pub"}))
+        req = OpenRequest(session_id="env", startup_env={"ACX_PUB": "pub"})
+        s = await _driver(tmp_path, inherit_env=True).open(req)
         try:
             script = "echo ${ACX_FROM_HOST:-none} ${ACX_PUB:-none} ${ACX_CALL:-none}"
             plain = (await s.exec(["sh", "-c", script])).stdout.strip()
