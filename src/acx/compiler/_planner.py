@@ -38,7 +38,13 @@ from acx.compiler._network_plan import (
     check_capabilities,
     drop_unenforced_storage,
 )
-from acx.compiler._recipes import BaseRecipe, DeclarativeRecipeAdapter, RecipeRegistry, build_run_registry
+from acx.compiler._recipes import (
+    BaseRecipe,
+    DeclarativeRecipeAdapter,
+    RecipeRegistry,
+    add_document_recipes,
+    build_run_registry,
+)
 from acx.diagnostics import did_you_mean
 from acx.drivers._specs import DriverCapabilities
 from acx.envref import referenced_names
@@ -875,6 +881,8 @@ def _plan_request(
     _check_pairing(req, bench)
     check_artifact_overrides(req.execution, supported=bool(bench.collect_artifacts), benchmark_id=bench.id)
     registry = recipes if recipes is not None else build_run_registry(req.metadata.recipe_dirs)
+    if recipes is None:
+        add_document_recipes(registry, req.metadata)
     candidates = registry.candidates(req.execution.enabled_recipes)
 
     all_tasks = bench.load_tasks(req)

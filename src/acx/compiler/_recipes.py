@@ -39,6 +39,7 @@ __all__ = [
     "DeclarativeRecipeAdapter",
     "DeclarativeRecipeLike",
     "RecipeRegistry",
+    "add_document_recipes",
     "build_run_registry",
     "builtin_registry",
     "load_recipe_dir",
@@ -482,3 +483,13 @@ def build_run_registry(recipe_dirs: Sequence[str], *, base: RecipeRegistry | Non
         for recipe in load_recipe_dir(directory):
             registry.add(recipe)
     return registry
+
+
+def add_document_recipes(registry: RecipeRegistry, metadata: Any) -> None:
+    """Append the ``recipe`` blocks declared in (or imported into) the request's ``.acx`` spec and
+    ``.acx`` config files, after built-ins and recipe dirs (registry order, RC3): a recipe a spec
+    declares is applied like any other, as docs/language.md promises (issue 11 item 16)."""
+    for path in (*metadata.config_path, metadata.spec_path or ""):
+        if path.endswith(".acx"):
+            for recipe in _declarative(Path(path)):
+                registry.add(recipe)

@@ -424,6 +424,7 @@ class _Resolver:
         value = self.convert(merger, ResolvedRuntimeOptions, ("runtime",), "the orchestration runtime", None)
         if value is None:
             return None, {}
+        self.refuse_unsupported(value, merger, ("runtime",), _UNSUPPORTED_RUNTIME, "the orchestration runtime")
         return value, _chains(merger, msgspec.to_builtins(value), ("runtime",))
 
     # -- one request --
@@ -575,6 +576,8 @@ class _Resolver:
         params = self.convert(merger, info.config_class, (key, "params"), f"{label} {key} `{cid}`", fallback)
         if params is None:
             return None, {}
+        if key == "benchmark":
+            self.refuse_unsupported(params, merger, (key, "params"), _UNSUPPORTED_BENCHMARK, f"{label} {key} `{cid}`")
         builtins = msgspec.to_builtins(params)
         spec_cls = BenchmarkSpec if key == "benchmark" else HarnessSpec
         prov = {f"{key}.id": id_chain, **_chains(merger, builtins, (key, "params"))}
@@ -692,6 +695,30 @@ class _Resolver:
                 out.append(f)
         return out
 
+    def refuse_unsupported(
+        self, value: Any, merger: _Merger, prefix: Path_, fields: Mapping[str, tuple[Any, str]], label: str
+    ) -> None:
+        """E0311 for an AgentCompass field acx reads but does not implement, set by some layer to a
+        value other than the one acx behaves as (nothing accepted and silently ignored)."""
+        for name, (inert, instead) in fields.items():
+            if not hasattr(value, name) or getattr(value, name) == inert:
+                continue
+            rec = merger.winner((*prefix, name))
+            if rec is None or rec.kind == "default":
+                continue
+            where = ".".join(str(p) for p in (*prefix, name)).replace(".params.", ".")
+            span = rec.key_span or rec.span
+            by = "" if span is not None else f" (set by {rec.source})"
+            self.diagnostics.append(
+                Diagnostic(
+                    code="E0311",
+                    message=f"{label}: `{where}` is not supported by acx{by}",
+                    span=span,
+                    path=where,
+                    help=instead,
+                )
+            )
+
     def check_fresh_only(self, spec: EnvironmentSpec, merger: _Merger, label: str) -> None:
         mode = spec.evaluation_environment_mode
         if mode in (None, "fresh"):
@@ -729,6 +756,7 @@ class _Resolver:
         value = self.convert_data(data, ExecutionSpec, merger, ("execution",), label, fallback)
         if value is None:
             return None, {}
+        self.refuse_unsupported(value, merger, ("execution",), _UNSUPPORTED_EXECUTION, label)
         final = {k: v for k, v in msgspec.to_builtins(value).items() if k != "task_concurrency"}
         return value, _chains(merger, final, ("execution",))
 
@@ -848,6 +876,40 @@ class _Resolver:
 
 
 # ---- helpers ----------------------------------------------------------------------------------
+
+
+#: AgentCompass fields acx reads but does not implement: field → (the value acx behaves as, what
+#: to do instead). Any other value, set by any layer, is E0311 (issue 11 item 16).
+_UNSUPPORTED_EXECUTION: dict[str, tuple[Any, str]] = {
+    "enable_analysis": (
+        False,
+        "acx has no post-attempt analyzers: remove `enable_analysis` (or set it to false); "
+        "results, trajectories and `acx report` hold what analysis would read",
+    ),
+    "analysis_params": ({}, "acx has no analyzers to configure: remove `analysis_params`"),
+}
+_UNSUPPORTED_RUNTIME: dict[str, tuple[Any, str]] = {
+    "log_file": (
+        None,
+        "remove `log_file`: every run writes its log to <run dir>/run.log (level: `file_log_level`)",
+    ),
+    "data_dir": (
+        "data",
+        "remove `data_dir`: acx downloads no datasets; preset benchmarks read data/<id> next to the spec, "
+        "and `dataset`/`path` name any other location",
+    ),
+    "auto_install_dependencies": (
+        False,
+        "remove `auto_install_dependencies`: acx benchmarks need no host-Python extras (agents install "
+        "what they need inside their sandbox)",
+    ),
+}
+_UNSUPPORTED_BENCHMARK: dict[str, tuple[Any, str]] = {
+    "category_hierarchy": (
+        None,
+        "remove `category_hierarchy`: acx aggregates by each task's own category (`aggregation_mode: category_mean`)",
+    ),
+}
 
 
 def _unfit_scalars(value: Any, path: Path_) -> Iterator[tuple[Path_, str, str]]:

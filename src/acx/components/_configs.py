@@ -43,7 +43,9 @@ class BenchmarkConfig(ComponentConfig, frozen=True):
     aggregation_mode: Annotated[Literal["micro_weighted", "category_mean"], _d("how per-task scores are combined")] = (
         "micro_weighted"
     )
-    category_hierarchy: Annotated[dict[str, list[str]] | None, _d("parent category → child categories")] = None
+    category_hierarchy: Annotated[
+        dict[str, list[str]] | None, _d("parent category → child categories; not supported by acx (E0311)")
+    ] = None
 
 
 class ExactMatchConfig(BenchmarkConfig, frozen=True, kw_only=True):

@@ -24,7 +24,7 @@ class ResolvedRuntimeOptions(IRStruct, frozen=True):
     """Process-wide options shared by every request of a run (R3)."""
 
     results_dir: Annotated[str, _d("results root")] = "results"
-    data_dir: Annotated[str, _d("dataset cache root")] = "data"
+    data_dir: Annotated[str, _d("AgentCompass dataset cache root; not supported by acx (E0311)")] = "data"
     timeout_seconds: Annotated[
         float, msgspec.Meta(ge=0, description="overall deadline after preflight; 0 disables")
     ] = 360000.0
@@ -34,8 +34,10 @@ class ResolvedRuntimeOptions(IRStruct, frozen=True):
     progress: Annotated[Literal["auto", "plain", "none"], _d("auto: live view on a TTY")] = "auto"
     log_level: Annotated[str, _d("console log level")] = "INFO"
     file_log_level: Annotated[str, _d("run.log level")] = "DEBUG"
-    log_file: Annotated[str | None, _d("extra log file")] = None
-    auto_install_dependencies: Annotated[bool, _d("install missing benchmark extras")] = False
+    log_file: Annotated[str | None, _d("extra log file; not supported by acx, see run.log (E0311)")] = None
+    auto_install_dependencies: Annotated[
+        bool, _d("install missing benchmark extras; not supported by acx (only false, E0311)")
+    ] = False
     provider_limits: Annotated[
         dict[str, NonNegative[int]],
         _d(

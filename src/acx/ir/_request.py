@@ -154,8 +154,10 @@ class ExecutionSpec(IRStruct, frozen=True):
     attempts: Annotated[AttemptsSpec, _d("attempt plan {k, strategy}")] = AttemptsSpec()
     enabled_recipes: Annotated[list[str], _d("recipe whitelist; [] = every matching recipe")] = []
     keep_environment: Annotated[bool, _d("leave sandboxes running after the task")] = False
-    enable_analysis: Annotated[bool, _d("run analyzers after each attempt")] = True
-    analysis_params: Annotated[dict[str, Any], _d("analyzer configuration")] = {}
+    enable_analysis: Annotated[
+        bool, _d("AgentCompass post-attempt analyzers; not supported by acx (only false is accepted, E0311)")
+    ] = False
+    analysis_params: Annotated[dict[str, Any], _d("analyzer configuration; not supported by acx (E0311)")] = {}
     max_retries: Annotated[int, msgspec.Meta(ge=0, description="shared extra retries per attempt")] = 0
     retry_pattern_list: Annotated[
         list[str] | None, _d("regexes; ERROR issues whose message/code match are retried")
