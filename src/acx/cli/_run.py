@@ -8,6 +8,7 @@ second Ctrl-C exits at once).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -52,6 +53,11 @@ def register(sub: Any) -> None:
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a killed or cancelled run in place")
     p.add_argument("--progress", choices=("auto", "plain", "none"), help="console progress (default auto)")
     p.add_argument("--format", choices=("text", "json"), default="text", help="final report format")
+    p.add_argument(
+        "--no-report",
+        action="store_true",
+        help="do not write report.html into each run directory at the end (acx report RUN_DIR writes it later)",
+    )
     p.set_defaults(handler=_handle)
 
 
@@ -154,6 +160,7 @@ def build_programs(args: argparse.Namespace, spec: str) -> tuple[Any, list[Any]]
     """(Orchestration, [RequestProgram]) from a spec (compile + plan) or a compiled program."""
     import msgspec
 
+    from acx.cli._run_report import register_provenance
     from acx.drivers import create_driver
     from acx.interpreter import RequestProgram
 
@@ -196,6 +203,8 @@ def build_programs(args: argparse.Namespace, spec: str) -> tuple[Any, list[Any]]
 
             def plan_attempt(task: Any, attempt: int, _rp: Any = rp) -> Any:
                 return _rp.plan(task.task_id, attempt)
+
+            register_provenance(run.name, None, tasks, functools.partial(_program_provenance, rp))
 
             progs.append(
                 RequestProgram(
@@ -248,6 +257,12 @@ def build_programs(args: argparse.Namespace, spec: str) -> tuple[Any, list[Any]]
             request_provenance=compiled.provenance.get(run.name),
         )
         rp.harness.spec_dir = compiled.base_dirs.get(run.name, os.getcwd())
+        register_provenance(
+            run.name,
+            compiled.provenance.get(run.name),
+            rp.tasks,
+            functools.partial(_plan_provenance, rp),
+        )
         progs.append(
             RequestProgram(
                 name=run.name,
@@ -264,6 +279,16 @@ def build_programs(args: argparse.Namespace, spec: str) -> tuple[Any, list[Any]]
             )
         )
     return orch, progs
+
+
+def _program_provenance(rp: Any, task: Any) -> Any:
+    """A compiled program's recorded plan provenance of the task's first attempt."""
+    return rp.provenance.get(task.task_id, {})
+
+
+def _plan_provenance(rp: Any, task: Any) -> Any:
+    """The plan provenance of the task's first attempt (planned again: pure and cheap)."""
+    return rp.plan_attempt_detailed(task, 1).provenance
 
 
 def _refuse_missing_env(requests: list[Any]) -> None:
@@ -452,8 +477,11 @@ def _handle(args: argparse.Namespace) -> int:
             result = trio.run(main)
         except BaseExceptionGroup as group:
             raise _unwrap(group) from None
+    from acx.cli._run_report import write_run_reports
+
+    reports = write_run_reports(result.requests, enabled=not args.no_report)
     try:
-        _report(result, args.format)
+        _report(result, args.format, reports)
     except BrokenPipeError:
         # The reader went away (`acx run ... | head`): the run itself is done and recorded; its
         # exit code says how it went. Later flushes of the dead pipe go to /dev/null.
@@ -527,7 +555,8 @@ def _check_resume_hash(run_dir: str, programs: list[Any]) -> None:
         )
 
 
-def _report(result: Any, fmt: str) -> None:
+def _report(result: Any, fmt: str, reports: dict[str, str] | None = None) -> None:
+    reports = reports or {}
     if fmt == "json":
         payload = {
             "orchestration_id": result.orchestration_id,
@@ -535,7 +564,7 @@ def _report(result: Any, fmt: str) -> None:
             "status": result.status,
             "started_at": result.started_at,
             "finished_at": result.finished_at,
-            "requests": [o.__dict__ for o in result.requests],
+            "requests": [{**o.__dict__, "report": reports.get(o.name)} for o in result.requests],
         }
         sys.stdout.write(json.dumps(payload, indent=2) + "\n")
         return
@@ -548,4 +577,6 @@ def _report(result: Any, fmt: str) -> None:
             sys.stdout.write(f"  {o.error}\n")
         if o.run_dir:
             sys.stdout.write(f"  summary: {o.run_dir}/summary.md\n")
+        if o.name in reports:
+            sys.stdout.write(f"  report: {reports[o.name]}\n")
     sys.stdout.write(f"status: {result.status}\n")

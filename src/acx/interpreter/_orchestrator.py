@@ -421,6 +421,8 @@ class _RequestRun:
             "task_id": task.task_id,
             "category": task.category,
             "ground_truth": attempts[0].ground_truth if attempts else None,
+            # What the agent was asked (execution-visible, scrubbed like result.json): reports show it.
+            "instruction": self.ctx.scrub(task.question),
             "attempts": {str(a.attempt): f"attempt-{a.attempt}" for a in attempts},
             "attempt_plan": {"k": ex.attempts.k, "strategy": ex.attempts.strategy},
             "retry_counts": {str(a.attempt): a.retry_count for a in attempts},
@@ -514,7 +516,13 @@ class _RequestRun:
         issue = ExecutionIssue(severity="fatal", phase="run", code="internal_error", message=message)
         result = RunResult(task_id=task.task_id, category=task.category, status="run_error", issues=[issue])
         self.outcomes[task.task_id] = TaskOutcome(task.task_id, task.category, [result], "fatal")
-        task_json = {"task_id": task.task_id, "category": task.category, "attempts": {}, "state": "fatal"}
+        task_json = {
+            "task_id": task.task_id,
+            "category": task.category,
+            "instruction": self.ctx.scrub(task.question),
+            "attempts": {},
+            "state": "fatal",
+        }
         self.store.queue(self.store.finalize_task, task.task_id, "fatal", task_json)
         self.ctx.emit("task_finished", task_id=task.task_id, category=task.category, status="fatal")
 

@@ -3,7 +3,7 @@
 ``result.json`` strings are scrubbed of the run's resolved secrets when they are written
 (docs/results.md). The report re-checks everything it embeds: strings that look like a known
 credential format (provider API keys, cloud keys, tokens, private keys, bearer headers) and the
-values of secret-named variables of the generating process (``*_API_KEY``, ``*_TOKEN``, ...) are
+values of the generating process's variables that :func:`acx.secrets.is_secret_name` calls secret are
 replaced by ``********``; the report says how many it replaced, never what.
 """
 
@@ -16,9 +16,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["REDACTED", "Redactor"]
+from acx.secrets import REDACTED, is_secret_name
 
-REDACTED = "********"
+__all__ = ["REDACTED", "Redactor"]
 
 #: Known credential formats. Each is specific enough that ordinary text (ids, hashes, paths) does
 #: not match: a fixed prefix plus a long random tail.
@@ -54,7 +54,6 @@ _CONTEXT_PATTERNS = [
     ("earer ", r"([Bb]earer )[A-Za-z0-9_\-\.=]{16,}"),  # Authorization: Bearer <token>
     ("://", r"(://[^/\s:@\"<>\\]+:)[^/\s@\"<>\\]+(@)"),  # the password of user:password@ in a URL
 ]
-_SECRET_NAME = re.compile(r"(?i)(^|_)(API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?|AUTH|AKSK|JWT)($|_)")
 #: Shorter values of secret-named variables are left alone: they would match ordinary words.
 _MIN_VALUE_LEN = 8
 
@@ -71,7 +70,7 @@ class Redactor:
 
     def __init__(self, environ: Mapping[str, str] | None = None, extra_values: list[str] | None = None) -> None:
         env = os.environ if environ is None else environ
-        values = {v for k, v in env.items() if _SECRET_NAME.search(k) and len(v) >= _MIN_VALUE_LEN}
+        values = {v for k, v in env.items() if is_secret_name(k) and len(v) >= _MIN_VALUE_LEN}
         values |= {v for v in extra_values or [] if len(v) >= _MIN_VALUE_LEN}
         # The report embeds values as JSON and as HTML text: match their escaped spellings too.
         values |= {json.dumps(v)[1:-1] for v in values} | {html.escape(v) for v in values}

@@ -202,17 +202,21 @@
   }
 
   // ---- task page ----------------------------------------------------------------------------
+  // Plan fields shown on a task page: [plan path, plan provenance key, request provenance key].
   const PLAN_FIELDS = [
-    ["environment.id", "execution.environment.id"], ["environment.setup.image", "environment.setup.image"],
-    ["evaluation_environment_mode", "environment.evaluation_environment_mode"],
-    ["run_network_policy.network_mode", "environment.run_network_policy"],
-    ["evaluation_network_policy.network_mode", "environment.evaluation_network_policy"],
-    ["run_timeout_seconds", "execution.run_timeout_seconds"],
-    ["evaluation_timeout_seconds", "execution.evaluation_timeout_seconds"],
-    ["run_timer_compensation_seconds", "execution.run_timer_compensation_seconds"],
-    ["runresult_collect_timeout_seconds", "execution.runresult_collect_timeout_seconds"],
-    ["applied_recipes", "execution.enabled_recipes"], ["collect_artifacts", null], ["save_artifacts", "execution.save_artifacts"],
-    ["plan_hash", null]];
+    ["environment.id", null, "environment.id"],
+    ["environment.setup.image", "environment.setup.image", "environment.setup.image"],
+    ["evaluation_environment_mode", "evaluation_environment_mode", "environment.evaluation_environment_mode"],
+    ["run_network_policy.network_mode", "run_network_policy", "environment.run_network_policy"],
+    ["evaluation_network_policy.network_mode", "evaluation_network_policy", "environment.evaluation_network_policy"],
+    ["run_timeout_seconds", "run_timeout_seconds", "execution.run_timeout_seconds"],
+    ["evaluation_timeout_seconds", "evaluation_timeout_seconds", "execution.evaluation_timeout_seconds"],
+    ["run_timer_compensation_seconds", "run_timer_compensation_seconds", "execution.run_timer_compensation_seconds"],
+    ["runresult_collect_timeout_seconds", "runresult_collect_timeout_seconds", "execution.runresult_collect_timeout_seconds"],
+    ["applied_recipes", null, "execution.enabled_recipes"],
+    ["collect_artifacts", "collect_artifacts", null],
+    ["save_artifacts", "save_artifacts", "execution.save_artifacts"],
+    ["plan_hash", null, null]];
 
   function getPath(obj, path) {
     let cur = obj;
@@ -240,14 +244,17 @@
     const table = el("table", { class: "grid", "data-testid": "plan" },
       el("thead", {}, el("tr", {}, el("th", { text: "plan field" }), el("th", { text: "value" }), el("th", { text: "set by (lowest first, winner last)" }))));
     const body = el("tbody");
-    for (const [field, requestField] of PLAN_FIELDS) {
+    for (const [field, planKey, requestKey] of PLAN_FIELDS) {
       const value = getPath(plan, field);
       if (value === undefined) continue;
       let chain = null;
-      if (taskProv[field] !== undefined && prov.chains) chain = prov.chains[taskProv[field]];
-      else if (requestField && prov.request) chain = prov.request[requestField];
+      if (planKey && taskProv[planKey] !== undefined && prov.chains) chain = prov.chains[taskProv[planKey]];
+      else if (requestKey && prov.request) chain = prov.request[requestKey];
+      const none = !prov.request ? "provenance not recorded (provenance.json is written by acx run)"
+        : planKey && !prov.tasks_complete && !(taskId in (prov.tasks || {})) ? "request-level only (plan provenance not recorded for this task)"
+        : "set by the planner";
       body.appendChild(el("tr", {}, el("td", { text: field }), el("td", { text: fmt(value) }),
-        el("td", {}, chain ? chainNode(chain) : el("span", { class: "muted", text: prov.request ? "default / planner" : "provenance not recorded" }))));
+        el("td", {}, chain ? chainNode(chain) : el("span", { class: "muted", text: none }))));
     }
     table.appendChild(body);
     return el("div", {}, table, collapsible("full resolved plan", pre(plan)));
