@@ -166,3 +166,52 @@ def test_live_view_refreshes_a_run_in_progress(page: Any, tmp_path: Path, shots:
     finally:
         os.close(fd)
         server.close()
+
+
+def test_report_of_a_real_model_run(page: Any, tmp_path: Path, shots: Path) -> None:
+    """`acx run` with openai_chat against a scripted model server on loopback: the report written at
+    the end shows the ACTF trajectory, usage and cost, and never the key (contracts M6, issue 16)."""
+    import subprocess
+    import sys
+
+    from acx.testing.fake_models import FakeModelServer, text
+
+    key = "sk-report-test-secret-0042-abcdefghij"
+    (tmp_path / "data.jsonl").write_text(
+        "".join(json.dumps({"id": f"q{i}", "question": f"say {i}", "answer": str(i)}) + "\n" for i in range(2))
+    )
+    with FakeModelServer([text("0", usage=(20, 1)), text("7", usage=(30, 2))]) as srv:
+        price = "{input_per_mtok: 1.0, output_per_mtok: 4.0}"
+        (tmp_path / "run.yaml").write_text(
+            "version: 1\nname: m\ntask_concurrency: 1\nruntime: {results_dir: results, progress: none}\n"
+            "requests:\n  - name: m\n    benchmark: {id: exact_match, dataset: data.jsonl}\n"
+            "    harness: {id: openai_chat}\n"
+            f'    model: {{id: m1, base_url: "{srv.base_url}", api_key: "${{MODEL_KEY}}", price: {price}}}\n'
+            "    environment: {id: host_process}\n"
+        )
+        res = subprocess.run(
+            [sys.executable, "-m", "acx", "run", "run.yaml"],
+            cwd=tmp_path,
+            env={**os.environ, "MODEL_KEY": key},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert res.returncode == 0, res.stderr + res.stdout
+    (run_dir,) = (tmp_path / "results" / "m").iterdir()
+    report = run_dir / "report.html"
+    text_ = report.read_text(encoding="utf-8")
+    assert key not in text_ and key[:10] not in text_
+    page.goto(report.as_uri())
+    assert "cost $" in page.inner_text("#page-run-0 table.kv")
+    page.goto(report.as_uri() + "#tasks/0?score=fail")
+    assert page.inner_text("[data-testid=count]") == "1 of 2 tasks"
+    page.click("[data-testid=task-table] a")
+    assert page.inner_text("[data-testid=task-title]") == "q1"
+    assert page.inner_text("[data-testid=instruction]") == "say 1"
+    traj = page.inner_text("[data-testid=trajectory] >> nth=0")
+    assert "ACTF_v1.0 — 1 step(s)" in traj and "say 1" in traj and "m1" in traj
+    assert '"prompt_tokens":30' in page.inner_text("[data-testid=attempt-1]")
+    page.screenshot(path=str(shots / "model-task.png"), full_page=True)
+    _only_local(page.requests)
+    assert page.errors == []

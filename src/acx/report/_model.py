@@ -88,18 +88,25 @@ def _num(v: Any) -> float | None:
     return None
 
 
+_USAGE_KEYS = ("prompt_tokens", "completion_tokens", "cached_tokens", "cache_tokens", "cost_usd", "model_calls")
+
+
 def usage_of(result: dict[str, Any]) -> dict[str, float]:
-    """Token usage and cost of one attempt: a ``usage`` mapping (result, telemetry, extra or the
-    harness telemetry), else the sum over an ACTF trajectory's step metrics; {} when none."""
+    """Token usage and cost of one attempt: the model gateway's ``telemetry.model_usage``, else a
+    ``usage`` mapping (result, telemetry, extra or the harness telemetry), else the sum over an
+    ACTF trajectory's step metrics; {} when none."""
     harness = _d(_d(result.get("meta")).get("harness"))
-    for holder in (result, result.get("telemetry"), result.get("extra"), harness.get("telemetry")):
-        usage = _d(holder).get("usage")
+    telemetry = _d(result.get("telemetry"))
+    candidates = (
+        telemetry.get("model_usage"),
+        result.get("usage"),
+        telemetry.get("usage"),
+        _d(result.get("extra")).get("usage"),
+        _d(harness.get("telemetry")).get("usage"),
+    )
+    for usage in candidates:
         if isinstance(usage, dict):
-            out = {
-                k: n
-                for k in ("prompt_tokens", "completion_tokens", "cache_tokens", "cost_usd")
-                if (n := _num(usage.get(k))) is not None
-            }
+            out = {k: n for k in _USAGE_KEYS if (n := _num(usage.get(k))) is not None}
             if out:
                 return out
     traj = result.get("trajectory")

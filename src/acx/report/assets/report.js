@@ -292,7 +292,8 @@
     const box = el("div");
     list.forEach((o) => {
       const text = (o && typeof o === "object") ? (o.content !== undefined ? o.content : o) : o;
-      const label = "observation" + (o && o.tool_call_id ? " (" + o.tool_call_id + ")" : "");
+      const callId = o && (o.tool_call_id || o.source_call_id);
+      const label = "observation" + (callId ? " (" + callId + ")" : "");
       box.appendChild(msg("observation", collapsible(label + " — " + String(typeof text === "string" ? text.length + " chars" : "json"), contentNode(text) || pre(""), false)));
     });
     return box;
@@ -305,7 +306,9 @@
       box.appendChild(el("p", { class: "muted", text: (traj.schema_version || "trajectory") + " — " + traj.steps.length + " step(s)" +
         (traj.started_at ? ", " + traj.started_at + " → " + (traj.finished_at || "…") : "") }));
       traj.steps.forEach((step, i) => {
-        const s = el("div", { class: "step" }, el("div", { class: "step-meta", text: "step " + (step.step_id !== undefined ? step.step_id : i + 1) }));
+        const who = [step.role, step.model].filter((x) => x).join(", ");
+        const s = el("div", { class: "step" }, el("div", { class: "step-meta",
+          text: "step " + (step.step_id !== undefined ? step.step_id : i + 1) + (who ? " — " + who : "") }));
         if (step.system_prompt) s.appendChild(msg("system", collapsible("system prompt", contentNode(step.system_prompt), false)));
         if (step.tools && step.tools.length) s.appendChild(collapsible("tools offered (" + step.tools.length + ")", pre(step.tools), false));
         if (step.user_content) s.appendChild(msg("user", contentNode(step.user_content)));
