@@ -90,9 +90,17 @@ class DockerDriver(ImageBuilder):
         client = await self.client()
 
         def bridge_gateway() -> str | None:
+            import ipaddress
+
             for cfg in client.networks.get("bridge").attrs.get("IPAM", {}).get("Config") or []:
-                if isinstance(cfg, dict) and cfg.get("Gateway"):
+                if not isinstance(cfg, dict):
+                    continue
+                if cfg.get("Gateway"):
                     return str(cfg["Gateway"])
+                if cfg.get("Subnet"):  # the engine gives the bridge the subnet's first address
+                    net = ipaddress.ip_network(cfg["Subnet"], strict=False)
+                    if net.version == 4:
+                        return str(net.network_address + 1)
             return None
 
         return await self._call(bridge_gateway)
