@@ -124,6 +124,32 @@ def test_verifier_setup_inherits_only_when_none(harbor_task) -> None:  # contrac
     assert p.evaluation_environment.setup == ir.EnvironmentSetup(image="verifier:1", workdir="/override")
 
 
+@pytest.mark.parametrize(
+    ("field", "request_value"),
+    [("image", "req:1"), ("workdir", "/req"), ("build_timeout_seconds", 77.0)],
+)
+def test_request_setup_is_layered_over_an_independent_verifier_setup(field: str, request_value: object) -> None:
+    # contract H2; issue 11 item 17: the request's `environment.setup` was not layered into the
+    # fresh verifier of a task that declares its own verifier environment (the reference does)
+    verifier = {"image": "verifier:1", "workdir": "/grade", "build_timeout_seconds": 10.0}
+    t = task("t1", environment_setup={"image": "agent:1", "workdir": "/app"}, evaluation_environment_setup=verifier)
+    p = plan_one(t, environment={**FRESH, "setup": {field: request_value}})
+    assert p.evaluation_environment is not None
+    assert getattr(p.evaluation_environment.setup, field) == request_value
+    assert getattr(p.environment.setup, field) == request_value
+    # the task's run setup still does not leak into its independent verifier (H2)
+    untouched = {k: v for k, v in verifier.items() if k != field}
+    for k, v in untouched.items():
+        assert getattr(p.evaluation_environment.setup, k) == v
+    # request evaluation_setup beats request setup for the verifier
+    p = plan_one(t, environment={**FRESH, "setup": {field: request_value}, "evaluation_setup": {"image": "eval:9"}})
+    assert p.evaluation_environment.setup.image == "eval:9"
+    # an explicit empty verifier table: request setup only, nothing of the task's run setup
+    empty = task("t1", environment_setup={"image": "agent:1", "workdir": "/app"}, evaluation_environment_setup={})
+    p = plan_one(empty, environment={**FRESH, "setup": {field: request_value}})
+    assert p.evaluation_environment.setup == ir.EnvironmentSetup(**{field: request_value})
+
+
 def test_request_setup_overrides_task_defaults() -> None:  # contract H2
     t = task("t1", environment_setup={"image": "task:1", "workdir": "/app", "build_timeout_seconds": 100})
     p = plan_one(t, environment={"setup": {"image": "mine:2"}})

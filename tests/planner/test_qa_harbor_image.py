@@ -50,6 +50,8 @@ def test_separate_verifier_environment_needs_an_image_too(harbor_task) -> None:
         load_harbor_dataset(d)
     assert info.value.code == "E0410" and "[verifier.environment]" in info.value.diagnostics[0].message
     assert [t.task_id for t in load_harbor_dataset(d, evaluation_image="acx-test/bookworm:latest")] == ["sep"]
+    # contract H2 (issue 11 item 17): the request's setup.image is layered over the verifier's setup too
+    assert [t.task_id for t in load_harbor_dataset(d, image="acx-test/bookworm:latest")] == ["sep"]
 
 
 def test_in_a_dataset_the_error_waits_for_selection(harbor_task, tmp_path: Path) -> None:

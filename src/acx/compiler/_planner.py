@@ -611,8 +611,12 @@ class RequestPlan:
             return replace(plan, evaluation_environment=None) if plan.evaluation_environment is not None else plan
         env = plan.environment
         independent = task.evaluation_environment_setup is not None
-        # H2: an explicit verifier environment is independent; None inherits the resolved run setup.
+        # H2: an explicit verifier environment is independent of the task's run setup; None inherits
+        # the resolved run setup. Either way the request's setup is layered over the task's
+        # defaults (like the reference): request `setup`, then request `evaluation_setup`.
         base_setup = task.evaluation_environment_setup if independent else env.setup
+        if independent:
+            base_setup = _merge_setup(base_setup, renv.setup)  # type: ignore[arg-type]
         setup = _merge_setup(base_setup, renv.evaluation_setup)  # type: ignore[arg-type]
         task_res = (
             task.evaluation_resources if independent else _merge_resources(task.resources, task.evaluation_resources)
@@ -653,6 +657,8 @@ class RequestPlan:
                 src,
                 base_setup,
             )
+            if independent and renv.setup != EnvironmentSetup():
+                prov.request("evaluation_environment.setup", "environment.setup", renv.setup)
             if renv.evaluation_setup is not None:
                 prov.request("evaluation_environment.setup", "environment.evaluation_setup", renv.evaluation_setup)
             prov.add(

@@ -140,8 +140,8 @@ def check_task_image(
 
     The run sandbox needs ``[environment] docker_image``, ``environment/Dockerfile`` or the
     request's ``setup.image``. A separate verifier environment (``[verifier.environment]``, which
-    does not inherit the run set-up) needs its own ``docker_image``, the task's Dockerfile or the
-    request's ``evaluation_setup.image``.
+    does not inherit the task's run set-up) needs its own ``docker_image``, the task's Dockerfile
+    or the request's ``setup.image`` / ``evaluation_setup.image`` (layered over it, H2).
     """
     dockerfile = task_dir / "environment" / "Dockerfile"
     if dockerfile.is_file():
@@ -159,12 +159,13 @@ def check_task_image(
             "environment `setup.image`",
         )
     verifier = task.evaluation_environment_setup
-    if verifier is not None and verifier.image is None and evaluation_image is None:
+    if verifier is not None and verifier.image is None and evaluation_image is None and image is None:
         raise AcxPlanError(
             f"Harbor task {task_dir} has no image for its separate verifier environment: "
             f"[verifier.environment] sets no docker_image and {where}",
             code="E0410",
             path=str(toml),
             help='add `docker_image = "IMAGE"` under [verifier.environment] in task.toml, add '
-            "environment/Dockerfile to the task, or set the request's environment `evaluation_setup.image`",
+            "environment/Dockerfile to the task, or set the request's environment `setup.image` or "
+            "`evaluation_setup.image`",
         )
