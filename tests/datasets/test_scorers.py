@@ -149,3 +149,13 @@ def test_scorer_config_errors_are_located(entries: list[Any], path: str, needle:
         build_scorers(entries)
     d = exc.value.diagnostics[0]
     assert d.code == "E0406" and d.path == path and needle in (d.message + (d.help or ""))
+
+
+def test_cli_lists_scorers_and_documents_their_params(capsys: pytest.CaptureFixture[str]) -> None:
+    from acx.cli import main
+
+    assert main(["list", "scorer"]) == 0
+    out = capsys.readouterr().out
+    assert "model_graded" in out and "numeric" in out
+    assert main(["config", "docs", "scorer", "numeric"]) == 0
+    assert "relative_tolerance" in capsys.readouterr().out

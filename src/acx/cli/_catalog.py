@@ -23,12 +23,12 @@ from typing import Any
 
 __all__ = ["component_field_rows", "register", "type_text"]
 
-_KINDS = ("benchmark", "harness", "env", "environment")
+_KINDS = ("benchmark", "harness", "env", "environment", "scorer")
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser("list", help="list registered benchmarks, harnesses or environments")
-    p.add_argument("kind", choices=("benchmark", "harness", "env"), metavar="benchmark|harness|env")
+    p.add_argument("kind", choices=("benchmark", "harness", "env", "scorer"), metavar="benchmark|harness|env|scorer")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(handler=_list)
 
@@ -36,7 +36,7 @@ def register(sub: Any) -> None:
     cfg_sub = cfg.add_subparsers(dest="config_command", metavar="COMMAND")
     cfg.set_defaults(handler=lambda args: _usage(cfg))
     docs = cfg_sub.add_parser("docs", help="documented config fields of a component")
-    docs.add_argument("kind", choices=_KINDS, metavar="KIND", help="benchmark, harness or env")
+    docs.add_argument("kind", choices=_KINDS, metavar="KIND", help="benchmark, harness, env or scorer")
     docs.add_argument("id", metavar="ID")
     docs.add_argument("--format", choices=("text", "json"), default="text")
     docs.set_defaults(handler=_docs)

@@ -231,6 +231,10 @@ def build_report(
         categories[t.category]["tasks"] += 1
         categories[t.category][t.state] += 1
     states = Counter(t.state for t in tasks)
+    extra: dict[str, Any] = {}
+    judge = _judge_usage(tasks)
+    if judge:
+        extra["judge_usage"] = judge  # a grader's tokens, apart from the agents' own usage
     return MetricReport(
         k=k,
         strategy=strategy,
@@ -240,7 +244,21 @@ def build_report(
         counts={"tasks": len(tasks), **{s: states.get(s, 0) for s in ("normal", "error", "fatal")}},
         errors_by_code=dict(errors.most_common()),
         categories={c: dict(v) for c, v in sorted(categories.items())},
+        extra=extra,
     )
+
+
+def _judge_usage(tasks: Sequence[TaskOutcome]) -> dict[str, float]:
+    """Token counts scorers spent on graders (``telemetry.judge_usage``), summed over attempts."""
+    total: dict[str, float] = {}
+    for t in tasks:
+        for a in t.attempts:
+            usage = a.telemetry.get("judge_usage")
+            if isinstance(usage, dict):
+                for key, value in usage.items():
+                    if isinstance(value, int | float) and not isinstance(value, bool):
+                        total[key] = total.get(key, 0) + value
+    return total
 
 
 def _fmt(v: float | None) -> str:

@@ -9,7 +9,10 @@ for the selected rows. Memory therefore grows with the ids and the selection, no
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import random
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -123,37 +126,72 @@ Transform = Callable[[dict[str, Any], Locator], dict[str, Any]]
 
 
 def _rows(path: Path, fmt: str, transform: Transform | None) -> Iterator[tuple[Locator, Any]]:
+    if transform is None:
+        return iter_records(path, fmt)
+    return _transformed(path, fmt, transform)
+
+
+def _transformed(path: Path, fmt: str, transform: Transform) -> Iterator[tuple[Locator, Any]]:
     for loc, record in iter_records(path, fmt):
-        yield loc, (transform(record, loc) if transform is not None and isinstance(record, dict) else record)
+        yield loc, (transform(record, loc) if isinstance(record, dict) else record)
 
 
-def _index(
-    path: Path, fmt: str, config: DatasetConfig, transform: Transform | None
-) -> tuple[list[str], list[int], int, _Filters]:
-    """Pass 1: check every row; the ids and stream positions of rows the filters keep."""
-    filters = _Filters(config.filters)
-    ids: list[str] = []
-    ordinals: list[int] = []
-    first_seen: dict[str, Locator] = {}
-    hashed: dict[str, int] = {}
-    total = 0
-    for ordinal, (loc, record) in enumerate(_rows(path, fmt, transform)):
-        total += 1
-        row = map_record(record, loc, config.fields, dataset_dir=path.parent)
-        tid = row.task_id if row.task_id is not None else _hash_id(row, hashed)
-        prior = first_seen.get(tid)
-        if prior is not None:
-            raise loc.error(
-                f"duplicate task id {tid!r} (first at {prior.where()})",
-                "task ids must be unique within a dataset (or set fields.id: null for content hashes)",
-                code="E0403",
-                field=config.fields.id,
-            )
-        first_seen[tid] = loc
-        if filters.keep(record):
-            ids.append(tid)
-            ordinals.append(ordinal)
-    return ids, ordinals, total, filters
+class _Index:
+    """Pass 1 over the file: every row checked; ids and stream positions of the rows the
+    filters keep. Without ``shuffle``/``sample_ids`` the selection is the first ``limit`` kept
+    rows, known while reading, so their tasks are built right away and no second pass is needed."""
+
+    def __init__(self, config: DatasetConfig, source: str, benchmark: str, *, eager: bool, cells: bool) -> None:
+        self.config = config
+        self.cells = cells
+        self.source = source
+        self.benchmark = benchmark
+        self.eager = eager
+        self.filters = _Filters(config.filters)
+        self.ids: list[str] = []
+        self.ordinals: list[int] = []
+        self.tasks: list[TaskSpec] = []
+        self.total = 0
+        self._seen: set[str] = set()
+        self._hashed: dict[str, int] = {}
+
+    def scan(self, rows_again: Callable[[], Iterator[tuple[Locator, Any]]], dataset_dir: Path) -> None:
+        fields, limit = self.config.fields, self.config.limit
+        for ordinal, (loc, record) in enumerate(rows_again()):
+            self.total += 1
+            build = self.eager and (limit is None or len(self.tasks) < limit)
+            row = map_record(record, loc, fields, dataset_dir=dataset_dir, with_metadata=build, text_cells=self.cells)
+            tid = row.task_id if row.task_id is not None else _hash_id(row, self._hashed)
+            if tid in self._seen:
+                raise self._duplicate(tid, loc, rows_again)
+            self._seen.add(tid)
+            if self.filters.keep(record):
+                if build:
+                    self.tasks.append(_task(tid, row, loc, self.source, self.benchmark))
+                elif not self.eager:  # the second pass needs ids and positions; eager mode does not
+                    self.ids.append(tid)
+                    self.ordinals.append(ordinal)
+
+    def _duplicate(self, tid: str, loc: Locator, rows_again: Callable[[], Iterator[tuple[Locator, Any]]]) -> Exception:
+        """The error for a repeated id, naming its first place (found by reading again: rare path)."""
+        first = "an earlier row"
+        hashed: dict[str, int] = {}
+        for other, record in rows_again():
+            try:
+                row = map_record(
+                    record, other, self.config.fields, dataset_dir=Path(), with_metadata=False, text_cells=self.cells
+                )
+            except AcxPlanError:
+                continue
+            if (row.task_id if row.task_id is not None else _hash_id(row, hashed)) == tid:
+                first = other.where()
+                break
+        return loc.error(
+            f"duplicate task id {tid!r} (first at {first})",
+            "task ids must be unique within a dataset (or set fields.id: null for content hashes)",
+            code="E0403",
+            field=self.config.fields.id,
+        )
 
 
 def _hash_id(row: MappedRow, hashed: dict[str, int]) -> str:
@@ -209,19 +247,44 @@ def load_dataset(
     """
     path = resolve_dataset_path(config.path, base_dir, missing_help=missing_help)
     fmt = detect_format(path, config.format)
-    ids, ordinals, total, filters = _index(path, fmt, config, transform)
-    if total == 0:
+    with _gc_paused():
+        return _load(config, path, fmt, benchmark, transform, lenient_filters)
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Loading allocates millions of acyclic dicts and structs: the cyclic collector would walk
+    them again and again (≈40 % of the time for 1 M rows) and can free nothing."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _load(
+    config: DatasetConfig, path: Path, fmt: str, benchmark: str, transform: Transform | None, lenient_filters: bool
+) -> list[TaskSpec]:
+    source = str(path)
+    cells = fmt in ("csv", "tsv")
+    index = _Index(config, source, benchmark, eager=not config.shuffle and config.sample_ids is None, cells=cells)
+    index.scan(lambda: _rows(path, fmt, transform), path.parent)
+    if index.total == 0:
         raise AcxPlanError(
             f"dataset {path} has no records",
             code="E0402",
             path="benchmark.params.path",
             help="add rows; for JSONL one JSON object per line",
         )
-    filters.check(total, lenient=lenient_filters)
-    positions = _select(ids, config, total)
+    index.filters.check(index.total, lenient=lenient_filters)
+    if index.eager:
+        return index.tasks
+    ids, ordinals = index.ids, index.ordinals
+    positions = _select(ids, config, index.total)
     wanted = {ordinals[p]: k for k, p in enumerate(positions)}
     out: list[TaskSpec | None] = [None] * len(positions)
-    source = str(path)
     remaining = len(wanted)
     for ordinal, (loc, record) in enumerate(_rows(path, fmt, transform)):
         if remaining == 0:
@@ -229,7 +292,7 @@ def load_dataset(
         k = wanted.get(ordinal)
         if k is None:
             continue
-        row = map_record(record, loc, config.fields, dataset_dir=path.parent)
+        row = map_record(record, loc, config.fields, dataset_dir=path.parent, text_cells=cells)
         out[k] = _task(ids[positions[k]], row, loc, source, benchmark)
         remaining -= 1
     return [t for t in out if t is not None]
@@ -247,6 +310,21 @@ def _task(task_id: str, row: MappedRow, loc: Locator, source: str, benchmark: st
         meta["files"] = row.files
     if row.system_prompt is not None:
         meta["system_prompt"] = row.system_prompt
+    # Memory per task matters at 1 M rows: categories repeat (one shared string each), and the
+    # empty env maps / warning list are shared instead of four fresh containers per task (msgspec
+    # copies mutable defaults); TaskSpec is a frozen IR value nobody mutates in place.
     return TaskSpec(
-        task_id=task_id, question=row.question, category=row.category, ground_truth=row.target, metadata=meta
+        task_id=task_id,
+        question=row.question,
+        category=sys.intern(row.category),
+        ground_truth=row.target,
+        metadata=meta,
+        env_variables=_NO_ENV,
+        run_env_variables=_NO_ENV,
+        evaluation_env_variables=_NO_ENV,
+        load_warnings=_NO_WARNINGS,
     )
+
+
+_NO_ENV: dict[str, str] = {}
+_NO_WARNINGS: list[str] = []

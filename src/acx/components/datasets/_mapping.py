@@ -33,9 +33,10 @@ class MappedRow:
     system_prompt: str | None
 
 
-def _maybe_json(value: Any) -> Any:
-    """CSV/TSV cells are text: a cell holding a JSON list/object (choices, messages, files) is parsed."""
-    if isinstance(value, str) and value[:1] in ("[", "{"):
+def _maybe_json(value: Any, cells: bool) -> Any:
+    """CSV/TSV cells are text: a cell holding a JSON list/object (choices, messages, files) is
+    parsed. Values of JSON/Parquet rows are typed already and never re-parsed."""
+    if cells and isinstance(value, str) and value[:1] in ("[", "{"):
         try:
             return json.loads(value)
         except ValueError:
@@ -55,16 +56,64 @@ def _scalar_text(value: Any) -> str | None:
     return None
 
 
-def map_record(record: Any, loc: Locator, fields: FieldMapping, *, dataset_dir: Path) -> MappedRow:
+def _fast(record: Any, fields: FieldMapping, text_cells: bool, with_metadata: bool) -> MappedRow | None:
+    """The common row (string id, text input and target, optional category) mapped with a few
+    type checks; anything else (or anything wrong) takes the full path with its located errors."""
+    if type(record) is not dict or fields.choices is not None or fields.files is not None or fields.system_prompt:
+        return None
+    tid = record.get(fields.id) if fields.id is not None else None
+    question = record.get(fields.input)
+    target = record.get(fields.target) if fields.target is not None else None
+    if type(question) is not str or (fields.id is not None and (type(tid) is not str or not tid or tid.strip() != tid)):
+        return None
+    if fields.target is not None and type(target) is not str:
+        return None
+    if text_cells and (question[:1] in ("[", "{") or (target is not None and target[:1] in ("[", "{"))):
+        return None
+    category = "all"
+    if fields.category is not None:
+        cat = record.get(fields.category)
+        if type(cat) is str and cat:
+            category = cat
+        elif cat not in (None, ""):
+            return None
+    return MappedRow(
+        task_id=tid,
+        question=question,
+        messages=None,
+        target=target,
+        choices=None,
+        category=category,
+        metadata=_metadata(record, fields) if with_metadata else {},
+        files=None,
+        system_prompt=None,
+    )
+
+
+def map_record(
+    record: Any,
+    loc: Locator,
+    fields: FieldMapping,
+    *,
+    dataset_dir: Path,
+    with_metadata: bool = True,
+    text_cells: bool = False,
+) -> MappedRow:
+    """Check a row completely and map it; ``with_metadata=False`` (the indexing pass) skips
+    copying the unmapped columns, which only the selected rows need. ``text_cells``: the values
+    are CSV/TSV text, where a cell holding a JSON list/object (choices, messages) is parsed."""
+    fast = _fast(record, fields, text_cells, with_metadata)
+    if fast is not None:
+        return fast
     if not isinstance(record, dict):
         raise loc.error(
             f"the {loc.kind if loc.line is None else 'line'} is a JSON {type(record).__name__}, not an object",
             'each record is an object such as {"id": "q1", "input": "…", "target": "…"}',
         )
     task_id = _id(record, loc, fields)
-    question, messages = _input(record, loc, fields)
-    target = _target(record, loc, fields)
-    choices = _choices(record, loc, fields)
+    question, messages = _input(record, loc, fields, text_cells)
+    target = _target(record, loc, fields, text_cells)
+    choices = _choices(record, loc, fields, text_cells)
     if choices is not None and target is not None:
         for t in target if isinstance(target, list) else [target]:
             if choice_index(t, choices) is None:
@@ -75,7 +124,7 @@ def map_record(record: Any, loc: Locator, fields: FieldMapping, *, dataset_dir: 
                     field=fields.target,
                 )
     category = _category(record, loc, fields)
-    files = _files(record, loc, fields, dataset_dir)
+    files = _files(record, loc, fields, dataset_dir, text_cells)
     system_prompt = _optional_text(record, loc, fields.system_prompt)
     return MappedRow(
         task_id=task_id,
@@ -84,7 +133,7 @@ def map_record(record: Any, loc: Locator, fields: FieldMapping, *, dataset_dir: 
         target=target,
         choices=choices,
         category=category,
-        metadata=_metadata(record, fields),
+        metadata=_metadata(record, fields) if with_metadata else {},
         files=files,
         system_prompt=system_prompt,
     )
@@ -115,10 +164,12 @@ def _id(record: dict[str, Any], loc: Locator, fields: FieldMapping) -> str | Non
     return text
 
 
-def _input(record: dict[str, Any], loc: Locator, fields: FieldMapping) -> tuple[str, list[dict[str, Any]] | None]:
+def _input(
+    record: dict[str, Any], loc: Locator, fields: FieldMapping, cells: bool
+) -> tuple[str, list[dict[str, Any]] | None]:
     if fields.input not in record:
         raise _missing(loc, fields.input, "the input", "map the prompt column with fields.input")
-    value = _maybe_json(record[fields.input])
+    value = _maybe_json(record[fields.input], cells)
     if isinstance(value, str):
         return value, None
     if isinstance(value, list) and value:
@@ -150,7 +201,7 @@ def _input(record: dict[str, Any], loc: Locator, fields: FieldMapping) -> tuple[
     )
 
 
-def _target(record: dict[str, Any], loc: Locator, fields: FieldMapping) -> Any:
+def _target(record: dict[str, Any], loc: Locator, fields: FieldMapping, cells: bool) -> Any:
     if fields.target is None:
         return None
     if fields.target not in record:
@@ -160,7 +211,7 @@ def _target(record: dict[str, Any], loc: Locator, fields: FieldMapping) -> Any:
             "the target",
             "map the answer column with fields.target, or set it to null for scorers without a target",
         )
-    value = _maybe_json(record[fields.target])
+    value = _maybe_json(record[fields.target], cells)
     items = value if isinstance(value, list) else [value]
     if not items or any(not isinstance(v, str | int | float) or isinstance(v, bool) for v in items):
         raise loc.error(
@@ -172,14 +223,14 @@ def _target(record: dict[str, Any], loc: Locator, fields: FieldMapping) -> Any:
     return value
 
 
-def _choices(record: dict[str, Any], loc: Locator, fields: FieldMapping) -> list[str] | None:
+def _choices(record: dict[str, Any], loc: Locator, fields: FieldMapping, cells: bool) -> list[str] | None:
     spec = fields.choices
     if spec is None:
         return None
     if isinstance(spec, str):
         if spec not in record:
             raise _missing(loc, spec, "the choices", "map the choices column with fields.choices")
-        value = _maybe_json(record[spec])
+        value = _maybe_json(record[spec], cells)
         if not isinstance(value, list):
             raise loc.error(
                 f"choices is a {type(value).__name__}, not a list",
@@ -245,11 +296,13 @@ def _optional_text(record: dict[str, Any], loc: Locator, column: str | None) -> 
     return value
 
 
-def _files(record: dict[str, Any], loc: Locator, fields: FieldMapping, dataset_dir: Path) -> dict[str, str] | None:
+def _files(
+    record: dict[str, Any], loc: Locator, fields: FieldMapping, dataset_dir: Path, cells: bool
+) -> dict[str, str] | None:
     column = fields.files
     if column is None or record.get(column) in (None, "", {}):
         return None
-    value = _maybe_json(record[column])
+    value = _maybe_json(record[column], cells)
     if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
         raise loc.error(
             "files is not a mapping of sandbox path → source",
