@@ -7,9 +7,11 @@ import math
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from acx.cli import main
-from acx.report import compare_runs, load_run, paired_difference
+from acx.report import RunData, compare_runs, load_run, paired_difference
 from acx.testing.results import write_run
 
 
@@ -65,9 +67,10 @@ def test_compare_matches_hand_computation(runs: tuple[Path, Path]) -> None:
     assert correct["n"] == 4 and correct["unpaired"] == 1
     assert correct["mean_a"] == pytest.approx(0.5) and correct["mean_b"] == pytest.approx(0.75)
     assert correct["diff"] == pytest.approx(0.25)
-    # s² = (0.0625 + 0.5625 + 1.5625 + 0.5625) / 3 = 0.916667; se = sqrt(s²/4) = 0.478714
+    # s² = (0.0625 + 0.5625 + 1.5625 + 0.5625) / 3 = 0.916667; se = sqrt(s²/4) = 0.478714;
+    # t(0.975, 3) = 3.182446 → half width 1.523472
     assert correct["stderr"] == pytest.approx(0.4787136, abs=1e-6)
-    assert correct["ci95"] == pytest.approx([0.25 - 0.9382616, 0.25 + 0.9382616], abs=1e-6)
+    assert correct["ci95"] == pytest.approx([0.25 - 1.523472, 0.25 + 1.523472], abs=1e-5)
     assert correct["flipped_up"] == ["t2", "t4"] and correct["flipped_down"] == ["t3"]
     score = by["score"]
     # A per task: t1 (0.5+1)/2 = 0.75, t2 0, t3 1, t4 0.25; B: 1, 0.5, 0, 0.25 → diffs 0.25, 0.5, -1, 0
@@ -93,7 +96,7 @@ def test_results_compare_cli(runs: tuple[Path, Path], capsys: pytest.CaptureFixt
     assert main(["results", "compare", str(runs[0]), str(runs[1])]) == 0
     text = capsys.readouterr().out
     assert "matched tasks: 5; only in A: 1; only in B: 1" in text
-    assert "+0.250" in text and "[-0.688, +1.188]" in text
+    assert "+0.250" in text and "[-1.273, +1.773]" in text
     assert "better in B (2): t2, t4" in text and "worse in B (1): t3" in text
 
 
@@ -101,3 +104,48 @@ def test_results_compare_bad_dir(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert main(["results", "compare", str(tmp_path), str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "E0603" in err and "Traceback" not in err
+
+
+def _run_data(values: dict[str, dict[str, float]]) -> RunData:
+    return RunData(
+        path="x",
+        info={"run_id": "r", "request_name": "q"},
+        metrics=None,
+        progress=None,
+        live=False,
+        primary="correct",
+        overview={},
+        headline=None,
+        rows=[],
+        details=[],
+        plans=[],
+        values=values,
+        metric_kinds={"correct": "binary_success"},
+    )
+
+
+_task_values = st.dictionaries(
+    st.sampled_from([f"t{i}" for i in range(12)]),
+    st.fixed_dictionaries({}, optional={"correct": st.sampled_from([0.0, 0.5, 1.0])}),
+)
+
+
+@given(_task_values, _task_values)
+def test_compare_is_antisymmetric_and_counts_add_up(
+    va: dict[str, dict[str, float]], vb: dict[str, dict[str, float]]
+) -> None:
+    # issue 16: swapping the runs negates the difference and its interval and swaps the flips
+    ab = compare_runs(_run_data(va), _run_data(vb))
+    ba = compare_runs(_run_data(vb), _run_data(va))
+    assert ab["matched"] == ba["matched"] == len(set(va) & set(vb))
+    assert ab["only_a"] == ba["only_b"] and ab["only_b"] == ba["only_a"]
+    m, r = ab["metrics"][0], ba["metrics"][0]
+    assert m["n"] + m["unpaired"] == ab["matched"]
+    assert m["flipped_up"] == r["flipped_down"] and m["flipped_down"] == r["flipped_up"]
+    if m["diff"] is not None:
+        assert m["diff"] == pytest.approx(-r["diff"])
+    if m["ci95"] is not None:
+        assert m["ci95"][0] <= m["diff"] <= m["ci95"][1]
+        assert m["ci95"] == pytest.approx([-r["ci95"][1], -r["ci95"][0]])
+    same = compare_runs(_run_data(va), _run_data(va))["metrics"][0]
+    assert same["flipped_up"] == same["flipped_down"] == [] and same["diff"] in (None, 0.0)

@@ -3,17 +3,17 @@
 For each metric, the per-task value (mean over the attempts that observed it; a binary metric
 counts 1/0) is paired over the tasks both runs have and both observed. With ``d_i = b_i - a_i``
 over those ``n`` pairs: ``mean = Σd/n``, ``s² = Σ(d - mean)²/(n - 1)``, ``se = s/√n`` and the 95 %
-interval ``mean ± 1.96·se`` (the normal approximation of the paired mean difference; it needs
-n ≥ 2 and is optimistic for small n). A task *flipped up* when ``b_i > a_i`` and *down* when
+interval ``mean ± t(0.975, n - 1)·se`` (Student's t, :mod:`acx.stats`, as metrics.json's intervals;
+it needs n ≥ 2). A task *flipped up* when ``b_i > a_i`` and *down* when
 ``b_i < a_i`` (for a binary metric with k = 1: failed → passed and passed → failed).
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-from acx.report._model import Z95, RunData
+from acx.report._model import RunData
+from acx.stats import estimate
 
 __all__ = ["compare_runs", "paired_difference"]
 
@@ -27,9 +27,9 @@ def paired_difference(pairs: list[tuple[float, float]]) -> dict[str, Any]:
     diffs = [b - a for a, b in pairs]
     mean = sum(diffs) / n
     out.update(mean_a=sum(a for a, _ in pairs) / n, mean_b=sum(b for _, b in pairs) / n, diff=mean)
-    if n >= 2:
-        se = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1) / n)
-        out.update(stderr=se, ci95=[mean - Z95 * se, mean + Z95 * se])
+    est = estimate(diffs)
+    if est.stderr is not None and est.ci_low is not None and est.ci_high is not None:
+        out.update(stderr=est.stderr, ci95=[est.ci_low, est.ci_high])
     return out
 
 

@@ -89,6 +89,17 @@ def _overview_html(i: int, run: RunData) -> str:
         ),
         ("usage", usage_txt or "not recorded"),
     ]
+    if progress.get("running"):
+        phases = ", ".join(f"{k} {v}" for k, v in sorted((progress.get("current_phase_counts") or {}).items()))
+        active = progress.get("active_tasks") or []
+        rows.append(
+            (
+                "running now",
+                f"{progress.get('running')} task(s)"
+                + (f" — phases: {phases}" if phases else "")
+                + (f" — {', '.join(map(str, active[:20]))}{' …' if len(active) > 20 else ''}" if active else ""),
+            )
+        )
     if o.get("error"):
         rows.append(("error", o.get("error")))
     if o.get("reused_from"):
@@ -203,7 +214,7 @@ def _compare_html(b_index: int, cmp: dict[str, Any], rows_a: dict[str, int], row
         f"B = {_e(b['request_name'])} / {_e(b['run_id'])} ({b['tasks']} tasks); "
         f'<span data-testid="matched">{cmp["matched"]}</span> matched tasks.</p>'
         "<p class=muted>Per metric: per-task values (mean over attempts) paired over matched tasks; "
-        "difference B − A with a paired 95 % interval (mean ± 1.96·s/√n).</p>"
+        "difference B − A with a paired 95 % interval (mean ± t(0.975, n−1)·s/√n).</p>"
         "<table class=grid data-testid=compare-table><thead><tr><th>metric</th><th>pairs</th><th>A</th><th>B</th>"
         "<th>B − A</th><th>95 % interval</th><th>up</th><th>down</th></tr></thead>"
         f"<tbody>{body}</tbody></table><h3>Tasks that changed</h3>{flips}"

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from acx.results import AttemptRecord, PhaseTiming, RunReader, TaskRecord
+from acx.stats import estimate
 
 __all__ = [
     "ROW_FIELDS",
@@ -165,16 +166,14 @@ def _codes(task: TaskRecord) -> list[str]:
 # ---- statistics ----------------------------------------------------------------------------------
 
 
-def mean_interval(values: list[float]) -> tuple[float, float, float] | None:
-    """(mean, low, high): the 95 % normal-approximation interval of a mean over independent
-    items, ``mean ± 1.96·s/√n`` with the sample standard deviation; None for fewer than 2."""
-    n = len(values)
-    if n < 2:
+def mean_interval(values: list[float], *, bounded: bool = False) -> tuple[float, float, float] | None:
+    """(mean, low, high): the 95 % interval of a mean over tasks, ``mean ± t(0.975, n-1)·s/√n``
+    (:func:`acx.stats.estimate`, as metrics.json's), clipped to [0, 1] when ``bounded``; None for
+    fewer than 2 values."""
+    est = estimate(values, bounded=bounded)
+    if est.mean is None or est.ci_low is None or est.ci_high is None:
         return None
-    mean = sum(values) / n
-    var = sum((v - mean) ** 2 for v in values) / (n - 1)
-    half = Z95 * math.sqrt(var / n)
-    return mean, mean - half, mean + half
+    return est.mean, est.ci_low, est.ci_high
 
 
 def headline_interval(series: dict[str, Any]) -> tuple[float, float] | None:
@@ -451,14 +450,11 @@ def _headline(
         out = {"series_id": f"{primary} (mean over tasks)", "value": sum(scores) / len(scores), "counts": {}}
     else:
         return None
-    computed = mean_interval(scores)
+    computed = mean_interval(scores, bounded=kind == "binary_success")
     if computed is not None:
-        lo, hi = computed[1], computed[2]
-        if kind == "binary_success":  # a pass rate lies in [0, 1]; the approximation may not
-            lo, hi = max(0.0, lo), min(1.0, hi)
         out.update(
-            interval=[lo, hi],
-            interval_source=f"computed by the report: mean of {len(scores)} per-task values ± 1.96·s/√n",
+            interval=[computed[1], computed[2]],
+            interval_source=f"computed by the report: mean of {len(scores)} per-task values ± t·s/√n",
         )
     return out
 

@@ -12,6 +12,7 @@ import html
 import json
 import os
 import threading
+import time
 import urllib.parse
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -54,6 +55,7 @@ class ViewServer:
         self.interval_ms = interval_ms
         self.environ = environ
         self._cache: dict[str, tuple[str, bytes]] = {}
+        self._render_seconds: dict[str, float] = {}
         self._lock = threading.Lock()
         server = self
 
@@ -141,6 +143,8 @@ class ViewServer:
             "finished": p.get("finished"),
             "total": p.get("total"),
             "stamp": _stamp(d),
+            # A page reloads at most this often: re-rendering a large run costs seconds of CPU.
+            "min_reload_ms": max(self.interval_ms, int(self._render_seconds.get(self._rel(d), 0.0) * 4000)),
         }
 
     def _runs(self) -> list[dict[str, Any]]:
@@ -183,7 +187,9 @@ class ViewServer:
                 "stamp": stamp,
                 "interval_ms": self.interval_ms,
             }
+            started = time.monotonic()
             doc, _, _ = render_runs([d], live=live, environ=self.environ)
+            self._render_seconds[rel] = time.monotonic() - started
             body = doc.encode("utf-8")
             self._cache[rel] = (stamp, body)
             return body

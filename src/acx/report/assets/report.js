@@ -463,6 +463,7 @@
     const cfg = INDEX.live;
     if (!cfg || !cfg.progress_url || !location.protocol.startsWith("http")) return;
     const banner = document.getElementById("live-banner");
+    const loadedAt = Date.now();
     let last = cfg.stamp;
     async function poll() {
       try {
@@ -470,7 +471,8 @@
         const p = await r.json();
         banner.hidden = false;
         banner.textContent = p.live ? "in progress: " + fmt(p.finished) + " / " + fmt(p.total) + " tasks" : "status: " + fmt(p.status);
-        if (p.stamp !== last) { last = p.stamp; location.reload(); return; }
+        // Reload when the run changed, but not more often than the server can re-render it.
+        if (p.stamp !== last && Date.now() - loadedAt >= (p.min_reload_ms || 0)) { location.reload(); return; }
         if (!p.live) return;
       } catch (e) { banner.hidden = false; banner.textContent = "live view: server unreachable"; }
       setTimeout(poll, cfg.interval_ms || 1500);
