@@ -319,8 +319,11 @@ def test_resume_of_a_run_it_cannot_write_is_refused_up_front(tmp_path: Path) -> 
 
 def test_request_and_task_level_missing_variables_come_in_one_e0310(tmp_path: Path) -> None:
     # contract V1
-    from acx.cli._run import _refuse_missing_env
+    from acx.api._build import refuse_missing_env
     from acx.compiler import compile_orchestration
+
+    def _refuse_missing_env(requests: list) -> None:
+        refuse_missing_env(requests, os.environ)
 
     spec = _quickstart_copy(tmp_path)
     text = (spec.parent / "quickstart.yaml").read_text()

@@ -84,21 +84,21 @@ def _json_arg(text: str | None, flag: str) -> Any:
 
 def compile_from_args(args: argparse.Namespace) -> Any:
     """Compile SPEC with the shared flags; warnings (e.g. W0301) go to stderr, never stdout."""
-    from acx.compiler import compile_orchestration
+    from acx.api import compile_spec
 
-    compiled = compile_orchestration(
+    return compile_spec(
         args.spec,
         configs=args.config,
         task_concurrency=args.task_concurrency,
-        execution_params=_json_arg(args.execution_params, "--execution-params"),
-        runtime_params=_json_arg(args.runtime_params, "--runtime-params"),
+        execution=_json_arg(args.execution_params, "--execution-params"),
+        runtime=_json_arg(args.runtime_params, "--runtime-params"),
         environment=args.env,
+        report=_stderr,
     )
-    if compiled.warnings:
-        from acx.diagnostics import render_text
 
-        sys.stderr.write(render_text(compiled.warnings, sources=compiled.sources) + "\n")
-    return compiled
+
+def _stderr(text: str) -> None:
+    sys.stderr.write(text + "\n")
 
 
 def _handle(args: argparse.Namespace) -> int:

@@ -9,59 +9,22 @@ atomically.
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from acx.api import PlannedRequest
 
 __all__ = ["build_program", "explain_plan_field", "format_seconds", "plan_compiled", "run_plans"]
 
 
-# ---------------------------------------------------------------------------------------------
-# Planning every request of a Compiled orchestration.
-# ---------------------------------------------------------------------------------------------
-class _PlannedRequest:
-    """One request's plans: ``rows`` = (task, {attempt: plan}, warnings, first-attempt provenance)."""
+def plan_compiled(compiled: Any, *, task_glob: str | None = None, provenance: bool = False) -> list[PlannedRequest]:
+    """Plan every request of ``compiled`` (:func:`acx.api.plan_compiled`)."""
+    from acx.api import plan_compiled as plan
 
-    def __init__(self, name: str, request_plan: Any, rows: list[tuple[Any, dict[int, Any], list[str], Any]]) -> None:
-        self.name = name
-        self.rp = request_plan
-        self.rows = rows
-
-
-def plan_compiled(compiled: Any, *, task_glob: str | None = None, provenance: bool = False) -> list[_PlannedRequest]:
-    """Plan every request of ``compiled`` (capabilities probed here, at the edge).
-
-    ``provenance``: also record the plan provenance of each task's first attempt (``-o``).
-    """
-    from acx.compiler._planner import plan_request
-    from acx.drivers import probe_capabilities
-
-    out: list[_PlannedRequest] = []
-    for run in compiled.orchestration.requests:
-        req = run.request
-        rp = plan_request(
-            req,
-            base_dir=compiled.base_dirs.get(run.name, os.getcwd()),
-            capabilities=probe_capabilities(req.environment.id),
-            task_glob=task_glob,
-            request_provenance=compiled.provenance.get(run.name),
-        )
-        rp.name = run.name
-        rp.on_warning = _printed_with_the_plan
-        rows = []
-        for task in rp.tasks:
-            first = rp.plan_attempt_detailed(task, 1, provenance=provenance)
-            plans: dict[int, Any] = {1: first.plan}
-            warnings = list(first.warnings)
-            for attempt in rp.attempts()[1:]:
-                more: list[str] = []
-                plans[attempt] = rp.plan_attempt(task, attempt, warnings=more)
-                warnings.extend(w for w in more if w not in warnings)  # usually the same per attempt
-            rows.append((task, plans, warnings, first.provenance))
-        out.append(_PlannedRequest(run.name, rp, rows))
-    return out
+    return plan(compiled, task_glob=task_glob, provenance=provenance)
 
 
 def _printed_with_the_plan(warning: Any) -> None:
@@ -135,7 +98,7 @@ def redacted_plan(plan: Any) -> dict[str, Any]:
     return d
 
 
-def _request_head(p: _PlannedRequest) -> dict[str, Any]:
+def _request_head(p: PlannedRequest) -> dict[str, Any]:
     req = p.rp.request
     return {
         "name": p.name,
@@ -175,7 +138,7 @@ def _redacted_contribution(path: str, contribution: Any) -> dict[str, Any]:
     return out
 
 
-def _payload(planned: list[_PlannedRequest], *, provenance: bool = False) -> dict[str, Any]:
+def _payload(planned: list[PlannedRequest], *, provenance: bool = False) -> dict[str, Any]:
     return {
         "format_version": 1,
         "requests": [
@@ -188,7 +151,7 @@ def _payload(planned: list[_PlannedRequest], *, provenance: bool = False) -> dic
     }
 
 
-def _write_json(out: TextIO, planned: list[_PlannedRequest], *, provenance: bool = False) -> None:
+def _write_json(out: TextIO, planned: list[PlannedRequest], *, provenance: bool = False) -> None:
     """Streamed, one task at a time, so memory stays flat for large datasets."""
     import msgspec
 
@@ -211,21 +174,11 @@ def _write_json(out: TextIO, planned: list[_PlannedRequest], *, provenance: bool
 # ---------------------------------------------------------------------------------------------
 # The compiled program
 # ---------------------------------------------------------------------------------------------
-def build_program(compiled: Any, planned: list[_PlannedRequest]) -> Any:
-    from acx.ir import CompiledProgram, RequestProgram
+def build_program(compiled: Any, planned: list[PlannedRequest]) -> Any:
+    """The sealed compiled program (:func:`acx.api.program_from_plans`)."""
+    from acx.api import program_from_plans
 
-    requests = [
-        RequestProgram(
-            name=p.name,
-            base_dir=compiled.base_dirs.get(p.name, os.getcwd()),
-            tasks=[task for task, _, _, _ in p.rows],
-            plans={task.task_id: {str(a): plan for a, plan in plans.items()} for task, plans, _, _ in p.rows},
-            provenance={task.task_id: prov for task, _, _, prov in p.rows},
-            warnings=[w for _, _, ws, _ in p.rows for w in ws],
-        )
-        for p in planned
-    ]
-    return CompiledProgram(orchestration=compiled.orchestration, requests=requests).sealed()
+    return program_from_plans(compiled, planned)
 
 
 def refuse_literal_secrets(compiled: Any) -> None:
@@ -404,7 +357,7 @@ def _same_but_attempt(a: Any, b: Any) -> bool:
     return bool(replace(b, attempt=a.attempt) == a)
 
 
-def render_text(out: TextIO, planned: Iterable[_PlannedRequest], *, full: bool) -> None:
+def render_text(out: TextIO, planned: Iterable[PlannedRequest], *, full: bool) -> None:
     for p in planned:
         req = p.rp.request
         k = len(p.rp.attempts())
@@ -466,10 +419,9 @@ def explain_plan_field(args: Any, compiled: Any) -> int:
 
     import msgspec
 
-    from acx.compiler._planner import plan_request
+    from acx.api import plan_one
     from acx.compiler._redact import is_sensitive_path, redact
     from acx.diagnostics import did_you_mean
-    from acx.drivers import probe_capabilities
     from acx.errors import AcxPlanError
 
     names = [r.name for r in compiled.orchestration.requests]
@@ -489,14 +441,7 @@ def explain_plan_field(args: Any, compiled: Any) -> int:
             path="--task",
             help="add --task ID (`acx compile SPEC --plans` lists the task ids)",
         )
-    req = run.request
-    rp = plan_request(
-        req,
-        base_dir=compiled.base_dirs.get(run.name, os.getcwd()),
-        capabilities=probe_capabilities(req.environment.id),
-        request_provenance=compiled.provenance.get(run.name),
-    )
-    rp.name = run.name
+    rp = plan_one(compiled, run)
     rp.on_warning = _printed_with_the_plan
     task = rp.task(args.task)
     attempt = int(getattr(args, "attempt", None) or 1)

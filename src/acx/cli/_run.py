@@ -8,12 +8,13 @@ second Ctrl-C exits at once).
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
+
+from acx.errors import AcxConfigError
 
 __all__ = ["build_programs", "register"]
 
@@ -110,235 +111,43 @@ def _runtime_overrides(args: argparse.Namespace) -> dict[str, Any] | None:
     return out or None
 
 
-def _is_program(path: str) -> bool:
-    if not path.endswith(".json"):
-        return False
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(4096)
-    except OSError:
-        return False
-    return b'"acx.program"' in head or b'"kind":"acx.program"' in head
-
-
-def _load_program(path: str) -> Any:
-    from acx.errors import AcxConfigError
-    from acx.ir._program import ProgramError, decode_program
-
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise AcxConfigError(
-            f"cannot read {path}: {exc.strerror}",
-            code="E0201",
-            path=path,
-            help="pass the file written by `acx compile SPEC -o plan.json`",
-        ) from None
-    try:
-        return decode_program(data)
-    except ProgramError as exc:
-        raise AcxConfigError(
-            f"{path}: {exc}",
-            code="E0613",
-            path=path,
-            help="recompile it with `acx compile SPEC -o plan.json`",
-        ) from None
-
-
-def _components(req: Any, base_dir: str) -> tuple[Any, Any]:
-    import msgspec
-
-    from acx.components import BENCHMARKS, HARNESSES
-
-    binfo, hinfo = BENCHMARKS[req.benchmark.id], HARNESSES[req.harness.id]
-    bench = binfo.load()(msgspec.convert(req.benchmark.params, binfo.config_class), base_dir=Path(base_dir))
-    harness = hinfo.load()(msgspec.convert(req.harness.params, hinfo.config_class))
-    return bench, harness
+def _stderr(text: str) -> None:
+    sys.stderr.write(text + "\n")
 
 
 def build_programs(args: argparse.Namespace, spec: str) -> tuple[Any, list[Any]]:
-    """(Orchestration, [RequestProgram]) from a spec (compile + plan) or a compiled program."""
-    import msgspec
+    """(Orchestration, [RequestProgram]) for ``acx run``'s flags (:func:`acx.api.build_programs`)."""
+    from acx.api import build_programs as build
 
-    from acx.cli._run_report import register_provenance
-    from acx.drivers import create_driver
-    from acx.interpreter import RequestProgram
-
-    runtime_over = _runtime_overrides(args)
-    if _is_program(spec):
-        from acx.errors import AcxConfigError
-
-        if (
-            args.config
-            or _execution_overrides(args)
-            or args.task_concurrency
-            or args.tasks
-            or getattr(args, "env", None)
-        ):
+    execution = _execution_overrides(args)
+    runtime = _runtime_overrides(args)
+    try:
+        orch, programs = build(
+            spec,
+            configs=args.config,
+            environment=getattr(args, "env", None),
+            task_concurrency=args.task_concurrency,
+            execution=execution,
+            runtime=runtime,
+            tasks=args.tasks,
+            run_id=args.run_id,
+            report=_stderr,
+        )
+    except AcxConfigError as exc:
+        if exc.code == "E0614":  # say it in terms of the flags
             raise AcxConfigError(
                 "a compiled program runs exactly as compiled",
                 code="E0614",
                 path=spec,
                 help="pass --config/--env/--execution-params/--task-concurrency/--tasks to "
                 "`acx compile`, or run the spec instead",
-            )
-        from acx.interpreter._envvars import live_request
+            ) from None
+        raise
+    from acx.cli._run_report import register_provenance
 
-        program = _load_program(spec)
-        orch = program.orchestration
-        _refuse_missing_env([run.request for run in orch.requests])
-        if runtime_over:
-            orch = msgspec.structs.replace(
-                orch,
-                runtime=msgspec.convert({**msgspec.to_builtins(orch.runtime), **runtime_over}, type(orch.runtime)),
-            )
-        progs = []
-        for run in orch.requests:
-            rp = program.request(run.name)
-            _print_program_warnings(run.name, rp.warnings)
-            live, _ = live_request(run.request, os.environ)
-            bench, harness = _components(live, rp.base_dir)
-            harness.spec_dir = rp.base_dir
-            tasks = rp.tasks
-
-            def plan_attempt(task: Any, attempt: int, _rp: Any = rp) -> Any:
-                return _rp.plan(task.task_id, attempt)
-
-            register_provenance(run.name, None, tasks, functools.partial(_program_provenance, rp))
-
-            progs.append(
-                RequestProgram(
-                    name=run.name,
-                    index=run.index,
-                    key=run.key,
-                    request=run.request,
-                    benchmark=bench,
-                    harness=harness,
-                    tasks=tasks,
-                    plan_attempt=plan_attempt,
-                    driver=create_driver(live.environment.id, live.environment.params),
-                    namespace=_namespace(run.name),
-                    live_request=live,
-                )
-            )
-        return orch, progs
-    from acx.compiler import compile_orchestration
-    from acx.compiler._planner import plan_request
-    from acx.drivers import probe_capabilities
-    from acx.interpreter._envvars import live_request
-
-    compiled = compile_orchestration(
-        spec,
-        configs=args.config,
-        task_concurrency=args.task_concurrency,
-        execution_params=_execution_overrides(args),
-        runtime_params=runtime_over,
-        environment=getattr(args, "env", None),
-    )
-    if compiled.warnings:
-        from acx.diagnostics import render_text
-
-        sys.stderr.write(render_text(compiled.warnings, sources=compiled.sources) + "\n")
-    orch = compiled.orchestration
-    _refuse_missing_env([run.request for run in orch.requests])
-    progs = []
-    for run in orch.requests:
-        req = run.request
-        if args.run_id:
-            req = msgspec.structs.replace(req, output=msgspec.structs.replace(req.output, run_id=args.run_id))
-        # Components are built from the request with its secret references resolved (from this
-        # process, right before the run); the request that is persisted keeps the references.
-        live, _ = live_request(req, os.environ)
-        rp = plan_request(
-            live,
-            base_dir=compiled.base_dirs.get(run.name, os.getcwd()),
-            capabilities=probe_capabilities(req.environment.id),
-            task_glob=args.tasks,
-            request_provenance=compiled.provenance.get(run.name),
-        )
-        rp.harness.spec_dir = compiled.base_dirs.get(run.name, os.getcwd())
-        register_provenance(
-            run.name,
-            compiled.provenance.get(run.name),
-            rp.tasks,
-            functools.partial(_plan_provenance, rp),
-        )
-        progs.append(
-            RequestProgram(
-                name=run.name,
-                index=run.index,
-                key=run.key,
-                request=req,
-                benchmark=rp.benchmark,
-                harness=rp.harness,
-                tasks=rp.tasks,
-                plan_attempt=rp.plan_attempt,
-                driver=create_driver(live.environment.id, live.environment.params),
-                namespace=_namespace(run.name),
-                live_request=live,
-            )
-        )
-    return orch, progs
-
-
-def _program_provenance(rp: Any, task: Any) -> Any:
-    """A compiled program's recorded plan provenance of the task's first attempt."""
-    return rp.provenance.get(task.task_id, {})
-
-
-def _plan_provenance(rp: Any, task: Any) -> Any:
-    """The plan provenance of the task's first attempt (planned again: pure and cheap)."""
-    return rp.plan_attempt_detailed(task, 1).provenance
-
-
-def _refuse_missing_env(requests: list[Any]) -> None:
-    """Refuse before any task is loaded when loading needs a missing variable (a secret dataset
-    path): then every name the requests need and the environment lacks is listed at once. Otherwise
-    the interpreter's preflight lists them, together with the names the tasks add (one E0310)."""
-    import msgspec
-
-    from acx.interpreter._envvars import MissingEnvError, missing_names, referenced_names, request_names
-
-    missing = {name for req in requests for name in missing_names(request_names(req), os.environ)}
-    loading = set()
-    for req in requests:
-        for value in _strings(msgspec.to_builtins(req.benchmark.params)):
-            loading |= referenced_names(value)[0]
-    if missing & loading:
-        raise MissingEnvError(missing)
-
-
-def _strings(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [s for v in value.values() for s in _strings(v)]
-    if isinstance(value, list):
-        return [s for v in value for s in _strings(v)]
-    return []
-
-
-def _print_program_warnings(name: str, warnings: list[str]) -> None:
-    """The planner warnings recorded in a compiled program, on stderr before the run.
-
-    Same wording as ``acx run SPEC`` (the planner logs them there); a message the program records
-    for many tasks is printed once with its count instead of once per task.
-    """
-    counts: dict[str, int] = {}
-    for message in warnings:
-        counts[message] = counts.get(message, 0) + 1
-    for message, n in counts.items():
-        times = f" ({n} tasks)" if n > 1 else ""
-        sys.stderr.write(f"acx: warning: request {name!r}: {message}{times}\n")
-
-
-def _namespace(name: str) -> str:
-    try:
-        from acx.compiler import output_namespace
-
-        return str(output_namespace(name))
-    except ImportError:  # pragma: no cover
-        return name
+    for p in programs:
+        register_provenance(p.name, p.request_provenance, p.tasks, p.plan_provenance)
+    return orch, programs
 
 
 # ---- resume ------------------------------------------------------------------------------------
@@ -398,6 +207,8 @@ def _resume_inputs(args: argparse.Namespace) -> tuple[str, str, dict[str, Any]]:
 def _handle(args: argparse.Namespace) -> int:
     import trio
 
+    from acx.api import prepare_drivers
+    from acx.api._run import reuse_map
     from acx.errors import AcxUserError
     from acx.interpreter import run_orchestration
     from acx.interpreter._events import make_console
@@ -432,12 +243,9 @@ def _handle(args: argparse.Namespace) -> int:
     if only is not None:
         programs = [p for p in programs if p.name == only]
         _check_resume_hash(args.resume, programs)
-    reuse = {p.name: (args.reuse or None) for p in programs} if args.reuse is not None else None
-    for p in programs:
-        if reuse is None and (p.request.runtime.reuse or p.request.runtime.reuse_run_id) and not resume_dirs:
-            reuse = reuse or {}
-            reuse[p.name] = p.request.runtime.reuse_run_id
-    _prepare_drivers(programs)
+    reuse = None if resume_dirs else reuse_map(programs, args.reuse)
+    # Before any run directory exists: a provider that cannot serve is E0701 (exit 2).
+    trio.run(prepare_drivers, programs, _stderr)
     console = make_console(orch.runtime.progress if args.progress is None else args.progress)
 
     async def main() -> Any:
@@ -487,34 +295,6 @@ def _handle(args: argparse.Namespace) -> int:
         # exit code says how it went. Later flushes of the dead pipe go to /dev/null.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return int(result.exit_code)
-
-
-def _prepare_drivers(programs: list[Any]) -> None:
-    """Before anything runs: every driver the run uses prepares (``Driver.prepare``): one whose
-    provider cannot serve refuses the run here (E0701, exit 2, before any run directory is
-    created); the notes it returns (sandboxes of crashed runs removed) go to stderr."""
-    import msgspec
-    import trio
-
-    from acx.errors import AcxUserError, EnvironmentSetupError
-
-    seen: dict[bytes, Any] = {}
-    for p in programs:
-        env = p.request.environment
-        seen.setdefault(msgspec.json.encode([env.id, env.params], order="sorted"), p.driver)
-
-    async def main() -> list[str]:
-        notes: list[str] = []
-        for driver in seen.values():
-            notes += await driver.prepare()
-        return notes
-
-    try:
-        notes = trio.run(main)
-    except EnvironmentSetupError as exc:
-        raise AcxUserError(str(exc), code="E0701", help="make the environment provider reachable") from None
-    for note in notes:
-        sys.stderr.write(f"acx: {note}\n")
 
 
 def _unwrap(group: BaseExceptionGroup) -> BaseException:

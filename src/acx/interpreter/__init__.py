@@ -5,10 +5,11 @@ Public API::
     result = trio.run(run_orchestration, orchestration, programs, environ=os.environ, ...)
 
 ``programs`` are :class:`RequestProgram` s (components, selected tasks, ``plan_attempt``, driver);
-the CLI builds them from a spec (compile + plan) or from a compiled ``plan.json``. The result is an
+:mod:`acx.api` builds them from a spec (compile + plan) or from a compiled ``plan.json``. The result is an
 :class:`OrchestrationResult` with one :class:`RequestOutcome` per request, in declaration order.
 """
 
+from acx.interpreter._events import ProgressEvent
 from acx.interpreter._orchestrator import (
     OrchestrationResult,
     RequestOutcome,
@@ -20,6 +21,7 @@ from acx.interpreter._orchestrator import (
 
 __all__ = [
     "OrchestrationResult",
+    "ProgressEvent",
     "RequestOutcome",
     "RequestProgram",
     "plan_audit",

@@ -28,6 +28,8 @@ from typing import Any
 import msgspec
 import trio
 
+from acx.components import BaseBenchmark, BaseHarness
+from acx.drivers import Driver
 from acx.errors import AcxUserError, DriverError
 from acx.interpreter._attempt import AttemptRunner, RequestContext
 from acx.interpreter._envvars import MissingEnvError, missing_names, required_names, resolve_value
@@ -39,6 +41,8 @@ from acx.ir import (
     ExecutionIssue,
     ExecutionPlan,
     Orchestration,
+    Provenance,
+    RunRequest,
     RunResult,
     TaskSpec,
     content_hash,
@@ -54,21 +58,28 @@ log = logging.getLogger("acx.interpreter")
 
 @dataclass
 class RequestProgram:
-    """What the interpreter needs of one request: components, tasks and per-attempt planning."""
+    """One runnable request: its component instances, selected tasks, per-attempt planning and
+    driver (built by :func:`acx.api.build_programs` from a spec or a compiled program; the
+    serialisable compiled form of a request is :class:`acx.ir.CompiledRequest`)."""
 
     name: str
     index: int
     key: str
-    request: Any
-    benchmark: Any
-    harness: Any
+    request: RunRequest
+    benchmark: BaseBenchmark
+    harness: BaseHarness
     tasks: list[TaskSpec]
     plan_attempt: Callable[[TaskSpec, int], ExecutionPlan]
-    driver: Any
+    driver: Driver
     namespace: str | None = None
     #: ``request`` with its kept secret references resolved (:func:`live_request`): what the
     #: components are handed at run time. ``request`` (references only) is what gets persisted.
-    live_request: Any = None
+    live_request: RunRequest | None = None
+    #: Where the request's fields came from (the resolver's chains; None for a compiled
+    #: program) and the plan provenance of a task's first attempt — for reports
+    #: (``provenance.json``); the interpreter itself does not use them.
+    request_provenance: Provenance | None = None
+    plan_provenance: Callable[[TaskSpec], Provenance] | None = None
 
 
 @dataclass

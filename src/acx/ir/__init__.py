@@ -79,8 +79,8 @@ from acx.ir._plan import (
 )
 from acx.ir._program import PROGRAM_FORMAT_VERSION as PROGRAM_FORMAT_VERSION
 from acx.ir._program import CompiledProgram as CompiledProgram
+from acx.ir._program import CompiledRequest as CompiledRequest
 from acx.ir._program import ProgramError as ProgramError
-from acx.ir._program import RequestProgram as RequestProgram
 from acx.ir._program import decode_program as decode_program
 from acx.ir._provenance import Contribution as Contribution
 from acx.ir._provenance import Provenance as Provenance
@@ -146,6 +146,7 @@ __all__ = [
     "BenchmarkPlan",
     "BenchmarkSpec",
     "CompiledProgram",
+    "CompiledRequest",
     "Contribution",
     "EnvironmentSetup",
     "EnvironmentSpec",
@@ -172,7 +173,6 @@ __all__ = [
     "PreparedTask",
     "ProgramError",
     "Provenance",
-    "RequestProgram",
     "ResolvedRuntimeOptions",
     "ResourceRequirements",
     "RunMetadata",

@@ -18,13 +18,15 @@ from acx.ir._orchestration import Orchestration
 from acx.ir._plan import ExecutionPlan, TaskSpec
 from acx.ir._provenance import Contribution
 
-__all__ = ["PROGRAM_FORMAT_VERSION", "CompiledProgram", "ProgramError", "RequestProgram", "decode_program"]
+__all__ = ["PROGRAM_FORMAT_VERSION", "CompiledProgram", "CompiledRequest", "ProgramError", "decode_program"]
 
 PROGRAM_FORMAT_VERSION = 1
 
 
-class RequestProgram(IRStruct, frozen=True, kw_only=True):
-    """One request: its selected tasks and their plans (``plans[task_id][str(attempt)]``)."""
+class CompiledRequest(IRStruct, frozen=True, kw_only=True):
+    """One request of a compiled program: its selected tasks and their plans
+    (``plans[task_id][str(attempt)]``); :class:`acx.interpreter.RequestProgram` is the runnable
+    form built from it."""
 
     name: str
     base_dir: str
@@ -42,7 +44,7 @@ class CompiledProgram(IRStruct, frozen=True, kw_only=True):
     format_version: Literal[1] = 1
     kind: Literal["acx.program"] = "acx.program"
     orchestration: Orchestration
-    requests: list[RequestProgram]
+    requests: list[CompiledRequest]
     #: ``sha256:…`` of the canonical JSON of (format_version, orchestration, requests).
     content_hash: str = ""
 
@@ -52,7 +54,7 @@ class CompiledProgram(IRStruct, frozen=True, kw_only=True):
     def sealed(self) -> CompiledProgram:
         return msgspec.structs.replace(self, content_hash=self.compute_hash())
 
-    def request(self, name: str) -> RequestProgram:
+    def request(self, name: str) -> CompiledRequest:
         for r in self.requests:
             if r.name == name:
                 return r

@@ -1,0 +1,124 @@
+"""Running programs (the run-time half): prepare the drivers, then the interpreter."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from acx.api._build import Reporter, build_programs
+
+if TYPE_CHECKING:
+    import trio
+
+    from acx.interpreter import OrchestrationResult, ProgressEvent, RequestProgram
+    from acx.ir import CompiledProgram, Orchestration
+
+__all__ = ["prepare_drivers", "run_async", "run_programs"]
+
+log = logging.getLogger("acx")
+
+
+def _log_report(text: str) -> None:
+    log.warning("%s", text)
+
+
+async def prepare_drivers(programs: Sequence[RequestProgram], report: Reporter | None = None) -> None:
+    """Every distinct driver the programs use prepares (``Driver.prepare``) before anything runs:
+    a provider that cannot serve refuses the run here (``AcxUserError`` E0701) before any run
+    directory exists; its notes (sandboxes of crashed runs removed) go to ``report``."""
+    import msgspec
+
+    from acx.errors import AcxUserError, EnvironmentSetupError
+
+    seen: dict[bytes, Any] = {}
+    for p in programs:
+        env = p.request.environment
+        seen.setdefault(msgspec.json.encode([env.id, env.params], order="sorted"), p.driver)
+    for driver in seen.values():
+        try:
+            notes = await driver.prepare()
+        except EnvironmentSetupError as exc:
+            raise AcxUserError(str(exc), code="E0701", help="make the environment provider reachable") from None
+        for note in notes:
+            (report or _log_report)(f"acx: {note}")
+
+
+async def run_programs(
+    orchestration: Orchestration,
+    programs: Sequence[RequestProgram],
+    *,
+    environ: Mapping[str, str] | None = None,
+    progress: Callable[[ProgressEvent], None] | None = None,
+    reuse: Mapping[str, str | None] | None = None,
+    resume_dirs: Mapping[str, str] | None = None,
+    invocation: dict[str, Any] | None = None,
+    cancel_scope_ready: Callable[[trio.CancelScope], None] | None = None,
+    report: Reporter | None = None,
+) -> OrchestrationResult:
+    """Prepare the drivers, then run every program (``acx.interpreter.run_orchestration``)."""
+    from acx.interpreter import run_orchestration
+
+    await prepare_drivers(programs, report)
+    return await run_orchestration(
+        orchestration,
+        programs,
+        environ=os.environ if environ is None else environ,
+        console=progress or (lambda e: None),
+        resume_dirs=resume_dirs,
+        reuse=reuse,
+        invocation=invocation,
+        cancel_scope_ready=cancel_scope_ready,
+    )
+
+
+async def run_async(
+    source: str | os.PathLike[str] | CompiledProgram,
+    *,
+    configs: Sequence[str | os.PathLike[str]] = (),
+    environment: str | None = None,
+    task_concurrency: int | None = None,
+    execution: Mapping[str, Any] | None = None,
+    runtime: Mapping[str, Any] | None = None,
+    tasks: str | None = None,
+    run_id: str | None = None,
+    reuse: bool | str = False,
+    environ: Mapping[str, str] | None = None,
+    progress: Callable[[ProgressEvent], None] | None = None,
+    report: Reporter | None = None,
+) -> OrchestrationResult:
+    """See :func:`acx.run` (this is its trio-native form; cancel it with a cancel scope)."""
+    orchestration, programs = build_programs(
+        source,
+        configs=configs,
+        environment=environment,
+        task_concurrency=task_concurrency,
+        execution=execution,
+        runtime=runtime,
+        tasks=tasks,
+        run_id=run_id,
+        environ=environ,
+        report=report or _log_report,
+    )
+    return await run_programs(
+        orchestration,
+        programs,
+        environ=environ,
+        progress=progress,
+        reuse=reuse_map(programs, reuse),
+        report=report,
+    )
+
+
+def reuse_map(programs: Sequence[RequestProgram], reuse: bool | str | None) -> dict[str, str | None] | None:
+    """Which run each request reuses: ``True``/``""`` the newest, ``"ID"`` that one, ``False``/``None``
+    what the request's own ``runtime.reuse`` / ``reuse_run_id`` say."""
+    if reuse is True or isinstance(reuse, str):
+        source = reuse if isinstance(reuse, str) and reuse else None
+        return {p.name: source for p in programs}
+    out: dict[str, str | None] = {}
+    for p in programs:
+        if p.request.runtime.reuse or p.request.runtime.reuse_run_id:
+            out[p.name] = p.request.runtime.reuse_run_id
+    return out or None
