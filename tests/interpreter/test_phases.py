@@ -466,3 +466,20 @@ def test_artifact_collection_runs_under_the_run_stage_network_policy(tmp_path: P
     )
     assert seen and set(seen) == {"no-network"}  # every collection command ran with the run policy
     assert [m for _, m in driver.policy_log] == ["no-network", "public"]
+
+
+def test_an_open_that_cannot_remove_its_leftovers_leaves_a_release_failed_record(tmp_path: Path) -> None:
+    # contract E1 (issue 11.13): every create is paired with a release or a record — a driver
+    # whose failed open could not remove what it made says release_failed, and the run keeps a
+    # record for --resume, exactly like a failed release.
+    from acx.errors import DriverError
+
+    class _LeakyOpen(FakeDriver):
+        async def open(self, request: Any) -> Any:
+            raise DriverError("network n1 could not be removed", code="release_failed")
+
+    result = run([program(FakeBench(), PyHarness(), tasks(1), driver=_LeakyOpen())], tmp_path)
+    res = read_results(run_dir(result))["t0"][0]
+    assert res["issues"][0]["code"] == "release_failed" and res["issues"][0]["phase"] == "setup"
+    records = list((run_dir(result) / ".env-resources").glob("*.json"))
+    assert len(records) == 1 and '"release_failed"' in records[0].read_text()

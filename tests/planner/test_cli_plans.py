@@ -192,7 +192,8 @@ def test_text_plan_of_a_fresh_verifier_and_artifact_conflicts(
     assert "evaluation   fresh (verifier: image grader:1 · cpu 2.0 · env GRADER)" in out
     assert "artifacts    /logs/artifacts, /app/a · saved" in out
     assert "warning: task 'fresh': artifact '/app/b' → 'out' ignored" in out
-    assert "storage_mb = 10240 is ignored" in out  # docker cannot limit disk size: said, not refused
+    # docker passes storage_mb to the engine (issue 11.17): no plan-time warning, kept in the plan
+    assert "storage_mb = 10240 is ignored" not in out
     assert main(["compile", str(spec), "--plans", "--full"]) == 0
     full = capsys.readouterr().out
     assert "limits 16384 MiB, 100000 files" in full and "artifacts 10m (commands none)" in full

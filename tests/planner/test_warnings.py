@@ -76,8 +76,11 @@ def test_unenforceable_storage_is_dropped_with_a_warning() -> None:  # contract 
     ]
     only = task("t2", resources={"storage_mb": 512})
     assert make_plan(only, caps=no_storage).plan_attempt(only, 1).environment.resources is None
-    # the real docker driver's capabilities: Harbor's usual `storage_mb = 10240` does not block a task
-    assert "storage_mb" not in probe_capabilities("docker").resources
+    # the real docker driver passes storage_mb to the engine (issue 11.17): kept in the plan, and
+    # dropped only by the driver at open time when the engine refuses it (tests/docker/test_storage.py)
+    assert "storage_mb" in probe_capabilities("docker").resources
+    kept = make_plan(only, caps=probe_capabilities("docker")).plan_attempt(only, 1, warnings=sink)
+    assert kept.environment.resources == ir.ResourceRequirements(storage_mb=512)
 
 
 def test_zero_gpus_is_no_gpu_request() -> None:  # contract P7

@@ -149,7 +149,9 @@ def probe_docker() -> DriverCapabilities:
         dynamic_network_policy=True,
         task_env=True,
         startup_env=True,
-        resources=("cpu", "memory_mb"),
+        # storage_mb is passed to the engine (storage_opt size); an engine that cannot limit disk
+        # size refuses, and the driver then drops it and says so when the session opens.
+        resources=("cpu", "memory_mb", "storage_mb"),
         isolated_filesystem=True,
         setup_image=True,
         unsupported_reasons={},

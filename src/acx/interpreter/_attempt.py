@@ -410,10 +410,20 @@ class AttemptRunner:
             t.add("fatal", "setup", "environment_unsupported", self._msg(exc))
         except Exception as exc:
             t.add("fatal", "setup", self._code(exc, "environment_failed"), self._msg(exc))
+            if getattr(exc, "code", None) == "release_failed":
+                # The failed open could not remove what it had made (issue 11.13): a record, like a
+                # failed release, for --resume and `acx results show`.
+                record = {"provider": env.id, "task_id": self.task.task_id, "attempt": self.attempt}
+                store.record_session(req.session_id, {**record, "pid": _PID, "state": "release_failed"})
         if session is None:
             store.session_closed(req.session_id, "open_failed")
             return None
         ctx.live_sessions.add(session.id)
+        # What the driver could not honour at open (e.g. docker's storage limit refused by the
+        # engine): a warning on the attempt. (Docker-only attribute for now; the seams work may
+        # make it part of the Session contract.)
+        for note in getattr(session, "open_notes", ()):
+            t.add("warning", "setup", "resource_not_enforced", str(note))
         return session
 
     def _record_outliving(self, session: Session, state: str) -> None:

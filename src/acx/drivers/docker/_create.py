@@ -8,6 +8,7 @@ open that fails or is cancelled half-way removes exactly what it made.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import uuid
 from collections.abc import Mapping
@@ -17,6 +18,7 @@ import trio
 
 from acx.drivers._base import OpenRequest, Session, SessionRecord
 from acx.drivers._owner import host_name, proc_start_time
+from acx.drivers._specs import DockerConfig
 from acx.drivers.docker._build import ImageBuilder
 from acx.drivers.docker._engine import (
     LABEL_HOST,
@@ -28,6 +30,7 @@ from acx.drivers.docker._engine import (
     _remove_container,
     _remove_network,
     _sanitize,
+    _short,
     docker_client,
 )
 from acx.drivers.docker._gc import close_objects, list_objects, sweep_orphans
@@ -35,6 +38,8 @@ from acx.drivers.docker._session import DockerSession
 from acx.errors import CapabilityError, DriverError, EnvironmentSetupError
 
 __all__ = ["DockerDriver"]
+
+log = logging.getLogger("acx.drivers.docker")
 
 #: Keeps the container alive without depending on `sleep infinity` (busybox lacks it).
 _IDLE_COMMAND = ["/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"]
@@ -70,6 +75,12 @@ class DockerDriver(ImageBuilder):
         except Exception as exc:
             return [f"skipped the orphan sweep: {type(exc).__name__}: {exc}"]
         return [f"removed {len(removed)} object(s) left by crashed runs"] if removed else []
+
+    def __init__(self, config: DockerConfig | None = None) -> None:
+        super().__init__(config)
+        #: The engine's reason for refusing ``storage_opt`` once it did (not asked again).
+        self._storage_refused: str | None = None
+        self._storage_warned = False
 
     async def _sweep_once(self) -> None:
         """Before this process opens its first sandbox, remove what crashed runs left behind.
@@ -124,14 +135,16 @@ class DockerDriver(ImageBuilder):
                 image = await self._resolve_image(client, request, labels)
                 session = await self._create(client, request, image, labels, created)
         except trio.TooSlowError:
-            await self._discard(client, created)
+            with trio.CancelScope(shield=True):
+                await self._discard(client, request.session_id, created)
             raise EnvironmentSetupError(
                 f"environment {request.session_id} was not built and started within build_timeout_seconds={budget}",
                 code="environment_start_timeout",
             ) from None
         except BaseException:
+            # Shielded: a cancelled attempt (SIGTERM, a deadline) must still release what it made.
             with trio.CancelScope(shield=True):
-                await self._discard(client, created)
+                await self._discard(client, request.session_id, created)
             raise
         return session
 
@@ -156,40 +169,12 @@ class DockerDriver(ImageBuilder):
         mode = request.network_policy.network_mode
         network: str | None = None
         if mode == "public":
+            # Every object is recorded by name *before* its create call: a create whose answer is
+            # lost (cancelled, engine timeout) is still released by ``_discard``.
+            created["network"] = name
             network = await self._create_network(client, name, labels)
-            created["network"] = network
-        host_config = client.api.create_host_config(
-            network_mode=network or "none",
-            init=True,
-            cap_add=list(self.config.cap_add) or None,
-            **_resource_kwargs(request),
-        )
-        # The idle loop replaces the image's ENTRYPOINT too (an `ENTRYPOINT ["python"]` image would
-        # otherwise exit at once); a configured `command` keeps the image's entrypoint.
-        idle = self.config.command is None
-        from docker.errors import ImageNotFound
-
-        try:
-            container = await self._call(
-                client.api.create_container,
-                image,
-                command=None if idle else self.config.command,
-                entrypoint=_IDLE_COMMAND if idle else None,
-                name=name,
-                labels={**labels, LABEL_KIND: "session"},
-                environment={k: v for k, v in request.startup_env.items()},
-                working_dir=request.setup.workdir,
-                host_config=host_config,
-                detach=True,
-                platform=self.config.platform,
-            )
-        except ImageNotFound:
-            raise EnvironmentSetupError(
-                f"image {image!r} is not present on the Docker engine and acx does not pull by default",
-                code="image_not_found",
-                help="build or load the image first, or set environment params `pull: missing`",
-            ) from None
-        cid = container["Id"]
+        created["container"] = name
+        cid = await self._create_container(client, request, image, name, network, labels)
         created["container"] = cid
         await self._call(client.api.start, cid)
         workdir = request.setup.workdir or await self._call(_image_workdir, client, image)
@@ -206,6 +191,7 @@ class DockerDriver(ImageBuilder):
             image=image,
             labels=labels,
         )
+        session.open_notes.extend(self._open_notes(request))
         if mode in ("allowlist", "denylist"):
             try:
                 await session.set_network_policy(request.network_policy)
@@ -213,13 +199,92 @@ class DockerDriver(ImageBuilder):
                 created.update(session.created_objects())
         return session
 
-    async def _discard(self, client: Any, created: Mapping[str, str]) -> None:
-        for key in ("container", "proxy"):
+    async def _create_container(
+        self, client: Any, request: OpenRequest, image: str, name: str, network: str | None, labels: dict[str, str]
+    ) -> str:
+        """Create the session container; a storage limit the engine refuses is dropped (and said)."""
+        from docker.errors import APIError, ImageNotFound
+
+        resources = _resource_kwargs(request)
+        if self._storage_refused is not None:
+            resources.pop("storage_opt", None)
+        # The idle loop replaces the image's ENTRYPOINT too (an `ENTRYPOINT ["python"]` image would
+        # otherwise exit at once); a configured `command` keeps the image's entrypoint.
+        idle = self.config.command is None
+        while True:
+            host_config = client.api.create_host_config(
+                network_mode=network or "none",
+                init=True,
+                cap_add=list(self.config.cap_add) or None,
+                **resources,
+            )
+            try:
+                container = await self._call(
+                    client.api.create_container,
+                    image,
+                    command=None if idle else self.config.command,
+                    entrypoint=_IDLE_COMMAND if idle else None,
+                    name=name,
+                    labels={**labels, LABEL_KIND: "session"},
+                    environment={k: v for k, v in request.startup_env.items()},
+                    working_dir=request.setup.workdir,
+                    host_config=host_config,
+                    detach=True,
+                    platform=self.config.platform,
+                )
+            except ImageNotFound:
+                raise EnvironmentSetupError(
+                    f"image {image!r} is not present on the Docker engine and acx does not pull by default",
+                    code="image_not_found",
+                    help="build or load the image first, or set environment params `pull: missing`",
+                ) from None
+            except APIError as exc:
+                if "storage_opt" not in resources or not _refuses_storage_opt(exc):
+                    raise
+                # The engine cannot limit a container's disk (e.g. overlay2 not on xfs+pquota).
+                self._storage_refused = _short(exc)
+                resources.pop("storage_opt")
+                continue
+            return str(container["Id"])
+
+    def _open_notes(self, request: OpenRequest) -> list[str]:
+        """What this open could not honour, said at open time (and logged to the run log)."""
+        res = request.resources
+        if res is None or res.storage_mb is None or self._storage_refused is None:
+            return []
+        note = (
+            f"resources.storage_mb = {res.storage_mb} is not enforced in session {request.session_id}: "
+            f"the Docker engine refused the storage limit ({self._storage_refused})"
+        )
+        if not self._storage_warned:
+            self._storage_warned = True
+            log.warning("%s", note)
+        else:
+            log.info("%s", note)
+        return [note]
+
+    async def _discard(self, client: Any, session_id: str, created: Mapping[str, str]) -> None:
+        """Remove what a failed open made: by recorded id or name, then anything else labelled
+        with the session (a create in flight when the open was cancelled). Raises a
+        ``release_failed`` DriverError naming what is left, so the caller can record it."""
+        failures: list[str] = []
+        for key in ("container", "proxy", "network", "internal"):
             if key in created:
-                await self._call(_remove_container, client, created[key])
-        for key in ("network", "internal"):
-            if key in created:
-                await self._call(_remove_network, client, created[key])
+                remove = _remove_container if key in ("container", "proxy") else _remove_network
+                try:
+                    await self._call(remove, client, created[key])
+                except Exception as exc:
+                    failures.append(f"{key} {created[key]}: {_short(exc)}")
+        try:
+            await self._call(close_objects, client, session_id=session_id)
+        except Exception as exc:
+            failures.append(f"objects labelled {LABEL_SESSION}={session_id}: {_short(exc)}")
+        if failures:
+            raise DriverError(
+                f"environment {session_id} failed to open and could not be fully removed: " + "; ".join(failures),
+                code="release_failed",
+                session_id=session_id,
+            )
 
     # -- inventory --
     async def list_sessions(self, labels: Mapping[str, str] | None = None) -> list[SessionRecord]:
@@ -231,6 +296,12 @@ class DockerDriver(ImageBuilder):
         removed = await self._call(close_objects, client, session_id=session_id)
         if not removed:
             raise DriverError(f"no docker environment with session id {session_id!r}", code="session_not_found")
+
+
+def _refuses_storage_opt(exc: BaseException) -> bool:
+    """The engine's answer to a ``--storage-opt size`` it cannot honour (storage-driver specific)."""
+    text = str(exc).lower()
+    return "storage-opt" in text or "storage opt" in text or "storage_opt" in text
 
 
 def _resource_kwargs(request: OpenRequest) -> dict[str, Any]:
@@ -247,6 +318,9 @@ def _resource_kwargs(request: OpenRequest) -> dict[str, Any]:
     if res.memory_mb is not None:
         kwargs["mem_limit"] = f"{int(res.memory_mb)}m"
         kwargs["memswap_limit"] = f"{int(res.memory_mb)}m"
+    if res.storage_mb is not None:
+        # The container's writable layer; engines that cannot limit it refuse (see _create_container).
+        kwargs["storage_opt"] = {"size": f"{int(res.storage_mb)}M"}
     return kwargs
 
 

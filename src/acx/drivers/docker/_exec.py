@@ -77,6 +77,15 @@ done
 echo "acx-reap: $found process(es) still running" >&2
 exit 1"""
 
+#: Prints the container's cgroup OOM-kill counter (cgroup v2 ``memory.events``, v1
+#: ``memory.oom_control``); shell built-ins only. The engine's own ``OOMKilled`` flag covers only a
+#: container whose init was killed, and on some engines not even that.
+_OOM_COUNT = r"""for f in /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control; do
+  [ -r "$f" ] || continue
+  while read -r k v; do [ "$k" = oom_kill ] && { echo "$v"; exit 0; }; done < "$f"
+done
+exit 1"""
+
 _STATE_DIR = "/tmp/.acx"
 _KILL_TIMEOUT = 15.0
 
@@ -106,6 +115,8 @@ class ExecOps(FileOps):
 
     #: Proxy variables injected into every command while `allowlist`/`denylist` is active.
     _proxy_env: dict[str, str]
+    #: The cgroup's OOM-kill count when last read (a fresh container starts at 0).
+    _oom_seen: int = 0
 
     # -- commands --
     async def _exec(
@@ -258,7 +269,25 @@ class ExecOps(FileOps):
         raise DriverError(f"the sandbox of session {self.id} is gone: {why}", code="sandbox_stopped")
 
     async def _oom_killed(self) -> bool:
-        return bool((await self._container_state()).get("OOMKilled"))
+        """Whether a process was OOM-killed since the last check (the engine's flag or the cgroup's
+        ``oom_kill`` counter, which also counts kills inside a container that keeps running)."""
+        if (await self._container_state()).get("OOMKilled"):
+            return True
+        from docker.errors import APIError
+
+        try:
+            created = await self.driver._call(
+                self.api.exec_create, self.container_id, ["/bin/sh", "-c", _OOM_COUNT], stdout=True, stderr=False
+            )
+            output = await self.driver._call(self.api.exec_start, created["Id"])
+        except APIError:
+            return False
+        text = output.decode("ascii", "replace").strip() if isinstance(output, bytes) else str(output).strip()
+        if not text.isdigit():
+            return False
+        previous = self._oom_seen
+        self._oom_seen = max(previous, int(text))
+        return int(text) > previous
 
     async def kill_stray_processes(self) -> None:
         """Kill every process left in the container by earlier commands (phase boundary).

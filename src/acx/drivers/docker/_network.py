@@ -73,7 +73,9 @@ class NetworkOps(ExecOps):
 
     async def _bridge(self) -> str:
         if self.network is None:
-            self.network = await self.driver._create_network(self.client, self.name, self.labels)
+            # Recorded before the create call: released even when the call's answer is lost.
+            self.network = self.name
+            await self.driver._create_network(self.client, self.name, self.labels)
         return self.network
 
     async def _attach(self, target: str | None) -> None:
@@ -107,16 +109,16 @@ class NetworkOps(ExecOps):
             await self.driver._call(self._put_into, self.proxy_id, allow)
             return
         bridge = await self._bridge()
-        self.internal_network = await self.driver._create_network(
-            self.client, f"{self.name}-int", self.labels, internal=True
-        )
+        self.internal_network = f"{self.name}-int"  # recorded first, like the bridge
+        await self.driver._create_network(self.client, self.internal_network, self.labels, internal=True)
         image = self.driver.config.allowlist_proxy_image or self.image
+        self.proxy_id = f"{self.name}-proxy"  # by name until the engine answers with the id
         created = await self.driver._call(
             self.api.create_container,
             image,
             command=["python3", "-c", PROXY_SOURCE, ALLOW_FILE, str(PROXY_PORT)],
             entrypoint=[],
-            name=f"{self.name}-proxy",
+            name=self.proxy_id,
             labels={**self.labels, LABEL_KIND: "proxy"},
             host_config=self.api.create_host_config(network_mode=bridge, init=True),
             detach=True,

@@ -51,6 +51,9 @@ class DockerSession(NetworkOps):
         #: ``download_tree`` enforces excludes and byte/entry limits while it extracts (the
         #: artifact collector uses it instead of a plain ``download_dir``).
         self.supports_limited_download = True
+        #: What the open could not honour (e.g. a storage limit the engine refused), one sentence
+        #: each; also logged to the run log when the session opens.
+        self.open_notes: list[str] = []
 
     # -- lifecycle --
     async def _close(self) -> None:
