@@ -102,12 +102,90 @@ def _struct_hints(cls: type[Any]) -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=1)
 def _enum_table() -> dict[str, frozenset[str]]:
-    """Field name → the string values its schema enumerates (over every IR and config struct)."""
-    import msgspec
+    """Field name → the string values its schema enumerates (over every IR and config struct).
 
+    Walking every struct's type hints costs ~60 ms (each string annotation is compiled), most of
+    an ``.acx`` dry run's overhead over its YAML twin; the table is cached on disk beside lark's
+    parser cache, keyed by acx's version, the root structs and the file, mtime and size of every
+    loaded acx module and root module (a new component, plugin or edited config class gives a
+    new key; a stale key is never reused)."""
     from acx.components import BENCHMARKS, HARNESSES
     from acx.drivers import DRIVERS
-    from acx.ir import ExecutionPlan, NetworkPolicy, ResolvedRuntimeOptions, RunRequest
+    from acx.ir import ExecutionPlan, ResolvedRuntimeOptions, RunRequest
+
+    roots: list[type[Any]] = [RunRequest, ResolvedRuntimeOptions, ExecutionPlan]
+    for reg in (BENCHMARKS, HARNESSES, DRIVERS):
+        roots.extend(info.config_class for info in reg.values())
+    cache = _enum_cache_path(roots)
+    cached = _read_enum_cache(cache)
+    if cached is not None:
+        return cached
+    table = _build_enum_table(roots)
+    _write_enum_cache(cache, table)
+    return table
+
+
+def _enum_cache_path(roots: list[type[Any]]) -> str | None:
+    import hashlib
+    import sys
+
+    from acx import __version__
+    from acx.grammar._parser import parser_cache_path
+
+    lark_cache = parser_cache_path()
+    if lark_cache is None:
+        return None
+    # Every loaded acx module (a nested config struct lives in one of them: its class is loaded)
+    # and each root's own module (plugins): an edited file changes the key.
+    modules = {cls.__module__ for cls in roots} | {m for m in list(sys.modules) if m.startswith("acx.")}
+    parts = [__version__, *sorted(f"{c.__module__}:{c.__qualname__}" for c in roots)]
+    for name in sorted(modules):
+        file = getattr(sys.modules.get(name), "__file__", None) or ""
+        try:
+            st = os.stat(file)
+            parts.append(f"{name}:{file}:{st.st_mtime_ns}:{st.st_size}")
+        except OSError:
+            parts.append(f"{name}:{file}")
+    digest = hashlib.sha256("\n".join(parts).encode("utf-8")).hexdigest()[:24]
+    return os.path.join(os.path.dirname(lark_cache), f"acx-enums-{digest}.json")
+
+
+def _read_enum_cache(path: str | None) -> dict[str, frozenset[str]] | None:
+    import json
+
+    if path is None:
+        return None
+    try:
+        with open(path, encoding="utf-8") as fh:
+            raw = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(raw, dict) or not all(
+        isinstance(v, list) and all(isinstance(x, str) for x in v) for v in raw.values()
+    ):
+        return None  # damaged or foreign: rebuild (and overwrite)
+    return {str(k): frozenset(v) for k, v in raw.items()}
+
+
+def _write_enum_cache(path: str | None, table: dict[str, frozenset[str]]) -> None:
+    import json
+    import tempfile
+
+    if path is None:
+        return
+    try:
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".acx-enums-")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump({k: sorted(v) for k, v in sorted(table.items())}, fh)
+        os.replace(tmp, path)  # atomic: a concurrent reader sees the old file or the new one
+    except OSError:
+        return  # a read-only cache directory only costs the rebuild next time
+
+
+def _build_enum_table(roots: list[type[Any]]) -> dict[str, frozenset[str]]:
+    import msgspec
+
+    from acx.ir import NetworkPolicy
 
     table: dict[str, set[str]] = {}
     seen: set[type[Any]] = set()
@@ -128,9 +206,6 @@ def _enum_table() -> dict[str, frozenset[str]]:
                     for fname, ftype in _struct_hints(leaf).items():
                         visit(ftype, fname)
 
-    roots: list[type[Any]] = [RunRequest, ResolvedRuntimeOptions, ExecutionPlan]
-    for reg in (BENCHMARKS, HARNESSES, DRIVERS):
-        roots.extend(info.config_class for info in reg.values())
     for root in roots:
         visit(root, "")
     table.setdefault("api_protocol", set()).update(_API_PROTOCOLS)
