@@ -211,3 +211,45 @@ def test_end_to_end_run_with_a_grader(tmp_path: Path) -> None:
     assert exact["value"] == 0.5 and exact["stderr"] == pytest.approx(0.5)
     blob = "".join(p.read_text(errors="replace") for p in run_dir.rglob("*") if p.is_file())
     assert "sk-e2e-secret" not in blob
+
+
+def test_grader_role_through_the_run_gateway(tmp_path: Path) -> None:
+    """No `model` on the scorer: it grades with the run's `grader` role, through the model gateway."""
+    import os
+
+    (tmp_path / "qa.jsonl").write_text('{"id": "q1", "input": "Capital of France?", "target": "Paris"}\n')
+    with (
+        FakeModelServer([text("Paris.")]) as agent,
+        FakeModelServer([text("GRADE: C", usage=(40, 2))], default=None) as grader,
+    ):
+        (tmp_path / "run.yaml").write_text(
+            f"""version: 1
+name: gw
+requests:
+  - name: gw
+    benchmark: {{id: dataset, path: qa.jsonl, scorers: [model_graded]}}
+    harness: {{id: openai_chat}}
+    environment: {{id: host_process}}
+    model:
+      id: agent-m
+      base_url: "{agent.base_url}"
+      api_key: "${{AGENT_KEY}}"
+      roles:
+        grader: {{id: judge-m, base_url: "{grader.base_url}", api_key: "${{JUDGE_KEY}}"}}
+"""
+        )
+        env = {**os.environ, "AGENT_KEY": "sk-agent-1", "JUDGE_KEY": "sk-judge-2"}
+        cmd = [sys.executable, "-m", "acx", "run", "run.yaml", "--results-dir", "res", "--progress", "none"]
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert [r.body["model"] for r in agent.requests] == ["agent-m"]
+    assert [r.body["model"] for r in grader.requests] == ["judge-m"]
+    assert grader.requests[0].headers.get("authorization") == "Bearer sk-judge-2"
+    (run_dir,) = (tmp_path / "res" / "gw").iterdir()
+    q1 = _attempt(run_dir, "q1")
+    assert q1["metrics"] == {"correct": True}
+    judge = q1["extra"]["scores"]["correct"]["judge"]
+    assert judge["via"] == "gateway" and judge["model"] == "judge-m"
+    assert q1["telemetry"]["judge_usage"]["prompt_tokens"] == 40
+    blob = "".join(p.read_text(errors="replace") for p in run_dir.rglob("*") if p.is_file())
+    assert "sk-judge-2" not in blob and "sk-agent-1" not in blob

@@ -613,7 +613,10 @@ class AttemptRunner:
         self.phase("evaluate")
         budget = plan.evaluation_timeout_seconds
         scope_cm = session.env_scope(self.eval_env) if session is not None else _nullscope()
-        with _deadline(budget) as scope, scope_cm:
+        # Scorers that grade with the run's models (model_graded's `grader` role) call through the
+        # gateway in a session of their own: the agent's per-attempt limits are not spent on them.
+        judge = ctx.models.open(self.task.task_id, self.attempt, t.number, "evaluate") if ctx.models else None
+        with _deadline(budget) as scope, scope_cm, session_scope(judge):
             try:
                 t.evaluated = await ctx.benchmark.evaluate(self.task, t.prepared, t.result, ctx.request, plan, session)
             except Exception as exc:
@@ -624,6 +627,8 @@ class AttemptRunner:
                     self._code(exc, "environment_failed") if severity == "fatal" else "evaluate_failed",
                     self._msg(exc),
                 )
+        if judge is not None:
+            judge.close()
         if scope.cancelled_caught:
             t.telemetry["evaluation_timed_out"] = True
             fallback = ctx.benchmark.evaluation_timeout_metrics

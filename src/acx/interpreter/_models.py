@@ -41,12 +41,15 @@ class RunModels:
         self.sandbox_host: str | None = None
 
     @staticmethod
-    def needed(req: RunRequest, harness: Any) -> bool:
+    def needed(req: RunRequest, harness: Any, benchmark: Any = None) -> bool:
+        """The harness calls models, or the benchmark's scorers grade with the run's models."""
         from acx.models import uses_models
 
-        if harness is None or not uses_models(req):
+        if not uses_models(req):
             return False
-        return bool(harness.model_location(req) != "none")
+        if benchmark is not None and getattr(benchmark, "calls_model", False):
+            return True
+        return harness is not None and bool(harness.model_location(req) != "none")
 
     async def start(self, nursery: trio.Nursery, driver: Any) -> None:
         hosts = ["127.0.0.1"]
@@ -69,8 +72,10 @@ class RunModels:
         hosts = [real if h == MODEL_GATEWAY_HOST else h for h in policy.allowed_hosts]
         return msgspec.structs.replace(policy, allowed_hosts=hosts)
 
-    def open(self, task_id: str, attempt: int, number: int) -> Any:
-        session = self.gateway.open_session(f"{task_id}/attempt-{attempt}/try-{number}", self.limits)
+    def open(self, task_id: str, attempt: int, number: int, stage: str = "") -> Any:
+        """A gateway session for one try's harness, or (``stage="evaluate"``) its scorers."""
+        key = f"{task_id}/attempt-{attempt}/try-{number}" + (f"/{stage}" if stage else "")
+        session = self.gateway.open_session(key, self.limits)
         session.sandbox_host = self.sandbox_host
         return session
 

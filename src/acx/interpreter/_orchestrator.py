@@ -560,7 +560,7 @@ class _RequestRun:
         from acx.interpreter._models import RunModels
 
         req = self.ctx.request
-        if not RunModels.needed(req, self.prog.harness):
+        if not RunModels.needed(req, self.prog.harness, self.prog.benchmark):
             return True
         models = None
         try:

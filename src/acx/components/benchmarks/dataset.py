@@ -47,6 +47,11 @@ class DatasetBenchmark(DatasetRuntime, BaseBenchmark):
         self.metric_contract: MetricContract = metric_contract_for(self.scorers)  # type: ignore[misc]
         self._plan = BenchmarkPlan(params={"scorers": [b.metric for b in self.scorers]})
 
+    @property
+    def calls_model(self) -> bool:
+        """A scorer grades with the run's models: the run starts its model gateway for it."""
+        return any(getattr(b.scorer, "uses_run_models", lambda: False)() for b in self.scorers)
+
     def default_scorers(self) -> list[Any]:
         return ["choice"] if self.config.fields.choices is not None else ["exact"]
 

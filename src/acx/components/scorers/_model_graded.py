@@ -172,13 +172,34 @@ class ModelGradedScorer(Scorer):
             self._client = ModelLayerGrader(max_retries=self.config.max_retries)
         return self._client
 
-    def grader_model(self, ctx: ScoreContext) -> ModelSpec | None:
+    def uses_run_models(self) -> bool:
+        """Grades with the run's models (its ``grader`` role, else its ``agent``) rather than an
+        endpoint of its own: the run then needs its model gateway during evaluation."""
+        return self.config.model is None and self._client is None
+
+    def route(self, ctx: ScoreContext) -> tuple[GraderClient, ModelSpec] | None:
+        """Where the grading call goes: the scorer's own ``model`` directly (acx.models client);
+        else the run's model gateway, role ``grader`` if the run defines it (``model.roles``),
+        else ``agent``; outside a run, the request's model directly."""
         m = self.config.model
         if m is not None:
-            return ModelSpec(
+            spec = ModelSpec(
                 id=m.id, base_url=m.base_url, api_key=m.api_key, api_protocol=m.api_protocol, params=dict(m.params)
             )
-        return ctx.model if isinstance(ctx.model, ModelSpec) and ctx.model.base_url else None
+            return self.client(), spec
+        if self._client is None:
+            from acx.models import current_session
+
+            session = current_session()
+            if session is not None:
+                from acx.components.scorers._grader_client import GatewayGrader
+
+                roles = session.gateway.roles
+                role = "grader" if "grader" in roles else "agent" if "agent" in roles else None
+                if role is not None:
+                    return GatewayGrader(session, role), ModelSpec(id=roles[role].endpoint.model)
+        model = ctx.model if isinstance(ctx.model, ModelSpec) and ctx.model.base_url else None
+        return (self.client(), model) if model is not None else None
 
     def messages(self, answer: Any, targets: Sequence[str], ctx: ScoreContext) -> list[dict[str, Any]]:
         values = {
@@ -202,11 +223,14 @@ class ModelGradedScorer(Scorer):
     async def score(self, answer: Any, targets: Sequence[str], ctx: ScoreContext) -> Score:
         import trio
 
-        model = self.grader_model(ctx)
-        if model is None:
+        route = self.route(ctx)
+        if route is None:
             return _failed(
-                "no grader model: set the scorer's `model` (id, base_url) or give the run a model with a base_url", {}
+                "no grader model: set the scorer's `model` (id, base_url), a `grader` role in the run's "
+                "`model.roles`, or give the run a model",
+                {},
             )
+        client, model = route
         messages = self.messages(answer, targets, ctx)
         params: dict[str, Any] = {}
         if self.config.max_tokens is not None:
@@ -214,11 +238,12 @@ class ModelGradedScorer(Scorer):
         if self.config.temperature is not None:
             params["temperature"] = self.config.temperature
         model = msgspec.structs.replace(model, params={**model.params, **params})
-        judge: dict[str, Any] = {"role": "grader", "model": model.id, "messages": messages}
+        via = "gateway" if type(client).__name__ == "GatewayGrader" else "direct"
+        judge: dict[str, Any] = {"role": "grader", "model": model.id, "via": via, "messages": messages}
         timeout = self.config.timeout_seconds
         try:
             with trio.fail_after(timeout):
-                reply = await self.client().complete(model, messages, timeout_seconds=timeout)
+                reply = await client.complete(model, messages, timeout_seconds=timeout)
         except trio.TooSlowError:
             return _failed(f"the grader did not answer within {timeout:g} s", judge)
         except GraderError as exc:
