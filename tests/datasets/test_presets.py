@@ -176,3 +176,25 @@ def test_gaia_preset_places_attachments_and_scores_like_gaia(tmp_path: Path) -> 
 
     assert trio.run(score, "I think... FINAL ANSWER: ann;bob") is True
     assert RunResult  # imported for parity with other tests
+
+
+def test_judge_model_param_like_agentcompass(tmp_path: Path) -> None:
+    """AgentCompass QA benchmarks take `judge_model`; the presets give it to their graders."""
+    from acx.components.benchmarks.presets import (  # type: ignore[attr-defined]
+        GaiaPresetBenchmark,
+        GaiaPresetConfig,
+        HlePresetBenchmark,
+        HlePresetConfig,
+    )
+
+    judge = {"id": "o3-mini", "base_url": "http://127.0.0.1:9/v1", "api_key": "${JUDGE_KEY}"}
+    hle = HlePresetBenchmark(msgspec.convert({"judge_model": judge}, HlePresetConfig), base_dir=tmp_path)
+    (bound,) = hle.scorers
+    assert bound.metric == "correct" and bound.scorer.config.model.id == "o3-mini"
+    assert bound.scorer.config.template == "hle" and not hle.calls_model  # its own endpoint: no gateway needed
+    gaia = GaiaPresetBenchmark(msgspec.convert({"judge_model": judge}, GaiaPresetConfig), base_dir=tmp_path)
+    assert [b.metric for b in gaia.scorers] == ["correct", "judge"]
+    plain = HlePresetBenchmark(HlePresetConfig(), base_dir=tmp_path)
+    assert plain.calls_model  # grades with the run's grader role: the run starts its gateway
+    with pytest.raises(msgspec.ValidationError):
+        msgspec.convert({"judge_model": {"id": "x"}}, HlePresetConfig)  # base_url is required

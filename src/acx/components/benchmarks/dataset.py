@@ -42,8 +42,7 @@ class DatasetBenchmark(DatasetRuntime, BaseBenchmark):
 
     def __init__(self, config: DatasetConfig, *, base_dir: Path | None = None) -> None:
         super().__init__(config, base_dir=base_dir)
-        entries = config.scorers if config.scorers is not None else self.default_scorers()
-        self.scorers: list[BoundScorer] = build_scorers(entries)
+        self.scorers: list[BoundScorer] = build_scorers(self.scorer_entries())
         self.metric_contract: MetricContract = metric_contract_for(self.scorers)  # type: ignore[misc]
         self._plan = BenchmarkPlan(params={"scorers": [b.metric for b in self.scorers]})
 
@@ -54,6 +53,10 @@ class DatasetBenchmark(DatasetRuntime, BaseBenchmark):
 
     def default_scorers(self) -> list[Any]:
         return ["choice"] if self.config.fields.choices is not None else ["exact"]
+
+    def scorer_entries(self) -> list[Any]:
+        """The ``scorers`` param, or the benchmark's default scorers."""
+        return list(self.config.scorers) if self.config.scorers is not None else self.default_scorers()
 
     def load_tasks(self, req: RunRequest) -> list[TaskSpec]:
         return load_dataset(self.config, self.base_dir, benchmark=self.id)

@@ -22,7 +22,7 @@ import hashlib
 import types
 import typing
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 import msgspec
 
@@ -31,6 +31,7 @@ from acx.components.benchmarks._preset_table import HARBOR_PRESETS, HARBOR_RUN_D
 from acx.components.benchmarks.dataset import DatasetBenchmark
 from acx.components.benchmarks.harbor import HarborBenchmark
 from acx.components.datasets import load_dataset
+from acx.components.scorers._model_graded import GraderModel
 from acx.errors import AcxPlanError
 from acx.ir import NetworkPolicy, RunRequest, TaskSpec
 
@@ -142,12 +143,24 @@ def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls, include_extras=True)
 
 
-def _config(base: type, name: str, defaults: dict[str, Any]) -> type:
+#: AgentCompass's QA benchmarks take their judge as `judge_model`; the presets accept it too.
+_JUDGE_MODEL = Annotated[
+    GraderModel | None,
+    msgspec.Meta(
+        description="AgentCompass-compatible: the grader of the preset's model_graded scorers "
+        "(default: the run's `grader` role, else its model)"
+    ),
+]
+
+
+def _config(base: type, name: str, defaults: dict[str, Any], extra: dict[str, Any] | None = None) -> type:
     hints = _hints(base)
 
     def body(ns: dict[str, Any]) -> None:
         ns["__module__"] = __name__
-        ns["__annotations__"] = {k: hints[k] for k in defaults}
+        ns["__annotations__"] = {k: hints[k] for k in defaults} | {k: t for k, (t, _) in (extra or {}).items()}
+        for key, (_, default) in (extra or {}).items():
+            ns[key] = default
         for key, value in defaults.items():
             ns[key] = msgspec.field(default_factory=_copier(value)) if isinstance(value, dict | list) else value
 
@@ -173,6 +186,26 @@ class _QAPreset(DatasetBenchmark):
 
     def default_scorers(self) -> list[Any]:
         return list(self.preset_defaults["scorers"])
+
+    def scorer_entries(self) -> list[Any]:
+        """The scorers, with ``judge_model`` given to every model_graded entry without a model
+        (for GAIA, whose scorer is not a model, the judge becomes a second metric ``judge``)."""
+        entries = super().scorer_entries()
+        judge = getattr(self.config, "judge_model", None)
+        if judge is None:
+            return entries
+        model = msgspec.to_builtins(judge)
+        out: list[Any] = []
+        graded = False
+        for entry in entries:
+            item = {"id": entry} if isinstance(entry, str) else dict(entry)
+            if item.get("id") == "model_graded":
+                graded = True
+                item.setdefault("model", model)
+            out.append(item)
+        if not graded:
+            out.append({"id": "model_graded", "name": "judge", "model": model})
+        return out
 
 
 class _HarborPreset(HarborBenchmark):
@@ -212,6 +245,7 @@ def _build() -> None:
                 **({"filters": d["filters"]} if "filters" in d else {}),
                 "scorers": d["scorers"],
             },
+            {"judge_model": (_JUDGE_MODEL, None)},
         )
         g[cfg.__name__] = cfg
         g[impl_class_name(pid)] = type(
