@@ -25,6 +25,13 @@ from typing import Annotated
 from acx.components import BaseHarness, HarnessConfig
 from acx.drivers import DriverCapabilities, EnvironmentConfig
 from acx.drivers.fake import FakeDriver
+from acx.components.scorers import BaseScorer, ScorerConfig
+
+
+class ShoutScorer(BaseScorer):
+    """Scores shouted answers (a test plugin)."""
+
+    config_class = ScorerConfig
 
 
 class EchoConfig(HarnessConfig, frozen=True, kw_only=True):
@@ -75,15 +82,16 @@ def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: acxtestplug\nVersion: 0.1\n", encoding="utf-8")
     (dist / "entry_points.txt").write_text(
         "[acx.harnesses]\necho = acxtestplug:EchoHarness\nbroken = acxtestplug:NotAHarness\n"
-        "[acx.drivers]\nplug_env = acxtestplug:PlugDriver\n",
+        "[acx.drivers]\nplug_env = acxtestplug:PlugDriver\n"
+        "[acx.scorers]\nshout = acxtestplug:ShoutScorer\n",
         encoding="utf-8",
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    for reg in (HARNESSES, DRIVERS, BENCHMARKS):
+    for reg in (HARNESSES, DRIVERS, BENCHMARKS, SCORERS):
         reg.reset_plugins()
     yield tmp_path
     sys.modules.pop("acxtestplug", None)
-    for reg in (HARNESSES, DRIVERS, BENCHMARKS):
+    for reg in (HARNESSES, DRIVERS, BENCHMARKS, SCORERS):
         reg.reset_plugins()
 
 
@@ -134,6 +142,7 @@ def test_module_class_ids_resolve_and_explain_failures(plugin: Path) -> None:
 
 def test_entry_point_plugins_are_listed_and_broken_ones_reported(plugin: Path, capsys) -> None:
     assert "echo" in HARNESSES and HARNESSES["echo"].origin == "plugin acxtestplug"
+    assert SCORERS["shout"].description == "Scores shouted answers (a test plugin)."
     assert "broken" not in HARNESSES
     assert "must subclass" in HARNESSES.broken_plugins()["broken"]
     assert main(["list", "harness"]) == 0

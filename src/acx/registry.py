@@ -77,6 +77,15 @@ class ComponentInfo:
         """The implementation class (imported on first use)."""
         return self._resolve("impl", self.impl)
 
+    def create(self, config: Any, /, **kwargs: Any) -> Any:
+        """An instance of the implementation with its typed ``config``. Its ``id`` is the id it
+        was selected by (an entry-point name or a ``module:Class`` id names a plugin class that
+        need not declare one)."""
+        obj = self.load()(config, **kwargs)
+        if getattr(obj, "id", None) != self.id:
+            obj.id = self.id
+        return obj
+
     def _resolve(self, key: str, value: Any) -> Any:
         if key not in self._cache:
             self._cache[key] = import_ref(value) if isinstance(value, str) else value

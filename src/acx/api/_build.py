@@ -332,8 +332,8 @@ def _components(req: Any, base_dir: str) -> tuple[Any, Any]:
     from acx.components import BENCHMARKS, HARNESSES
 
     binfo, hinfo = BENCHMARKS[req.benchmark.id], HARNESSES[req.harness.id]
-    bench = binfo.load()(msgspec.convert(req.benchmark.params, binfo.config_class), base_dir=Path(base_dir))
-    harness = hinfo.load()(msgspec.convert(req.harness.params, hinfo.config_class))
+    bench = binfo.create(msgspec.convert(req.benchmark.params, binfo.config_class), base_dir=Path(base_dir))
+    harness = hinfo.create(msgspec.convert(req.harness.params, hinfo.config_class))
     return bench, harness
 
 

@@ -1005,8 +1005,7 @@ def _build_component(kind: str, cid: str, params: dict[str, Any], **kwargs: Any)
             path=f"{kind}.id",
             help=(f"did you mean {hint!r}? " if hint else "") + f"known {kind}s: " + ", ".join(registry),
         )
-    cls = info.load()
-    return cls(_convert_config(params, cls.config_class, kind), **kwargs)
+    return info.create(_convert_config(params, info.config_class, kind), **kwargs)
 
 
 def _convert_config(params: dict[str, Any], config_class: Any, kind: str) -> Any:
