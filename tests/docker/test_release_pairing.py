@@ -149,3 +149,30 @@ def test_sigterm_at_any_moment_leaves_nothing_unrecorded(tmp_path: Path) -> None
         assert [r for r in left if r.id not in recorded] == [], (delay, left)
         if left:  # recorded, so --resume / acx gc take them; not this test's to keep
             close_objects(predicate=lambda lab, pid=str(proc.pid): lab.get("acx.pid") == pid)
+
+
+def test_a_stuck_container_does_not_keep_the_rest_alive_at_close(
+    run_label: str, docker_driver: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # contract E1 (issue 11.13): close attempts every removal and names what is left
+    import acx.drivers.docker._session as session_mod
+
+    async def main() -> None:
+        session = await docker_driver().open(_request(run_label, "allowlist"))
+        real = session_mod._remove_container
+
+        def stuck_main_container(client: Any, cid: str) -> None:
+            if cid == session.container_id:
+                raise RuntimeError("injected: removal refused")
+            real(client, cid)
+
+        monkeypatch.setattr(session_mod, "_remove_container", stuck_main_container)
+        with pytest.raises(DriverError) as err:
+            await session.close()
+        assert err.value.code == "release_failed" and session.container_id[:24] in str(err.value)
+        left = list_objects(labels={"acx.test": run_label})
+        # the proxy and both networks are gone (the stuck container was detached from them by
+        # force); only the container whose removal failed is left, for the release_failed record
+        assert [r.labels.get("acx.kind") for r in left] == ["session"], left
+
+    trio.run(main)

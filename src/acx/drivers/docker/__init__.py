@@ -29,8 +29,9 @@ What the driver guarantees (contracts E1, E2, H5, V2, P6, P7, T3):
 The modules, one concern each: ``_engine`` (SDK client, thread plumbing, labels, removals),
 ``_create`` (open: the container, its network, clean-up of half-made sessions), ``_build`` and
 ``_dockerfile`` (images), ``_session`` with ``_exec`` (commands), ``_files`` and ``_archive``
-(transfers), ``_network`` and ``_proxy`` (policies and the egress proxy), ``_gc`` (inventory and
-sweeps). Transfer error types live in the neutral :mod:`acx.drivers.transfer`.
+(transfers), ``_network``, ``_proxy`` and ``_firewall`` (policies, the egress proxy, the host
+rules that make it the only way out), ``_gc`` (inventory and sweeps). Transfer error types live
+in the neutral :mod:`acx.drivers.transfer`.
 """
 
 from __future__ import annotations

@@ -7,8 +7,9 @@ from typing import Any
 
 import trio
 
-from acx.drivers.docker._engine import LABEL_KIND, EngineDriver, _remove_container, _remove_network
+from acx.drivers.docker._engine import LABEL_KIND, EngineDriver, _remove_container, _remove_network, _short
 from acx.drivers.docker._network import NetworkOps
+from acx.errors import DriverError
 
 __all__ = ["DockerSession"]
 
@@ -57,9 +58,18 @@ class DockerSession(NetworkOps):
 
     # -- lifecycle --
     async def _close(self) -> None:
-        await self.driver._call(_remove_container, self.client, self.container_id)
-        if self.proxy_id is not None:
-            await self.driver._call(_remove_container, self.client, self.proxy_id)
-        for network in (self.network, self.internal_network):
-            if network is not None:
-                await self.driver._call(_remove_network, self.client, network)
+        """Remove the container, the proxy, then the networks — each attempted even when an
+        earlier removal failed, so one stuck object does not keep the others alive."""
+        failures: list[str] = []
+        containers = [self.container_id] + ([self.proxy_id] if self.proxy_id is not None else [])
+        networks = [n for n in (self.network, self.internal_network) if n is not None]
+        for remove, names in ((_remove_container, containers), (_remove_network, networks)):
+            for name in names:
+                try:
+                    await self.driver._call(remove, self.client, name)
+                except Exception as exc:
+                    failures.append(f"{name[:24]}: {_short(exc)}")
+        if failures:
+            raise DriverError(
+                f"session {self.id} could not be fully removed: " + "; ".join(failures), code="release_failed"
+            )
