@@ -19,6 +19,7 @@ import logging
 import math
 import os
 import shutil
+import sys
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,7 +35,7 @@ from acx.errors import AcxUserError, DriverError
 from acx.interpreter._attempt import AttemptRunner, RequestContext
 from acx.interpreter._envvars import MissingEnvError, missing_names, required_names, resolve_value
 from acx.interpreter._events import ProgressEvent, RunProgress
-from acx.interpreter._limits import Limits
+from acx.interpreter._limits import Limits, fit_open_files
 from acx.interpreter._metrics import TaskOutcome, build_report, render_summary
 from acx.interpreter._store import RUN_INFO_SCHEMA, RunStore, find_reuse_source, read_json, read_record
 from acx.ir import (
@@ -847,7 +848,10 @@ async def run_orchestration(
     first = preflight(programs, environ)
     scrub = Scrubber()
     runtime = orch.runtime
-    limits = Limits(orch.task_concurrency, runtime.provider_limits, runtime.env_open_qps)
+    concurrency, fd_warning = fit_open_files(orch.task_concurrency, sum(len(p.tasks) for p in programs))
+    if fd_warning is not None:
+        _tell_stderr(f"acx: warning: {fd_warning}")
+    limits = Limits(concurrency, runtime.provider_limits, runtime.env_open_qps)
     runs: list[_RequestRun] = []
     created: list[RunStore] = []
     try:
@@ -872,6 +876,8 @@ async def run_orchestration(
             runs.append(run)
         for run, prog in zip(runs, programs, strict=True):
             run.start()
+            if fd_warning is not None:
+                log.warning("%s", fd_warning, extra={"request": prog.name})
             want_reuse = (reuse or {}).get(prog.name, "__no__")
             if want_reuse != "__no__" and not run.resumed:
                 source = find_reuse_source(run.store.run_dir.parent, want_reuse, exclude=run.store.run_dir)
@@ -893,7 +899,7 @@ async def run_orchestration(
         if run.resumed:
             await run.reap_stale()
     status = "completed"
-    slots = trio.Semaphore(max(1, orch.task_concurrency))
+    slots = trio.Semaphore(max(1, concurrency))
     deadline = runtime.timeout_seconds if runtime.timeout_seconds and runtime.timeout_seconds > 0 else math.inf
     outer = trio.CancelScope()
     if cancel_scope_ready is not None:
@@ -981,6 +987,15 @@ async def run_orchestration(
         started_at=started,
         finished_at=_iso(),
     )
+
+
+def _tell_stderr(line: str) -> None:
+    """A warning for the person running acx, before anything runs (a closed stderr is no error)."""
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def _no_console(event: ProgressEvent) -> None:
