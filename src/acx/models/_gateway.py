@@ -81,9 +81,30 @@ class CallRecord:
     cost_usd: float | None = None
     attempts: list[AttemptRecord] = field(default_factory=list)
     error: dict[str, str] | None = None
-    #: Normalised views for trajectories (not serialised).
+    #: Normalised views for trajectories (not serialised); an HTTP call's request is normalised
+    #: only when a trajectory asks for it (:meth:`chat_request`), off the call's path.
     normalized_request: ChatRequest | None = None
     normalized_response: ModelResponse | None = None
+    #: Values cut out of ``request``/``response`` when the record is serialised (the role's key).
+    secrets: tuple[str, ...] = ()
+
+    def chat_request(self) -> ChatRequest | None:
+        if self.normalized_request is None and isinstance(self.request, dict):
+            try:
+                self.normalized_request = normalize_request(self.protocol, self.request)  # type: ignore[arg-type]
+            except Exception:  # an odd body still went upstream; only its trajectory view is lost
+                return None
+        return self.normalized_request
+
+    def _scrubbed(self, obj: Any) -> Any:
+        if not self.secrets or obj is None:
+            return obj
+        text = json.dumps(obj)
+        if not any(s in text for s in self.secrets):
+            return obj
+        for s in self.secrets:
+            text = text.replace(json.dumps(s)[1:-1], "***")
+        return json.loads(text)
 
     @property
     def duration_ms(self) -> float:
@@ -114,8 +135,8 @@ class CallRecord:
                 for a in self.attempts
             ],
             "error": self.error,
-            "request": self.request,
-            "response": self.response,
+            "request": self._scrubbed(self.request),
+            "response": self._scrubbed(self.response),
         }
 
 
@@ -339,17 +360,9 @@ class Gateway:
         if self.on_run_limit is not None:
             self.on_run_limit(message)
 
-    def _scrub(self, role: Role, obj: Any) -> Any:
-        """The record form of a body: the role's key (and its wrapped form) cut out."""
-        secrets_ = [s for s in {role.endpoint.api_key, role.endpoint.credential()} if s and len(s) >= 4]
-        if not secrets_:
-            return obj
-        text = json.dumps(obj)
-        if any(s in text for s in secrets_):
-            for s in secrets_:
-                text = text.replace(json.dumps(s)[1:-1], "***")
-            return json.loads(text)
-        return obj
+    @staticmethod
+    def _secrets(role: Role) -> tuple[str, ...]:
+        return tuple(x for x in {role.endpoint.api_key, role.endpoint.credential()} if x and len(x) >= 4)
 
     async def _call_in_process(self, session: GatewaySession, role_name: str, request: ChatRequest) -> ModelResponse:
         role = self._role(role_name)
@@ -359,7 +372,8 @@ class Gateway:
             raise self._refuse(session, role, ep.protocol, "in-process", why)
         url, body, headers = build_call(ep, request)
         rec = self._record(session, role, ep.protocol, "in-process")
-        rec.request = self._scrub(role, body)
+        rec.request = body
+        rec.secrets = self._secrets(role)
         rec.normalized_request = request
         try:
             ex = await self.client.exchange(ep, url, body, headers, parse=lambda d: parse_response(ep.protocol, d))
@@ -373,7 +387,7 @@ class Gateway:
         resp: ModelResponse = ex.parsed
         rec.attempts = ex.attempts
         rec.status = ex.status
-        rec.response = self._scrub(role, resp.raw)
+        rec.response = resp.raw
         rec.normalized_response = resp
         self._account(session, role, rec, resp)
         return resp
@@ -445,11 +459,8 @@ class Gateway:
         # The run decides the model; configured params fill in what the agent did not set.
         outgoing = {**ep.params, **incoming, "model": ep.model}
         rec = self._record(session, role, protocol, "http")
-        rec.request = self._scrub(role, outgoing)
-        try:
-            rec.normalized_request = normalize_request(protocol, outgoing)
-        except Exception:  # a strange body is still forwarded; only the trajectory view is lost
-            rec.normalized_request = None
+        rec.request = outgoing
+        rec.secrets = self._secrets(role)
         url = call_path(protocol, ep.base_url)
         headers = auth_headers(protocol, ep.credential(), ep.anthropic_version)
         try:
@@ -464,7 +475,7 @@ class Gateway:
         resp: ModelResponse = ex.parsed
         rec.attempts = ex.attempts
         rec.status = ex.status
-        rec.response = self._scrub(role, resp.raw)
+        rec.response = resp.raw
         rec.normalized_response = resp
         self._account(session, role, rec, resp)
         return ex.status, ex.body, []

@@ -42,7 +42,7 @@ def actf_trajectory(calls: list[CallRecord]) -> dict[str, Any] | None:
         return None
     steps: list[dict[str, Any]] = []
     for i, call in enumerate(answered):
-        req = call.normalized_request
+        req = call.chat_request()
         resp = call.normalized_response
         assert resp is not None
         messages = req.messages if req is not None else []
@@ -70,11 +70,12 @@ def actf_trajectory(calls: list[CallRecord]) -> dict[str, Any] | None:
         observation: list[dict[str, Any]] = []
         env_ms = 0
         nxt = answered[i + 1] if i + 1 < len(answered) else None
-        if resp.tool_calls and nxt is not None and nxt.normalized_request is not None:
+        nxt_req = nxt.chat_request() if nxt is not None else None
+        if resp.tool_calls and nxt is not None and nxt_req is not None:
             ids = {t.id for t in resp.tool_calls}
             observation = [
                 {"source_call_id": m.get("tool_call_id"), "content": _text(m.get("content"))}
-                for m in nxt.normalized_request.messages
+                for m in nxt_req.messages
                 if m.get("role") == "tool" and m.get("tool_call_id") in ids
             ]
             env_ms = max(0, int((nxt.started_at - call.finished_at) * 1000))

@@ -1,0 +1,155 @@
+"""Model gateway overhead: N chat calls at concurrency C against the fake model server, direct vs
+through the gateway, in the same run.
+
+Three processes, so that no side pays for another's Python work (GIL, one event loop):
+
+* the fake model server (``acx.testing.fake_models``, loopback, keep-alive);
+* the gateway (this process): a run gateway with one ``agent`` role pointing at the fake server;
+  per call it checks the session token and limits, forwards with acx's model client, records the
+  call (request, response, usage) and counts it;
+* the agent: a load generator (httpx, keep-alive, ``C`` workers) posting the same
+  ``/chat/completions`` request either to the fake server (direct) or to the gateway with the
+  session token (through the gateway), alternately, ``--repeats`` rounds each after a warm-up.
+
+Prints per side the median calls/s and the p50/p99 latency per call, and the latency the gateway
+adds (p50 and p99 of through-gateway minus direct; target: under 1 ms at p50). On a loaded
+machine the numbers are noisy: compare the sides, not the absolute values. Usage:
+``python bench/gateway_overhead.py [--calls N] [--concurrency C] [--repeats R]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import statistics
+import time
+from typing import Any
+
+import trio
+
+MESSAGES = [{"role": "user", "content": "What is 2 + 2?"}]
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _serve(port_out: Any, stop: Any) -> None:
+    from acx.testing.fake_models import FakeModelServer, text
+
+    with FakeModelServer(default=text("4", usage=(12, 1))) as srv:
+        port_out.send(srv.port)
+        stop.wait()
+
+
+async def _load(url: str, token: str, calls: int, concurrency: int) -> tuple[float, list[float]]:
+    import httpx
+
+    latencies: list[float] = []
+    remaining = [calls]
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    headers = {"Authorization": f"Bearer {token}"}
+    body = {"model": "bench", "messages": MESSAGES}
+    async with httpx.AsyncClient(limits=limits, timeout=120, trust_env=False) as client:
+
+        async def worker() -> None:
+            while remaining[0] > 0:
+                remaining[0] -= 1
+                t0 = time.perf_counter()
+                r = await client.post(url, json=body, headers=headers)
+                r.raise_for_status()
+                latencies.append(time.perf_counter() - t0)
+
+        start = time.perf_counter()
+        async with trio.open_nursery() as n:
+            for _ in range(concurrency):
+                n.start_soon(worker)
+        return time.perf_counter() - start, latencies
+
+
+def _agent(conn: Any) -> None:
+    """The load generator: runs each job it receives and sends back (seconds, latencies)."""
+    while True:
+        job = conn.recv()
+        if job is None:
+            return
+        conn.send(trio.run(_load, *job))
+
+
+async def _gateway_side(args: argparse.Namespace, base_url: str, agent: Any) -> dict[str, list[Any]]:
+    from acx.models import Endpoint, Gateway, Role
+
+    endpoint = Endpoint(base_url=base_url, model="bench", api_key="sk-bench", max_connections=args.concurrency)
+    results: dict[str, list[Any]] = {"direct": [], "gateway": []}
+    async with trio.open_nursery() as nursery:
+        gateway = Gateway({"agent": Role("agent", endpoint)})
+        await gateway.start(nursery)
+        session = gateway.open_session("bench")
+        env = session.env()
+        jobs = {
+            "direct": (f"{base_url}/chat/completions", "sk-bench"),
+            "gateway": (f"{env['OPENAI_BASE_URL']}/chat/completions", env["OPENAI_API_KEY"]),
+        }
+
+        async def run(side: str, calls: int) -> tuple[float, list[float]]:
+            url, token = jobs[side]
+            agent.send((url, token, calls, args.concurrency))
+            # The agent works in its own process; this loop keeps serving the gateway meanwhile.
+            return await trio.to_thread.run_sync(agent.recv)
+
+        for side in ("direct", "gateway"):  # warm-up: connections, code paths
+            await run(side, min(args.calls, 200))
+        for _ in range(args.repeats):
+            for side in ("direct", "gateway"):
+                session.calls.clear()  # keep the transcript from growing across rounds
+                results[side].append(await run(side, args.calls))
+        await gateway.aclose()
+        nursery.cancel_scope.cancel()
+    return results
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--calls", type=int, default=2000)
+    ap.add_argument("--concurrency", type=int, default=32)
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args()
+    parent, child = multiprocessing.Pipe()
+    stop = multiprocessing.Event()
+    server = multiprocessing.Process(target=_serve, args=(child, stop), daemon=True)
+    server.start()
+    agent_end, agent_conn = multiprocessing.Pipe()
+    agent = multiprocessing.Process(target=_agent, args=(agent_conn,), daemon=True)
+    agent.start()
+    try:
+        base_url = f"http://127.0.0.1:{parent.recv()}/v1"
+        results = trio.run(_gateway_side, args, base_url, agent_end)
+    finally:
+        agent_end.send(None)
+        stop.set()
+        agent.join(5)
+        server.join(5)
+    print(
+        f"{args.calls} chat calls at concurrency {args.concurrency}, {args.repeats} rounds per side "
+        f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)"
+    )
+    summary = {}
+    for side, rounds in results.items():
+        rates = [args.calls / seconds for seconds, _ in rounds]
+        lat = [x for _, ls in rounds for x in ls]
+        summary[side] = (_pct(lat, 0.5), _pct(lat, 0.99))
+        print(
+            f"  {side:8s} {statistics.median(rates):8.0f} calls/s   "
+            f"p50 {summary[side][0] * 1000:7.2f} ms   p99 {summary[side][1] * 1000:7.2f} ms"
+        )
+    added50 = (summary["gateway"][0] - summary["direct"][0]) * 1000
+    added99 = (summary["gateway"][1] - summary["direct"][1]) * 1000
+    ratio = summary["gateway"][0] / summary["direct"][0]
+    print(f"  added by the gateway: p50 {added50:+.2f} ms, p99 {added99:+.2f} ms (p50 ratio {ratio:.2f}x direct)")
+    print(f"  target: under 1 ms added at p50 -> {'met' if added50 < 1.0 else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    main()
