@@ -88,6 +88,17 @@ DRIVERS.register(
         default_concurrency=128,
     )
 )
+DRIVERS.register(
+    DriverInfo(
+        kind="environment",
+        id="bwrap",
+        description="Bubblewrap sandboxes from a root filesystem or a cached image export; no daemon at run time.",
+        config="acx.drivers.bwrap:BwrapConfig",
+        impl="acx.drivers.bwrap:BwrapDriver",
+        probe="acx.drivers.bwrap:probe_bwrap",
+        default_concurrency=128,
+    )
+)
 
 
 def probe_capabilities(env_id: str) -> DriverCapabilities:
