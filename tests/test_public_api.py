@@ -223,6 +223,12 @@ PUBLIC_API: dict[str, list[str]] = {
         "list_objects",
         "sweep_orphans",
     ],
+    "acx.drivers.bwrap": [
+        "BwrapConfig",
+        "BwrapDriver",
+        "BwrapSession",
+        "probe_bwrap",
+    ],
     "acx.testing": [
         "driver_conformance",
         "fake_models",

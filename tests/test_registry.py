@@ -119,7 +119,7 @@ def test_driver_entries_carry_probe_and_default_limits() -> None:  # contract P7
     assert isinstance(info, DriverInfo)
     assert "allowlist" in info.capabilities().network_modes
     assert probe_capabilities("docker") is info.capabilities()  # probed once per process
-    assert default_provider_limits() == {"host_process": 128, "docker": 128}
+    assert default_provider_limits() == {"host_process": 128, "docker": 128, "bwrap": 128}
     with pytest.raises(KeyError):
         probe_capabilities("no_such_driver")
 

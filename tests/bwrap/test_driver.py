@@ -1,0 +1,246 @@
+"""bwrap specifics beyond the conformance suite: network namespaces, refusals, filesystem isolation,
+stray processes, resource limits, session discovery (contracts E1, P7, T3, H5)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import trio
+
+from acx.drivers._base import OpenRequest
+from acx.drivers.bwrap import BwrapConfig, BwrapDriver, BwrapSession, probe_bwrap
+from acx.errors import CapabilityError, DriverError
+from acx.ir import EnvironmentSetup, NetworkPolicy, ResourceRequirements
+
+
+def _driver(tmp_path: Path, **kw: object) -> BwrapDriver:
+    return BwrapDriver(BwrapConfig(workdir_root=str(tmp_path / "s"), **kw))  # type: ignore[arg-type]
+
+
+def _interfaces(text: str) -> set[str]:
+    return {line.split(":")[0].strip() for line in text.splitlines()[2:] if ":" in line}
+
+
+async def _open(driver: BwrapDriver, sid: str = "t", **kw: object) -> BwrapSession:
+    session = await driver.open(OpenRequest(session_id=sid, **kw))  # type: ignore[arg-type]
+    assert isinstance(session, BwrapSession)
+    return session
+
+
+def test_no_network_is_an_empty_namespace_and_public_is_the_hosts(tmp_path: Path) -> None:
+    # contract P7: no-network enforced by the kernel; the policy switches between phases
+    async def go() -> tuple[set[str], set[str], set[str]]:
+        s = await _open(_driver(tmp_path), network_policy=NetworkPolicy(network_mode="no-network"))
+        try:
+            isolated = _interfaces((await s.exec(["cat", "/proc/net/dev"])).stdout)
+            await s.set_network_policy(NetworkPolicy())
+            public = _interfaces((await s.exec(["cat", "/proc/net/dev"])).stdout)
+            await s.set_network_policy(NetworkPolicy(network_mode="no-network"))
+            again = _interfaces((await s.exec(["cat", "/proc/net/dev"])).stdout)
+            return isolated, public, again
+        finally:
+            await s.close()
+
+    isolated, public, again = trio.run(go)
+    assert isolated == {"lo"} and again == {"lo"}
+    assert public - {"lo"}, public  # the host's interfaces
+
+
+def test_a_policy_switch_kills_what_the_old_policy_started(tmp_path: Path) -> None:
+    # contract P7: a daemon started under `public` must not keep the network into a no-network phase
+    async def go() -> bool:
+        s = await _open(_driver(tmp_path))
+        try:
+            await s.exec("setsid sh -c 'sleep 300' >/dev/null 2>&1 & echo $! > /app/bg.pid", shell=True)
+            pid = (await s.read_text("/app/bg.pid")).strip()
+            await s.set_network_policy(NetworkPolicy(network_mode="no-network"))
+            return (await s.exec(["sh", "-c", f"kill -0 {pid}"])).ok
+        finally:
+            await s.close()
+
+    assert trio.run(go) is False
+
+
+@pytest.mark.parametrize("mode", ["allowlist", "denylist"])
+def test_host_filtering_policies_are_refused_not_downgraded(tmp_path: Path, mode: str) -> None:
+    # contract P7
+    assert mode not in probe_bwrap().network_modes
+    assert "egress" in probe_bwrap().unsupported_reasons[mode]
+    policy = NetworkPolicy(network_mode=mode, allowed_hosts=["example.com"], denied_hosts=["example.com"])  # type: ignore[arg-type]
+    with pytest.raises(CapabilityError, match="cannot enforce"):
+        trio.run(lambda: _driver(tmp_path).open(OpenRequest(session_id="a", network_policy=policy)))
+
+    async def switch() -> None:
+        s = await _open(_driver(tmp_path))
+        try:
+            await s.set_network_policy(policy)
+        finally:
+            await s.close()
+
+    with pytest.raises(CapabilityError):
+        trio.run(switch)
+
+
+def test_sessions_are_isolated_from_each_other_and_from_the_host(tmp_path: Path, bookworm: str) -> None:
+    # contract E1: /app, /logs, /tests belong to one session; the host's files are not visible
+    marker = tmp_path / "host-only.txt"
+    marker.write_text("host secret")
+
+    async def go() -> None:
+        driver = _driver(tmp_path, rootfs=bookworm)
+        a, b = await _open(driver, "a"), await _open(driver, "b")
+        try:
+            for d in ("/app", "/logs", "/tests"):
+                assert (await a.exec(["sh", "-c", f"mkdir -p {d} && echo a > {d}/f"])).ok
+                assert not await b.is_file(f"{d}/f")
+            assert (await a.exec(["cat", str(marker)])).returncode != 0
+            assert (await a.exec(["sh", "-c", "echo x > /usr/local/new && cat /usr/local/new"])).stdout == "x\n"
+            assert not Path(bookworm, "usr/local/new").exists(), "the root filesystem must stay untouched"
+            assert not await b.is_file("/usr/local/new")
+        finally:
+            await a.close()
+            await b.close()
+
+    trio.run(go)
+
+
+def test_file_transfers_resolve_symlinks_inside_the_sandbox(tmp_path: Path, bookworm: str) -> None:
+    # contract E1: a link the agent made to an absolute path never reaches the host's file
+    outside = tmp_path / "outside.txt"
+    outside.write_text("host file")
+
+    async def go() -> None:
+        s = await _open(_driver(tmp_path, rootfs=bookworm))
+        try:
+            await s.exec(["ln", "-s", str(outside), "/app/link"])
+            with pytest.raises(FileNotFoundError):
+                await s.read_bytes("/app/link")
+            await s.exec(["sh", "-c", f"mkdir -p {outside.parent} && echo inside > {outside}"])
+            assert await s.read_text("/app/link") == "inside\n"
+            await s.write_text("/app/link", "written")
+            assert outside.read_text() == "host file"
+            await s.exec(["sh", "-c", "mkdir -p /app/out && ln -s /etc/passwd /app/out/pw"])
+            with pytest.raises(DriverError, match="escapes"):
+                await s.download_dir("/app/out", str(tmp_path / "dl"))
+        finally:
+            await s.close()
+
+    trio.run(go)
+
+
+def test_read_only_root_without_overlay_names_the_writable_directories(tmp_path: Path) -> None:
+    # the host-system root is read-only: a write there is a located DriverError, not a silent no-op
+    async def go() -> None:
+        s = await _open(_driver(tmp_path))
+        try:
+            with pytest.raises(DriverError, match="read-only") as info:
+                await s.write_text("/usr/acx-should-not-exist", "x")
+            assert "/app" in str(info.value)
+            assert not Path("/usr/acx-should-not-exist").exists()
+        finally:
+            await s.close()
+
+    trio.run(go)
+
+
+def test_kill_stray_processes_reaches_setsid_daemons(tmp_path: Path) -> None:
+    # contract T3: what left its process group is still in the sandbox's pid namespace
+    async def go() -> tuple[str, str]:
+        s = await _open(_driver(tmp_path))
+        try:
+            await s.exec("setsid sh -c 'while :; do sleep 1; done' >/dev/null 2>&1 &", shell=True)
+            before = (await s.exec(["sh", "-c", "ls /proc | grep -c '^[0-9]'"])).stdout.strip()
+            await s.kill_stray_processes()
+            after = (await s.exec(["sh", "-c", "ls /proc | grep -c '^[0-9]'"])).stdout.strip()
+            return before, after
+        finally:
+            await s.close()
+
+    before, after = trio.run(go)
+    # init + holder + the counting command's processes: the daemon and its sleep are gone
+    assert int(before) >= int(after) + 2, (before, after)
+
+
+def test_close_kills_everything_and_removes_the_session_directory(tmp_path: Path) -> None:
+    async def go() -> tuple[str, int]:
+        s = await _open(_driver(tmp_path))
+        await s.exec("setsid sleep 300 >/dev/null 2>&1 &", shell=True)
+        pid1, directory = s._state.pid1, s.directory
+        await s.close()
+        return directory, pid1
+
+    directory, pid1 = trio.run(go)
+    assert not os.path.exists(directory)
+    assert not os.path.exists(f"/proc/{pid1}")
+
+
+def test_leftover_session_directories_are_listed_and_closed(tmp_path: Path) -> None:
+    async def go() -> tuple[list[str], list[str]]:
+        driver = _driver(tmp_path, keep_workdir=True)
+        s = await _open(driver, "run1-task-1")
+        await s.close()  # kept: its directory stays, like a crashed session's
+        listed = [r.id for r in await driver.list_sessions({"acx.run_id": "run1"})]
+        await driver.close_session("run1-task-1")
+        return listed, [r.id for r in await driver.list_sessions()]
+
+    listed, after = trio.run(go)
+    assert listed == ["run1-task-1"] and after == []
+
+
+CGROUPS = set(probe_bwrap().resources) >= {"cpu", "memory_mb"}
+
+
+@pytest.mark.skipif(not CGROUPS, reason="no writable cgroup hierarchy here: resources are refused instead")
+def test_memory_limit_is_enforced(tmp_path: Path, bookworm: str) -> None:
+    # contract P7: a requested limit is enforced, not noted
+    hog = "b = bytearray(300 * 1024 * 1024); print('allocated')"
+
+    async def go() -> tuple[int, int]:
+        driver = _driver(tmp_path, rootfs=bookworm)
+        limited = await _open(driver, "m", resources=ResourceRequirements(memory_mb=64, cpu=0.5))
+        free = await _open(driver, "f")
+        try:
+            small = await limited.exec(["python3", "-c", "print('ok')"])
+            assert small.ok, small
+            return (await limited.exec(["python3", "-c", hog])).returncode, (
+                await free.exec(["python3", "-c", hog])
+            ).returncode
+        finally:
+            await limited.close()
+            await free.close()
+
+    limited_rc, free_rc = trio.run(go)
+    assert free_rc == 0
+    assert limited_rc in (-9, 137), limited_rc  # SIGKILL by the OOM killer
+
+
+@pytest.mark.skipif(CGROUPS, reason="this machine enforces limits; the refusal path is not reachable")
+def test_limits_without_cgroups_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(CapabilityError):
+        trio.run(lambda: _open(_driver(tmp_path), resources=ResourceRequirements(memory_mb=64)))
+
+
+def test_unenforceable_resources_are_refused(tmp_path: Path) -> None:
+    # contract P7: storage and GPUs are never silently dropped
+    for res in (ResourceRequirements(storage_mb=100), ResourceRequirements(gpu=1)):
+        with pytest.raises(CapabilityError):
+            trio.run(lambda res=res: _open(_driver(tmp_path), resources=res))  # type: ignore[misc]
+
+
+def test_a_workdir_on_a_system_directory_is_refused_on_a_read_only_root(tmp_path: Path) -> None:
+    with pytest.raises(DriverError, match="read-only"):
+        trio.run(lambda: _open(_driver(tmp_path), setup=EnvironmentSetup(workdir="/usr/work")))
+
+
+def test_a_workdir_outside_the_writable_list_gets_its_own_directory(tmp_path: Path) -> None:
+    async def go() -> str:
+        s = await _open(_driver(tmp_path), setup=EnvironmentSetup(workdir="/srv/job"))
+        try:
+            assert (await s.exec(["touch", "f"])).ok
+            return (await s.exec(["pwd"])).stdout.strip()
+        finally:
+            await s.close()
+
+    assert trio.run(go) == "/srv/job"
