@@ -8,6 +8,8 @@
 #   ACX_REQUIRE_BROWSER=1 a missing headless Chromium (Debian's `chromium`, driven through the
 #                         playwright package; no browser download) fails the run instead of
 #                         skipping the browser tests (set by .ci/run).
+#   ACX_REQUIRE_BWRAP=1   a missing or unusable bubblewrap fails the run instead of
+#                         skipping the bwrap tests (set by .ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,6 +41,15 @@ elif [ "${ACX_REQUIRE_BROWSER:-0}" = "1" ]; then
     exit 1
 else
     echo "!!! WARNING: no chromium: browser tests will be SKIPPED !!!" >&2
+fi
+
+echo "==> bubblewrap"
+if ! bash scripts/setup-bwrap.sh; then
+    if [ "${ACX_REQUIRE_BWRAP:-0}" = "1" ]; then
+        echo "ERROR: bubblewrap set-up failed and ACX_REQUIRE_BWRAP=1" >&2
+        exit 1
+    fi
+    echo "!!! WARNING: bubblewrap is not usable: bwrap tests will be SKIPPED !!!" >&2
 fi
 
 echo "==> ruff"
