@@ -10,6 +10,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from acx.cli import main
+from acx.drivers import default_provider_limits
 
 # An AgentCompass v1 orchestration file, unchanged (reference §3.2 shapes; acx component ids).
 ORCH = """
@@ -112,7 +113,8 @@ def test_agentcompass_orchestration_compiles_to_the_precedence_tables(setup, cap
     }
     assert swe["model"]["base_url"] == "http://gateway:8000/v1"
     assert swe["model"]["api_key"] == "${MODEL_API_KEY}"
-    assert payload["runtime"]["provider_limits"] == {"docker": 32, "host_process": 128}
+    # Every registered driver gets its default; the spec's override wins for docker.
+    assert payload["runtime"]["provider_limits"] == {**default_provider_limits(), "docker": 32}
     assert len(swe["metadata"]["config_path"]) == 3
 
 

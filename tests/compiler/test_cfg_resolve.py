@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from acx.compiler import compile_orchestration, dry_run_payload, output_namespace
+from acx.drivers import default_provider_limits
 from acx.errors import AcxConfigError, AcxResolutionError, AcxUserError
 
 ORCH = """
@@ -134,7 +135,8 @@ def test_per_request_runtime_and_output(compiled) -> None:  # contract R10
 def test_orchestration_runtime(compiled) -> None:  # contract R10, R3
     rt = compiled.orchestration.runtime
     assert rt.results_dir == "out" and rt.progress == "plain"
-    assert rt.provider_limits == {"docker": 32, "host_process": 8}
+    # The config's limits win over every registered driver's default.
+    assert rt.provider_limits == {**default_provider_limits(), "docker": 32, "host_process": 8}
 
 
 def test_execution_params_from_the_command_line_win(project, write) -> None:  # contract R8, T4
