@@ -53,8 +53,10 @@ def test_a_policy_switch_kills_what_the_old_policy_started(tmp_path: Path) -> No
     async def go() -> bool:
         s = await _open(_driver(tmp_path))
         try:
-            await s.exec("setsid sh -c 'sleep 300' >/dev/null 2>&1 & echo $! > /app/bg.pid", shell=True)
+            daemon = "setsid sh -c 'echo $$ > /app/bg.pid; exec sleep 300' >/dev/null 2>&1 &"
+            await s.exec(daemon + " while [ ! -s /app/bg.pid ]; do sleep 0.01; done", shell=True, timeout=30)
             pid = (await s.read_text("/app/bg.pid")).strip()
+            assert (await s.exec(["sh", "-c", f"kill -0 {pid}"])).ok, "the daemon must outlive its exec"
             await s.set_network_policy(NetworkPolicy(network_mode="no-network"))
             return (await s.exec(["sh", "-c", f"kill -0 {pid}"])).ok
         finally:
@@ -150,11 +152,10 @@ def test_kill_stray_processes_reaches_setsid_daemons(tmp_path: Path) -> None:
     async def go() -> tuple[bool, bool]:
         s = await _open(_driver(tmp_path))
         try:
+            # The exec waits for the daemon's pid: by then it has left the command's process group
+            # (which exec() kills on return), as a real escaped daemon has.
             daemon = "setsid sh -c 'echo $$ > /app/d.pid; while :; do sleep 1; done' >/dev/null 2>&1 &"
-            await s.exec(daemon, shell=True)
-            with trio.fail_after(10):
-                while not (await s.is_file("/app/d.pid") and (await s.read_text("/app/d.pid")).strip()):
-                    await trio.sleep(0.02)
+            await s.exec(daemon + " while [ ! -s /app/d.pid ]; do sleep 0.01; done", shell=True, timeout=30)
             alive = ["sh", "-c", f"kill -0 {int((await s.read_text('/app/d.pid')).strip())}"]
             before = (await s.exec(alive)).ok
             await s.kill_stray_processes()
@@ -175,7 +176,16 @@ def test_close_kills_everything_and_removes_the_session_directory(tmp_path: Path
 
     directory, pid1 = trio.run(go)
     assert not os.path.exists(directory)
-    assert not os.path.exists(f"/proc/{pid1}")
+    assert _gone(pid1)
+
+
+def _gone(pid: int) -> bool:
+    """Exited: no such process, or a zombie its (host) parent has yet to reap."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
+    except FileNotFoundError:
+        return True
 
 
 def test_leftover_session_directories_are_listed_and_closed(tmp_path: Path) -> None:

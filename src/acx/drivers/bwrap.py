@@ -803,7 +803,7 @@ class _State:
             if pid in (self.pid1, self.holder):
                 continue
             try:
-                if os.readlink(f"/proc/{pid}/ns/pid") == self.pidns:
+                if os.readlink(f"/proc/{pid}/ns/pid") == self.pidns and not _dead(pid):
                     out.append(pid)
             except OSError:
                 continue
@@ -813,7 +813,7 @@ class _State:
         """SIGKILL the members (repeatedly: a fork between passes is caught); how many survive."""
         import time
 
-        for _ in range(50):
+        for _ in range(300):
             pids = self.members()
             if not pids:
                 return 0
@@ -839,6 +839,12 @@ class _State:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        # bwrap may exit before its init has finished dying (the init reports its command's exit
+        # first); the init turns zombie only once the kernel has killed every process in the
+        # namespace, so that is what "closed" waits for.
+        deadline = time.monotonic() + 10
+        while self.pid1 and not _dead(self.pid1) and time.monotonic() < deadline:
+            time.sleep(0.005)
         for path in reversed(self.cgroup_dirs):
             for _ in range(100):  # the members leave their cgroup as the kernel reaps them
                 try:
@@ -1143,6 +1149,16 @@ async def _read_info(fd: int) -> bytes:
                     return data
     except trio.TooSlowError:
         raise EnvironmentSetupError("bwrap: the sandbox did not start within 30 s") from None
+
+
+def _dead(pid: int) -> bool:
+    """A zombie (killed, not yet reaped by the sandbox's init) or a dying process."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            state = fh.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state in (b"Z", b"X")
 
 
 def _real_dir(path: str) -> bool:
