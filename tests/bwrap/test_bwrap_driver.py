@@ -195,6 +195,9 @@ def test_leftover_session_directories_are_listed_and_closed(tmp_path: Path) -> N
         await s.close()  # kept: its directory stays, like a crashed session's
         listed = [r.id for r in await driver.list_sessions({"acx.run_id": "run1"})]
         await driver.close_session("run1-task-1")
+        with pytest.raises(DriverError) as info:
+            await driver.close_session("run1-task-1")
+        assert info.value.code == "session_not_found"
         return listed, [r.id for r in await driver.list_sessions()]
 
     listed, after = trio.run(go)

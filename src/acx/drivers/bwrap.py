@@ -1110,7 +1110,10 @@ class BwrapDriver(Driver):
         from acx.drivers import host_process as hp
 
         parent = self._parent()
-        for name in await trio.to_thread.run_sync(_session_dirs, parent, hp._safe(session_id)):
+        names = await trio.to_thread.run_sync(_session_dirs, parent, hp._safe(session_id))
+        if not names:
+            raise DriverError(f"bwrap: no session {session_id} under {parent}", code="session_not_found")
+        for name in names:
             await trio.to_thread.run_sync(functools.partial(shutil.rmtree, os.path.join(parent, name), True))
         await trio.to_thread.run_sync(_remove_cgroups, hp._safe(session_id))
 
