@@ -163,3 +163,42 @@ def test_run_cost_limit_stops_the_run_cleanly(tmp_path: Path) -> None:  # contra
     info = json.loads((run_dir / "run_info.json").read_text())
     assert info["status"] == "failed" and "max_cost_usd = 15 reached" in (info.get("error") or "")
     assert "task(s) not run" in (run_dir / "summary.md").read_text()
+
+
+def test_unusable_model_refused_before_the_run(tmp_path: Path) -> None:  # contract M4 (located refusal)
+    spec = write_spec(
+        tmp_path,
+        "{id: openai_chat}",
+        '{id: m, base_url: "http://127.0.0.1:9/v1", roles: {grader: {id: g, api_protocol: [grpc]}}}',
+        n=1,
+    )
+    res = acx("run", str(spec), cwd=tmp_path)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "model.roles.grader" in res.stderr and "Traceback" not in res.stderr
+    assert not (tmp_path / "results").exists()
+
+
+def test_explain_shows_where_model_limits_came_from(tmp_path: Path) -> None:  # contract M7 (roles, provenance)
+    spec = write_spec(
+        tmp_path,
+        "{id: openai_chat}",
+        '{id: m, base_url: "http://127.0.0.1:9/v1", limits: {max_model_calls: 7}, roles: {grader: {id: g}}}',
+        n=1,
+    )
+    res = acx("explain", str(spec), "m", "model.limits.max_model_calls", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "= 7" in res.stdout.splitlines()[0] and "run.yaml:" in res.stdout
+    res = acx("explain", str(spec), "m", "model.roles.grader.id", cwd=tmp_path)
+    assert res.returncode == 0 and "g" in res.stdout.splitlines()[0], res.stdout + res.stderr
+
+
+def test_role_fields_validated_with_locations(tmp_path: Path) -> None:  # contract M7
+    spec = write_spec(
+        tmp_path,
+        "{id: openai_chat}",
+        '{id: m, base_url: "http://127.0.0.1:9/v1", roles: {grader: {id: g, api_protcol: anthropic}}}',
+        n=1,
+    )
+    res = acx("validate", str(spec), cwd=tmp_path)
+    assert res.returncode == 2 and "E0203" in res.stderr and "model.roles.grader" in res.stderr
+    assert "did you mean `api_protocol`" in res.stderr and "run.yaml:" in res.stderr

@@ -291,6 +291,15 @@ class Checker:
             self.check_provider_keys(value, path)
         entry_type = dict_value_type(tp)
         if entry_type is not None and isinstance(value, dict):
+            entry_struct = struct_of(entry_type)
+            if entry_struct is not None:  # a map of records (model.roles): each checked as a record
+                for key, item in value.items():
+                    at = (*path, key)
+                    if isinstance(item, dict):
+                        self.check_struct(item, entry_struct, at, where=f"`{self.where(at)}`")
+                    else:
+                        self.type_error(f"Expected `object`, got `{type(item).__name__}`", at, cls, name, item)
+                return
             # Check entry by entry, so an error points at the entry (msgspec says `[...]`).
             for key, item in value.items():
                 try:

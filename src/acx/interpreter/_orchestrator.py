@@ -725,7 +725,22 @@ def preflight(programs: Sequence[RequestProgram], environ: Mapping[str, str]) ->
         first[prog.name] = plans
     if missing:
         raise MissingEnvError(missing)
+    for prog in programs:
+        _check_models(prog, environ)
     return first
+
+
+def _check_models(prog: RequestProgram, environ: Mapping[str, str]) -> None:
+    """A model the harness will call must be usable (id, base_url, protocol) — refused before any
+    output, with the field path, rather than failing the run when its gateway starts."""
+    from acx.interpreter._models import RunModels
+
+    if not RunModels.needed(prog.request, prog.harness):
+        return
+    from acx.models import PROTOCOLS, roles_for
+
+    default = getattr(prog.harness, "default_protocol", "openai-chat")
+    roles_for(prog.request, environ, default_protocol=default if default in PROTOCOLS else "openai-chat")
 
 
 def _artifacts_intact(attempt_dir: Path) -> bool:
