@@ -87,3 +87,19 @@ def test_acx_report_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert main(["report", str(tmp_path / "missing")]) == 2
     assert "E0603" in capsys.readouterr().err
     assert main(["report", str(a), "-o", str(tmp_path)]) == 2  # a directory is not a file
+
+
+def test_damaged_files_do_not_break_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A torn or hand-edited result.json, a damaged metrics.json and progress.json: the report says
+    # what is damaged instead of failing (bad input is never a traceback).
+    d = write_run(tmp_path / "r", synthetic_tasks(5, seed=1, error_rate=0.0))
+    victim = next((d / "details" / "normal").glob("task-00002--*/attempt-1/result.json"))
+    victim.write_text('{"task_id": "task-00002", "stat', encoding="utf-8")
+    (d / "metrics.json").write_text("[1, 2", encoding="utf-8")
+    (d / "progress.json").write_text("null", encoding="utf-8")
+    run = load_run(str(d))
+    detail = next(x for x in run.details if x["task_id"] == "task-00002")
+    assert detail["attempts"][0]["damaged"] is True and detail["attempts"][0]["finished"] is False
+    assert main(["report", str(d)]) == 0
+    assert main(["results", "tasks", str(d), "--format", "json"]) == 0
+    assert "task-00002" in capsys.readouterr().out

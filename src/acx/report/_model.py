@@ -271,6 +271,8 @@ def _attempt_detail(
     return {
         "n": a.n,
         "finished": a.result is not None,
+        # result.json exists but is not a JSON object: say so rather than "not finished".
+        "damaged": a.result is None and a.size > 0,
         "status": r.get("status"),
         "final_answer": r.get("final_answer"),
         "ground_truth": r.get("ground_truth"),

@@ -397,7 +397,7 @@
   function attemptNode(info, d, a, open) {
     const metrics = Object.entries(a.metrics || {}).map(([k, v]) => k + "=" + fmt(v)).join(", ");
     const box = el("div", { class: "attempt", "data-testid": "attempt-" + a.n });
-    const head = "attempt " + a.n + " — " + (a.finished ? fmt(a.status) : "not finished") + (metrics ? " — " + metrics : "") +
+    const head = "attempt " + a.n + " — " + (a.finished ? fmt(a.status) : a.damaged ? "result.json is damaged (not a JSON object)" : "not finished") + (metrics ? " — " + metrics : "") +
       (a.retries.length ? " — " + a.retries.length + " discarded tr" + (a.retries.length === 1 ? "y" : "ies") : "");
     const inner = el("div");
     inner.appendChild(el("h4", { text: "answer" }));
