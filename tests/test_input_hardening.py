@@ -364,3 +364,39 @@ def test_harbor_toml_limits_are_located(work: Path, capsys: pytest.CaptureFixtur
     (task / "task.toml").write_text((task / "task.toml").read_text() + "\n" + extra + "\n")
     out = _expect(["compile", _harbor_spec(work), "-o", "plan.json"], capsys, "E0219")
     assert "task.toml:" in out
+
+
+# -- item 7: command-line JSON and damaged run records are input too -------------------------------
+
+
+@pytest.mark.parametrize("flag", ["--execution-params", "--runtime-params"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        '{"a": ' + "[" * 5000 + "]" * 5000 + "}",
+        '{"a": ' + "[" * 300 + "]" * 300 + "}",
+        '{"max_retries": ' + "9" * 5000 + "}",
+        '{"max_retries": ' + "9" * 200 + "}",
+    ],
+)
+def test_command_line_json_has_the_input_limits(
+    work: Path, capsys: pytest.CaptureFixture[str], flag: str, value: str
+) -> None:
+    # issue 11 item 7: RecursionError / ValueError → exit 70 before
+    (work / "s.yaml").write_text(HEAD + REQ)
+    out = _expect(["compile", "--dry-run", "s.yaml", flag, value], capsys, "E0219")
+    assert f"{flag}: error[E0219]" in out
+
+
+@pytest.mark.parametrize(
+    "record", ['{"a": ' + "[" * 5000 + "]" * 5000 + "}", '{"a": ' + "9" * 5000 + "}"], ids=["deep", "bigint"]
+)
+@pytest.mark.parametrize("command", [["results", "show"], ["run", "--resume"], ["report"]])
+def test_a_damaged_run_record_is_e0618(
+    work: Path, capsys: pytest.CaptureFixture[str], record: str, command: list[str]
+) -> None:
+    # issue 11 item 7: a run_info.json nested past the decoder crashed results/resume/report
+    run = work / "run"
+    (run / ".acx").mkdir(parents=True)
+    (run / "run_info.json").write_text(record)
+    _expect([*command, "run"], capsys, "E0618")

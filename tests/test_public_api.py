@@ -152,6 +152,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "MAX_STRING_CHARS",
         "MAX_TASK_FILE_BYTES",
         "NotRegularFile",
+        "data_limit_problem",
         "file_kind",
         "input_file_error",
         "read_regular_file",

@@ -38,6 +38,7 @@ __all__ = [
     "FileTooLarge",
     "InputFileError",
     "NotRegularFile",
+    "data_limit_problem",
     "file_kind",
     "input_file_error",
     "read_regular_file",
@@ -163,3 +164,20 @@ def input_file_error(
             help="input files have a size limit (docs/errors.md#E0219); split the file or shorten it",
         )
     return cls(f"cannot read {what}{name}: {exc}", code=cls.default_code, span=span, path=path or name)
+
+
+def data_limit_problem(value: object) -> str | None:
+    """What in already-decoded data breaks an input limit (nesting deeper than
+    MAX_NESTING_DEPTH, an integer of more than MAX_INT_DIGITS digits), or None. Iterative."""
+    stack: list[tuple[object, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_NESTING_DEPTH:
+            return f"lists and objects nest more than {MAX_NESTING_DEPTH} levels deep"
+        if isinstance(item, int) and not isinstance(item, bool) and item.bit_length() > 3.33 * MAX_INT_DIGITS:
+            return f"an integer of more than {MAX_INT_DIGITS} digits"
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return None

@@ -70,9 +70,10 @@ def _json_arg(text: str | None, flag: str) -> Any:
     if text is None:
         return None
     from acx.errors import AcxConfigError
+    from acx.inputs import data_limit_problem
 
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise AcxConfigError(
             f"{flag} is not valid JSON: {exc.msg} (column {exc.colno})",
@@ -80,6 +81,20 @@ def _json_arg(text: str | None, flag: str) -> Any:
             path=flag,
             help=f"""quote the JSON for the shell, e.g. {flag} '{_EXAMPLE.get(flag, "{}")}'""",
         ) from None
+    except (RecursionError, ValueError):  # nested past the decoder's depth / an integer past 4,300 digits
+        value = _LIMIT_HIT
+    problem = "it nests too deeply or holds a huge integer" if value is _LIMIT_HIT else data_limit_problem(value)
+    if problem is not None:
+        raise AcxConfigError(
+            f"{flag}: {problem}",
+            code="E0219",
+            path=flag,
+            help="command-line JSON has the input limits of config files (docs/errors.md#E0219)",
+        )
+    return value
+
+
+_LIMIT_HIT = object()
 
 
 def compile_from_args(args: argparse.Namespace) -> Any:

@@ -116,10 +116,15 @@ def _params(args: argparse.Namespace) -> dict[str, Any] | None:
             path="--env-params",
             help='e.g. --env docker --env-params \'{"docker_host": "unix:///run/docker.sock"}\'',
         )
+    from acx.inputs import data_limit_problem
+
     try:
         value = json.loads(args.env_params)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise AcxUserError(f"--env-params is not JSON: {exc}", code="E0204", path="--env-params") from None
+    problem = data_limit_problem(value)
+    if problem is not None:
+        raise AcxUserError(f"--env-params: {problem}", code="E0219", path="--env-params")
     if not isinstance(value, dict):
         raise AcxUserError("--env-params must be a JSON object", code="E0204", path="--env-params")
     return value

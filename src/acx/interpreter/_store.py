@@ -540,6 +540,8 @@ def read_record(path: Path) -> dict[str, Any]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
         problem = f"is damaged: not valid JSON ({exc})"
+    except RecursionError:
+        problem = "is damaged: nested too deeply to read"
     except OSError as exc:
         problem = f"cannot be read: {exc.strerror or exc}"
     else:

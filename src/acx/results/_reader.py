@@ -90,7 +90,7 @@ def _load_json(path: str | Path) -> Any:
         return None
     try:
         return _decode(data)
-    except (msgspec.DecodeError, ValueError):
+    except (msgspec.DecodeError, ValueError, RecursionError):  # RecursionError: nested past the decoder
         return None
 
 
