@@ -266,3 +266,21 @@ def test_only_selected_rows_become_tasks(tmp_path: Path) -> None:
     with path.open("a") as fh:
         fh.write('{"id": "late", "input": 3, "target": "1"}\n')
     assert err(tmp_path, cfg(path, limit=5)).span.line == 1001
+
+
+def test_parquet_without_pyarrow_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    path = write(tmp_path / "d.parquet", ROWS, "parquet")
+    monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)  # import fails as if not installed
+    d = err(tmp_path, cfg(path))
+    assert d.code == "E0407" and "acx-eval[parquet]" in d.help
+
+
+def test_only_csv_cells_are_parsed_as_json(tmp_path: Path) -> None:
+    rows = [{"id": "a", "input": "[1, 2] is a list", "target": '["x"]'}]
+    (task,) = load_dataset(cfg(write(tmp_path / "d.jsonl", rows, "jsonl")), tmp_path)
+    assert task.question == "[1, 2] is a list" and task.ground_truth == '["x"]'  # JSON strings stay text
+    csv_rows = [{"id": "a", "input": "Pick", "target": '["x", "y"]'}]
+    (task,) = load_dataset(cfg(write(tmp_path / "d.csv", csv_rows, "csv")), tmp_path)
+    assert task.ground_truth == ["x", "y"]  # a CSV cell holding a JSON list is a list
