@@ -532,7 +532,7 @@ class BwrapSession(Session):
     # ---- exec --------------------------------------------------------------------------------
     def _argv(self, cwd: str, argv: list[str]) -> list[str]:
         st = self._state
-        enter = [st.nsenter, "-t", str(st.pid1), "-U", "-m", "-p", "-i", "-u", "-C"]
+        enter = [st.nsenter, "-t", str(st.pid1), "-U", "--preserve-credentials", "-m", "-p", "-i", "-u", "-C"]
         if self._policy.network_mode == "no-network":
             enter.append("-n")
         cmd = [*enter, "-r", "-w", "--", "/bin/sh", "-c", _CD, "sh", cwd, *argv]
