@@ -259,3 +259,35 @@ def test_a_workdir_outside_the_writable_list_gets_its_own_directory(tmp_path: Pa
             await s.close()
 
     assert trio.run(go) == "/srv/job"
+
+
+def test_planning_refuses_what_bwrap_cannot_enforce_and_imports_no_trio(tmp_path: Path) -> None:
+    # contract P7 (refuse at planning, never downgrade), P8 (compile imports no run-time library)
+    import subprocess
+    import sys
+
+    examples = Path(__file__).resolve().parents[2] / "examples" / "harbor"
+    spec = tmp_path / "spec.acx"
+    spec.write_text(
+        f'run r {{\n  benchmark harbor {{ path = "{examples}" }}\n  harness oracle\n'
+        "  environment bwrap {\n"
+        '    run_network_policy = { network_mode = "allowlist", allowed_hosts = ["example.com"] }\n  }\n}\n'
+    )
+    (tmp_path / ".git").mkdir()
+    probe = (
+        "import sys, acx\n"
+        "try:\n    acx.compile(sys.argv[1])\nexcept Exception as exc:\n    print(getattr(exc, 'code', exc))\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'trio', 'docker', 'httpx'}))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe, str(spec)], capture_output=True, text=True, check=True, cwd=tmp_path
+    )
+    assert out.stdout.split() == ["E0451", "[]"], out.stdout + out.stderr
+    ok = spec.read_text().replace(
+        'network_mode = "allowlist", allowed_hosts = ["example.com"]', 'network_mode = "no-network"'
+    )
+    spec.write_text(ok)
+    out = subprocess.run(
+        [sys.executable, "-c", probe, str(spec)], capture_output=True, text=True, check=True, cwd=tmp_path
+    )
+    assert out.stdout.split() == ["[]"], out.stdout + out.stderr  # Harbor tasks plan on bwrap
