@@ -242,7 +242,8 @@ class DockerDriver(ImageBuilder):
                 if "storage_opt" not in resources or not _refuses_storage_opt(exc):
                     raise
                 # The engine cannot limit a container's disk (e.g. overlay2 not on xfs+pquota).
-                self._storage_refused = _short(exc)
+                explanation = getattr(exc, "explanation", None)
+                self._storage_refused = str(explanation)[:300] if explanation else _short(exc)
                 resources.pop("storage_opt")
                 continue
             return str(container["Id"])
