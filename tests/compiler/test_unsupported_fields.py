@@ -36,7 +36,11 @@ CASES = [
     ("config", "runtime: {auto_install_dependencies: true}\n", "runtime.auto_install_dependencies"),
     ("orchestration", "runtime: {log_file: run.log}\n", "runtime.log_file"),
     ("bench", ", category_hierarchy: {all: [a, b]}", "benchmark.category_hierarchy"),
-    ("config", "benchmarks: {exact_match: {category_hierarchy: {all: [a]}}}\n", "benchmark.category_hierarchy"),
+    (
+        "config",
+        "benchmarks: {exact_match: {category_hierarchy: {all: [a]}}}\n",
+        "benchmarks.exact_match.category_hierarchy",
+    ),
 ]
 
 
@@ -70,6 +74,27 @@ def test_unsupported_field_is_a_located_e0311(
     assert "error[E0311]" in err and f"`{field}` is not supported by acx" in err, err
     located = "c.yaml:" if where == "config" else "s.yaml:"
     assert located in err.split("error[E0311]")[0], err
+
+
+@pytest.mark.parametrize(("where", "fragment", "field"), CASES)
+def test_validate_reports_unsupported_fields_too(
+    work: Path, capsys: pytest.CaptureFixture[str], where: str, fragment: str, field: str
+) -> None:
+    # issue 11 item 16: `acx validate` (CI) must not call a file valid that compile refuses
+    args = _write(work, where, fragment)
+    target = args[-1]
+    assert main(["validate", target]) == 2
+    out = capsys.readouterr()
+    assert f"{target}:" in out.err + out.out and "E0311" in out.err + out.out
+
+
+def test_check_reports_unsupported_fields_in_acx(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # issue 11 item 16: the same in .acx
+    (work / "s.acx").write_text(
+        'run q { benchmark exact_match { dataset = "d.jsonl" } harness none\n  execution { enable_analysis = true } }\n'
+    )
+    assert main(["check", "s.acx"]) == 2
+    assert "s.acx:2:" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

@@ -43,7 +43,16 @@ from acx.compiler._shapes import (
     output_namespace,
 )
 from acx.compiler._source import Path_, SourceDoc
-from acx.compiler._validate import lone_surrogate, regex_problem, select_help, split_msgspec_error, value_at
+from acx.compiler._validate import (
+    UNSUPPORTED_BENCHMARK,
+    UNSUPPORTED_EXECUTION,
+    UNSUPPORTED_RUNTIME,
+    lone_surrogate,
+    regex_problem,
+    select_help,
+    split_msgspec_error,
+    value_at,
+)
 from acx.diagnostics import Diagnostic, Span, did_you_mean, unique
 from acx.errors import AcxResolutionError, AcxUserError
 from acx.ir import (
@@ -424,7 +433,7 @@ class _Resolver:
         value = self.convert(merger, ResolvedRuntimeOptions, ("runtime",), "the orchestration runtime", None)
         if value is None:
             return None, {}
-        self.refuse_unsupported(value, merger, ("runtime",), _UNSUPPORTED_RUNTIME, "the orchestration runtime")
+        self.refuse_unsupported(value, merger, ("runtime",), UNSUPPORTED_RUNTIME, "the orchestration runtime")
         return value, _chains(merger, msgspec.to_builtins(value), ("runtime",))
 
     # -- one request --
@@ -577,7 +586,7 @@ class _Resolver:
         if params is None:
             return None, {}
         if key == "benchmark":
-            self.refuse_unsupported(params, merger, (key, "params"), _UNSUPPORTED_BENCHMARK, f"{label} {key} `{cid}`")
+            self.refuse_unsupported(params, merger, (key, "params"), UNSUPPORTED_BENCHMARK, f"{label} {key} `{cid}`")
         builtins = msgspec.to_builtins(params)
         spec_cls = BenchmarkSpec if key == "benchmark" else HarnessSpec
         prov = {f"{key}.id": id_chain, **_chains(merger, builtins, (key, "params"))}
@@ -756,7 +765,7 @@ class _Resolver:
         value = self.convert_data(data, ExecutionSpec, merger, ("execution",), label, fallback)
         if value is None:
             return None, {}
-        self.refuse_unsupported(value, merger, ("execution",), _UNSUPPORTED_EXECUTION, label)
+        self.refuse_unsupported(value, merger, ("execution",), UNSUPPORTED_EXECUTION, label)
         final = {k: v for k, v in msgspec.to_builtins(value).items() if k != "task_concurrency"}
         return value, _chains(merger, final, ("execution",))
 
@@ -876,40 +885,6 @@ class _Resolver:
 
 
 # ---- helpers ----------------------------------------------------------------------------------
-
-
-#: AgentCompass fields acx reads but does not implement: field → (the value acx behaves as, what
-#: to do instead). Any other value, set by any layer, is E0311 (issue 11 item 16).
-_UNSUPPORTED_EXECUTION: dict[str, tuple[Any, str]] = {
-    "enable_analysis": (
-        False,
-        "acx has no post-attempt analyzers: remove `enable_analysis` (or set it to false); "
-        "results, trajectories and `acx report` hold what analysis would read",
-    ),
-    "analysis_params": ({}, "acx has no analyzers to configure: remove `analysis_params`"),
-}
-_UNSUPPORTED_RUNTIME: dict[str, tuple[Any, str]] = {
-    "log_file": (
-        None,
-        "remove `log_file`: every run writes its log to <run dir>/run.log (level: `file_log_level`)",
-    ),
-    "data_dir": (
-        "data",
-        "remove `data_dir`: acx downloads no datasets; preset benchmarks read data/<id> next to the spec, "
-        "and `dataset`/`path` name any other location",
-    ),
-    "auto_install_dependencies": (
-        False,
-        "remove `auto_install_dependencies`: acx benchmarks need no host-Python extras (agents install "
-        "what they need inside their sandbox)",
-    ),
-}
-_UNSUPPORTED_BENCHMARK: dict[str, tuple[Any, str]] = {
-    "category_hierarchy": (
-        None,
-        "remove `category_hierarchy`: acx aggregates by each task's own category (`aggregation_mode: category_mean`)",
-    ),
-}
 
 
 def _unfit_scalars(value: Any, path: Path_) -> Iterator[tuple[Path_, str, str]]:

@@ -88,7 +88,62 @@ def validate_document(doc: SourceDoc) -> list[Diagnostic]:
         checker.check_orchestration(doc.data)
     else:
         checker.check_run_config(doc.data)
+    checker.check_unsupported(doc.data, doc.kind)
     return checker.sorted()
+
+
+#: AgentCompass fields acx reads but does not implement: field → (the value acx behaves as, what
+#: to do instead). Any other value, set by any layer, is E0311 (issue 11 item 16).
+UNSUPPORTED_EXECUTION: dict[str, tuple[Any, str]] = {
+    "enable_analysis": (
+        False,
+        "acx has no post-attempt analyzers: remove `enable_analysis` (or set it to false); "
+        "results, trajectories and `acx report` hold what analysis would read",
+    ),
+    "analysis_params": ({}, "acx has no analyzers to configure: remove `analysis_params`"),
+}
+UNSUPPORTED_RUNTIME: dict[str, tuple[Any, str]] = {
+    "log_file": (
+        None,
+        "remove `log_file`: every run writes its log to <run dir>/run.log (level: `file_log_level`)",
+    ),
+    "data_dir": (
+        "data",
+        "remove `data_dir`: acx downloads no datasets; preset benchmarks read data/<id> next to the spec, "
+        "and `dataset`/`path` name any other location",
+    ),
+    "auto_install_dependencies": (
+        False,
+        "remove `auto_install_dependencies`: acx benchmarks need no host-Python extras (agents install "
+        "what they need inside their sandbox)",
+    ),
+}
+UNSUPPORTED_BENCHMARK: dict[str, tuple[Any, str]] = {
+    "category_hierarchy": (
+        None,
+        "remove `category_hierarchy`: acx aggregates by each task's own category (`aggregation_mode: category_mean`)",
+    ),
+}
+
+
+def _unsupported_sections(data: Any, kind: str) -> list[tuple[Path_, dict[str, tuple[Any, str]]]]:
+    """Where each table of unsupported fields applies in a document of ``kind``."""
+    out: list[tuple[Path_, dict[str, tuple[Any, str]]]] = [(("runtime",), UNSUPPORTED_RUNTIME)]
+    if kind != "orchestration":
+        out.append((("execution",), UNSUPPORTED_EXECUTION))
+        benchmarks = data.get("benchmarks") if isinstance(data, dict) else None
+        if isinstance(benchmarks, dict):
+            out.extend((("benchmarks", str(bid)), UNSUPPORTED_BENCHMARK) for bid in benchmarks)
+        return out
+    out += [(("defaults", "execution"), UNSUPPORTED_EXECUTION), (("defaults", "benchmark"), UNSUPPORTED_BENCHMARK)]
+    requests = data.get("requests") if isinstance(data, dict) else None
+    if isinstance(requests, list):
+        for i in range(len(requests)):
+            out += [
+                (("requests", i, "execution"), UNSUPPORTED_EXECUTION),
+                (("requests", i, "benchmark"), UNSUPPORTED_BENCHMARK),
+            ]
+    return out
 
 
 def check_cli_params(
@@ -166,6 +221,27 @@ class Checker:
         self.diagnostics.append(
             Diagnostic(code=code, message=message, span=span, path=self.where(path), help=help, related=related)
         )
+
+    def check_unsupported(self, data: Any, kind: str) -> None:
+        """E0311: an AgentCompass field acx does not implement, set to a value that needs it
+        (issue 11 item 16). ``${VAR}`` values are left to the resolver, which sees them resolved."""
+        for section, fields in _unsupported_sections(data, kind):
+            node: Any = data
+            for part in section:
+                if isinstance(part, int):
+                    node = node[part] if isinstance(node, list) and part < len(node) else None
+                else:
+                    node = node.get(part) if isinstance(node, dict) else None
+            if not isinstance(node, dict):
+                continue
+            for name, (inert, instead) in fields.items():
+                if name not in node or node[name] == inert:
+                    continue
+                if isinstance(node[name], str) and node[name].startswith("${"):
+                    continue
+                field = ".".join(str(p) for p in (*section, name) if not isinstance(p, int))
+                field = re.sub(r"^(requests|defaults)\.", "", field)
+                self.err("E0311", f"`{field}` is not supported by acx", (*section, name), key=True, help=instead)
 
     def sorted(self) -> list[Diagnostic]:
         def order(d: Diagnostic) -> tuple[int, int, int]:
