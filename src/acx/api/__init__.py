@@ -39,7 +39,7 @@ from acx.api._build import (
     plan_one,
     program_from_plans,
 )
-from acx.api._run import prepare_drivers, run_async, run_programs
+from acx.api._run import prepare_drivers, reuse_map, run_async, run_programs
 
 if TYPE_CHECKING:
     from acx.interpreter import OrchestrationResult, ProgressEvent
@@ -57,6 +57,7 @@ __all__ = [
     "plan_one",
     "prepare_drivers",
     "program_from_plans",
+    "reuse_map",
     "run",
     "run_async",
     "run_programs",

@@ -20,8 +20,7 @@ import msgspec
 from acx.errors import AcxConfigError
 
 if TYPE_CHECKING:
-    from acx.compiler import Compiled
-    from acx.compiler._planner import RequestPlan
+    from acx.compiler import Compiled, RequestPlan
     from acx.interpreter import RequestProgram
     from acx.ir import CompiledProgram, ExecutionPlan, OrchestratedRun, Orchestration, TaskSpec
 
@@ -78,7 +77,7 @@ def plan_one(
 ) -> RequestPlan:
     """Plan one request of ``compiled``: capabilities probed here (the edge), then the pure
     planner. ``request`` replaces ``run.request`` (e.g. with secret references resolved)."""
-    from acx.compiler._planner import plan_request
+    from acx.compiler import plan_request
     from acx.drivers import probe_capabilities
 
     req = run.request if request is None else request

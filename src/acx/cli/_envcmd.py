@@ -17,8 +17,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from acx.drivers import Driver
-    from acx.drivers._base import SessionRecord
+    from acx.drivers import Driver, SessionRecord
 
 __all__ = ["register"]
 

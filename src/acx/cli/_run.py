@@ -207,8 +207,7 @@ def _resume_inputs(args: argparse.Namespace) -> tuple[str, str, dict[str, Any]]:
 def _handle(args: argparse.Namespace) -> int:
     import trio
 
-    from acx.api import prepare_drivers
-    from acx.api._run import reuse_map
+    from acx.api import prepare_drivers, reuse_map
     from acx.errors import AcxUserError
     from acx.interpreter import run_orchestration
     from acx.interpreter._events import make_console

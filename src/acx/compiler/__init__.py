@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from acx.compiler._merge import deep_merge
 from acx.compiler._redact import redact
@@ -32,9 +32,34 @@ from acx.compiler._resolve import (
 from acx.compiler._source import SourceDoc
 from acx.compiler._validate import validate_document
 
+if TYPE_CHECKING:
+    from acx.compiler._planner import RequestPlan, plan_request
+    from acx.compiler._recipes import BaseRecipe, RecipeRegistry
+
+#: The planner and the recipe types, imported on first use (``acx compile --dry-run`` plans nothing).
+_LAZY = {
+    "BaseRecipe": "acx.compiler._recipes",
+    "RecipeRegistry": "acx.compiler._recipes",
+    "RequestPlan": "acx.compiler._planner",
+    "plan_request": "acx.compiler._planner",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'acx.compiler' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
 __all__ = [
     "DRY_RUN_FORMAT_VERSION",
+    "BaseRecipe",
     "Compiled",
+    "RecipeRegistry",
+    "RequestPlan",
     "SourceDoc",
     "compile_orchestration",
     "compile_run",
@@ -43,6 +68,7 @@ __all__ = [
     "load_config_documents",
     "orchestration_id",
     "output_namespace",
+    "plan_request",
     "redact",
     "validate_document",
 ]

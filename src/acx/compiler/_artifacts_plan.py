@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import posixpath
 
-from acx.components._base import DEFAULT_ARTIFACTS_DIR
+from acx.components import DEFAULT_ARTIFACTS_DIR
 from acx.errors import AcxPlanError
 from acx.ir import ArtifactSpec, ExecutionSpec
 

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from msgspec.structs import replace
 
-from acx.drivers._specs import DriverCapabilities
+from acx.drivers import DriverCapabilities
 from acx.errors import AcxPlanError, CapabilityError
 from acx.ir import EnvironmentSpec, ExecutionPlan, NetworkPolicy, ResourceRequirements
 

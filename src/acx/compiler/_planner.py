@@ -46,7 +46,7 @@ from acx.compiler._recipes import (
     build_run_registry,
 )
 from acx.diagnostics import did_you_mean
-from acx.drivers._specs import DriverCapabilities
+from acx.drivers import DriverCapabilities
 from acx.envref import referenced_names
 from acx.errors import AcxPlanError, AcxUserError
 from acx.ir import (
@@ -939,7 +939,7 @@ def _plan_request(
 
 
 def _base_harness_build_plan() -> Any:
-    from acx.components._base import BaseHarness
+    from acx.components import BaseHarness
 
     return BaseHarness.build_plan
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib
 import importlib.util
 import inspect
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -460,12 +461,17 @@ def _entry_point_recipes() -> list[BaseRecipe]:
     return out
 
 
+#: The package of built-in recipes, named (like a driver's ``impl``) rather than imported here: it
+#: builds on this module's public types, and the compiler must not depend on it back (no cycle).
+STDLIB_RECIPES = "acx.stdlib_recipes"
+
+
 @functools.lru_cache(maxsize=1)
 def _builtins() -> tuple[BaseRecipe, ...]:
-    import acx.stdlib_recipes as stdlib
+    stdlib = importlib.import_module(STDLIB_RECIPES)
 
     recipes: list[BaseRecipe] = [_instantiate(c, "acx.stdlib_recipes") for c in stdlib.RECIPE_CLASSES]
-    for acx_file in sorted(Path(stdlib.__file__).parent.glob("*.acx")):
+    for acx_file in sorted(Path(str(stdlib.__file__)).parent.glob("*.acx")):
         recipes.extend(_declarative(acx_file))
     recipes.extend(_entry_point_recipes())
     return tuple(recipes)

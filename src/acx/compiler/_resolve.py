@@ -70,9 +70,9 @@ from acx.ir import (
     RunMetadata,
     RunRequest,
     RunRuntimeSpec,
+    SourceKind,
     canonical_json,
 )
-from acx.ir._provenance import SourceKind
 
 __all__ = [
     "Compiled",

@@ -28,7 +28,7 @@ from acx.ir import (
 )
 
 if TYPE_CHECKING:
-    from acx.drivers._base import Session
+    from acx.drivers import Session
 
 __all__ = ["DEFAULT_ARTIFACTS_DIR", "BaseBenchmark", "BaseHarness"]
 

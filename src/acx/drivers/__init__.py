@@ -30,6 +30,7 @@ __all__ = [
     "HostProcessDriver",
     "OpenRequest",
     "Session",
+    "SessionRecord",
     "create_driver",
     "default_env_open_qps",
     "default_provider_limits",
@@ -37,13 +38,16 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from acx.drivers._base import Driver
+    from acx.drivers._base import Driver, ExecResult, OpenRequest, Session, SessionRecord
+    from acx.drivers.fake import FakeDriver
+    from acx.drivers.host_process import HostProcessDriver
 
 _LAZY = {
     "Driver": "acx.drivers._base",
     "ExecResult": "acx.drivers._base",
     "OpenRequest": "acx.drivers._base",
     "Session": "acx.drivers._base",
+    "SessionRecord": "acx.drivers._base",
     "HostProcessDriver": "acx.drivers.host_process",
     "FakeDriver": "acx.drivers.fake",
 }

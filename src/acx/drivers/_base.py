@@ -59,6 +59,26 @@ _SCOPES: contextvars.ContextVar[Mapping[str, Mapping[str, str]]] = contextvars.C
 )
 
 
+class _PublicOnly:
+    """Masks one session's stage variables in this async context; restores them on exit."""
+
+    __slots__ = ("_session_id", "_token")
+
+    def __init__(self, session_id: str) -> None:
+        self._session_id = session_id
+        self._token: contextvars.Token[Mapping[str, Mapping[str, str]]] | None = None
+
+    def __enter__(self) -> None:
+        scopes = dict(_SCOPES.get())
+        scopes.pop(self._session_id, None)
+        self._token = _SCOPES.set(scopes)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _SCOPES.reset(self._token)
+            self._token = None
+
+
 class _EnvScope:
     """Sets the session's stage variables in the ContextVar; resets them on exit (class-based:
     cheaper than a generator context manager, entered several times per task)."""
@@ -152,6 +172,11 @@ class Session(ABC):
         """Stage variables for commands run in this async context on this session (a context
         manager: restored on exit, whether by success, failure or cancellation)."""
         return _EnvScope(self.id, variables)
+
+    def public_scope(self) -> contextlib.AbstractContextManager[None]:
+        """Commands run in this async context see the session's public variables only (V2:
+        artifact collection, restores), whatever stage scope encloses them; restored on exit."""
+        return _PublicOnly(self.id)
 
     def scoped_env(self) -> dict[str, str]:
         return dict(_SCOPES.get().get(self.id, {}))

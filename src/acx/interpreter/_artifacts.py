@@ -27,7 +27,7 @@ import shutil
 import stat
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -62,18 +62,9 @@ class ArtifactOutcome:
         return any(i.severity != "warning" for i in self.issues)
 
 
-@contextlib.contextmanager
-def public_vars_only(session: Any) -> Iterator[None]:
-    """Mask this session's stage scope: collection and restore see public variables only (V2)."""
-    from acx.drivers import _base
-
-    scopes = dict(_base._SCOPES.get())
-    scopes.pop(session.id, None)
-    token = _base._SCOPES.set(scopes)
-    try:
-        yield
-    finally:
-        _base._SCOPES.reset(token)
+def public_vars_only(session: Session) -> contextlib.AbstractContextManager[None]:
+    """Collection and restore see public variables only (V2)."""
+    return session.public_scope()
 
 
 def _issue(code: str, message: str, *, phase: str = "collect", severity: str = "error") -> ExecutionIssue:

@@ -35,7 +35,7 @@ import msgspec
 import trio
 
 from acx.components import BaseHarness
-from acx.drivers._base import Driver, OpenRequest, Session
+from acx.drivers import Driver, OpenRequest, Session
 from acx.errors import AcxRuntimeError, AcxUserError, DriverError
 from acx.interpreter._envvars import resolve_map
 from acx.interpreter._events import ProgressEvent

@@ -84,6 +84,7 @@ from acx.ir._program import ProgramError as ProgramError
 from acx.ir._program import decode_program as decode_program
 from acx.ir._provenance import Contribution as Contribution
 from acx.ir._provenance import Provenance as Provenance
+from acx.ir._provenance import SourceKind as SourceKind
 from acx.ir._request import (
     ENVIRONMENT_SPEC_FIELDS as ENVIRONMENT_SPEC_FIELDS,
 )
@@ -179,6 +180,7 @@ __all__ = [
     "RunRequest",
     "RunResult",
     "RunRuntimeSpec",
+    "SourceKind",
     "TaskInput",
     "TaskOutput",
     "TaskSpec",

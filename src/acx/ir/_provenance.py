@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from acx.ir._common import IRStruct
 
-__all__ = ["Contribution", "Provenance"]
+__all__ = ["Contribution", "Provenance", "SourceKind"]
 
 #: Where a contribution came from.
 SourceKind = Literal["default", "file", "cli", "env", "recipe", "task", "benchmark", "harness", "planner"]

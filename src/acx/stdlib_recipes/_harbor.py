@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from acx.compiler._recipes import BaseRecipe
+from acx.compiler import BaseRecipe
 from acx.ir import ExecutionPlan, RunRequest, TaskSpec
 
 __all__ = ["HarborDockerfileWorkdir"]

@@ -72,7 +72,7 @@ def check_id(c: Check) -> str:
 
 
 async def run_check_async(c: Check, driver_factory: Callable[[], Any], *, scratch: Path) -> None:
-    from acx.drivers._base import OpenRequest
+    from acx.drivers import OpenRequest
 
     driver = driver_factory()
     run_id = f"conf{uuid.uuid4().hex[:10]}"

@@ -32,7 +32,7 @@ from acx.ir import (
 )
 
 if TYPE_CHECKING:
-    from acx.drivers._base import Session
+    from acx.drivers import Session
 
 __all__ = ["DatasetRuntime", "decode_data_uri", "sum_usage"]
 

@@ -16,7 +16,7 @@ from acx.components._network_notice import with_network_notice
 from acx.ir import ExecutionIssue, ExecutionPlan, PreparedTask, RunRequest, RunResult, TaskInput, TaskSpec
 
 if TYPE_CHECKING:
-    from acx.drivers._base import Session
+    from acx.drivers import Session
 
 __all__ = ["ExactMatchRuntime", "normalize_answer"]
 

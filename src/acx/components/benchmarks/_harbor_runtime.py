@@ -39,7 +39,7 @@ from acx.ir import ExecutionIssue, ExecutionPlan, PreparedTask, RunRequest, RunR
 from acx.secrets import Scrubber
 
 if TYPE_CHECKING:
-    from acx.drivers._base import Session
+    from acx.drivers import Session
 
 __all__ = ["HarborRuntime", "parse_reward", "scrub_values"]
 
