@@ -8,7 +8,9 @@ import pytest
 
 from acx.cli import main
 
-EXAMPLES = sorted((Path(__file__).parent.parent / "examples").rglob("*.acx"))
+ROOT = Path(__file__).parent.parent / "examples"
+#: examples/plugin needs its package installed: tests/test_plugin_example.py checks it that way.
+EXAMPLES = sorted(p for p in ROOT.rglob("*.acx") if "plugin" not in p.relative_to(ROOT).parts)
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)

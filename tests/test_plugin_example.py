@@ -83,6 +83,13 @@ def test_validated_schema_and_explained_like_builtins(site: Path, workdir: Path)
     assert res.returncode == 0 and "wc -w" in res.stdout and "default" in res.stdout, res.stdout + res.stderr
 
 
+def test_example_spec_is_fmt_clean_and_valid(site: Path, workdir: Path) -> None:
+    res = _acx(site, "fmt", "--check", "eval.acx", cwd=workdir)
+    assert res.returncode == 0, res.stdout + res.stderr
+    res = _acx(site, "check", "eval.acx", cwd=workdir)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
 def test_runs_end_to_end(site: Path, workdir: Path) -> None:
     res = _acx(site, "run", "eval.acx", "--results-dir", "r", "--progress", "none", cwd=workdir)
     assert res.returncode == 0, res.stdout + res.stderr
