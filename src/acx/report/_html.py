@@ -58,6 +58,22 @@ def _seconds(v: Any) -> str:
     return f"{v / 60:.1f} min" if v < 7200 else f"{v / 3600:.1f} h"
 
 
+def _plan_text(p: dict[str, Any]) -> str:
+    if not p.get("distinct"):
+        return "not recorded"
+    head = f"{p['distinct']} distinct plan(s) over {p['attempts']} attempt(s); most used: "
+    parts = [
+        f"{p.get('environment')}" + (f" ({p['image']})" if p.get("image") else ""),
+        f"evaluation {p.get('evaluation_environment_mode')}",
+        f"network run {p.get('run_network')} / evaluation {p.get('evaluation_network')}",
+        f"budgets run {_seconds(p.get('run_timeout_seconds'))}"
+        f" / evaluation {_seconds(p.get('evaluation_timeout_seconds'))}",
+    ]
+    if p.get("applied_recipes"):
+        parts.append("recipes " + ", ".join(map(str, p["applied_recipes"])))
+    return head + "; ".join(parts)
+
+
 def _overview_html(i: int, run: RunData) -> str:
     o = run.overview
     usage = o.get("usage") or {}
@@ -73,12 +89,17 @@ def _overview_html(i: int, run: RunData) -> str:
         ("request", o.get("request_name")),
         ("run id", o.get("run_id")),
         ("directory", run.path),
-        ("model", o.get("model") or "—"),
+        (
+            "model",
+            (o.get("model") or "—")
+            + "".join(f"; {role}: {mid}" for role, mid in sorted((o.get("roles") or {}).items())),
+        ),
         ("benchmark", o.get("benchmark")),
         ("harness", o.get("harness")),
         ("environment", o.get("environment")),
         ("attempts", f"k={o.get('k')}, strategy={o.get('strategy')}, max retries={o.get('max_retries')}"),
         ("started / finished", f"{o.get('started_at') or '—'} / {o.get('finished_at') or '—'}"),
+        ("plans", _plan_text(o.get("plans") or {})),
         ("duration", _seconds(o.get("elapsed_seconds"))),
         (
             "tasks",
@@ -146,6 +167,10 @@ def _overview_html(i: int, run: RunData) -> str:
         if series_rows
         else '<p class="muted">metrics.json not written yet</p>'
     )
+    request = (
+        "<details><summary>request (as recorded in run_info.json: secrets as references or ********)</summary>"
+        f"<pre>{_e(json.dumps(o.get('request') or {}, indent=2, default=str))}</pre></details>"
+    )
     ch = run.charts
     charts = [
         bar_chart(
@@ -168,7 +193,7 @@ def _overview_html(i: int, run: RunData) -> str:
         f'<section class="page" id="page-run-{i}" data-route="run/{i}" hidden>'
         f"<h2>{_e(run.name)}</h2>{headline}"
         f'<p><a href="#tasks/{i}" class="button" data-testid="open-tasks">all {len(run.rows)} tasks →</a></p>'
-        f'<div class="cols"><table class="kv">{table}</table><div>{series}</div></div>'
+        f'<div class="cols"><table class="kv">{table}</table><div>{series}{request}</div></div>'
         f'<div class="charts">{"".join(charts)}</div></section>'
     )
 

@@ -317,6 +317,7 @@ def _overview(info: dict[str, Any], progress: dict[str, Any] | None, usage: dict
         "max_retries": execution.get("max_retries"),
         "task_concurrency": execution.get("task_concurrency"),
         "reused_from": info.get("reused_from"),
+        "roles": {str(k): _d(v).get("id") for k, v in _d(_d(req.get("model")).get("roles")).items()},
         "usage": usage,
         "request": req,
     }
@@ -332,6 +333,7 @@ def load_run(path: str) -> RunData:
     plans_by_task = _d(info.get("resolved_execution_plans"))
     plan_index: dict[str, int] = {}
     plans: list[dict[str, Any]] = []
+    plan_uses: list[int] = []
     rows: list[list[Any]] = []
     details: list[dict[str, Any]] = []
     values: dict[str, dict[str, float]] = {}
@@ -354,7 +356,9 @@ def load_run(path: str) -> RunData:
                 if key not in plan_index:
                     plan_index[key] = len(plans)
                     plans.append(plan)
+                    plan_uses.append(0)
                 idx = plan_index[key]
+                plan_uses[idx] += 1
             phases = timings.get((task.task_id, a.n), [])
             usage = usage_of(a.result or {})
             attempt_details.append(_attempt_detail(a, phases, idx, usage))
@@ -409,6 +413,8 @@ def load_run(path: str) -> RunData:
         big = sum(a.size for a in task.attempts) + sum(len(str(v)) for v in detail.values() if isinstance(v, str))
         details.append(_cut(detail) if big > MAX_TEXT else detail)
     headline = _headline(metrics, primary, [r[4] for r in rows if r[4] is not None], kinds.get(primary or ""))
+    overview = _overview(info, progress, totals)
+    overview["plans"] = _plan_summary(plans, plan_uses)
     charts = _chart_data(metrics, rows, primary, outcomes, durations, tokens)
     return RunData(
         path=str(reader.path),
@@ -417,7 +423,7 @@ def load_run(path: str) -> RunData:
         progress=progress,
         live=reader.is_live(),
         primary=primary,
-        overview=_overview(info, progress, dict(totals)),
+        overview=overview,
         headline=headline,
         rows=rows,
         details=details,
@@ -426,6 +432,27 @@ def load_run(path: str) -> RunData:
         metric_kinds=kinds,
         charts=charts,
     )
+
+
+def _plan_summary(plans: list[dict[str, Any]], uses: list[int]) -> dict[str, Any]:
+    """How many distinct resolved plans the attempts used, and the fields of the most used one
+    that say how an attempt runs."""
+    if not plans:
+        return {"distinct": 0}
+    top = plans[max(range(len(plans)), key=lambda i: uses[i])]
+    env = _d(top.get("environment"))
+    return {
+        "distinct": len(plans),
+        "attempts": sum(uses),
+        "environment": env.get("id"),
+        "image": _d(env.get("setup")).get("image"),
+        "evaluation_environment_mode": top.get("evaluation_environment_mode"),
+        "run_network": _d(top.get("run_network_policy")).get("network_mode"),
+        "evaluation_network": _d(top.get("evaluation_network_policy")).get("network_mode"),
+        "run_timeout_seconds": top.get("run_timeout_seconds"),
+        "evaluation_timeout_seconds": top.get("evaluation_timeout_seconds"),
+        "applied_recipes": top.get("applied_recipes"),
+    }
 
 
 def _headline(
