@@ -39,3 +39,17 @@ def test_dry_run_imports_nothing_heavy(project, write) -> None:  # contract P8: 
         "    harness: {id: none}\n",
     )
     assert _heavy(["compile", "orch.yaml", "--dry-run", "--format", "json"], project) == []
+
+
+def test_compile_with_plans_imports_no_run_time_library(project, write) -> None:  # contract P8
+    # plan time only: capabilities are probed and every plan made, yet trio, the docker SDK and
+    # the HTTP client stay unimported (acx.api.plan_one is the edge)
+    write("q.jsonl", '{"id": "1", "question": "2+2?", "answer": "4"}\n')
+    write(
+        "orch.yaml",
+        "version: 1\nrequests:\n  - name: a\n    benchmark: {id: exact_match, dataset: q.jsonl}\n"
+        "    harness: {id: command, command: 'echo 4'}\n    environment: {id: docker}\n",
+    )
+    heavy = _heavy(["compile", "orch.yaml", "-o", "plan.json"], project)
+    assert not {"trio", "docker", "httpx"} & set(heavy), heavy
+    assert (project / "plan.json").is_file()
