@@ -354,7 +354,7 @@ def _report(result: Any, fmt: str, reports: dict[str, str] | None = None) -> Non
         sys.stdout.write(f"{o.name}: {o.status} — {score} — {o.counts.get('tasks', 0)} task(s) — {o.run_dir}\n")
         if o.error:
             sys.stdout.write(f"  {o.error}\n")
-        if o.run_dir:
+        if o.run_dir and o.status != "disk_full":  # a run stopped by a full disk has no summary yet
             sys.stdout.write(f"  summary: {o.run_dir}/summary.md\n")
         if o.name in reports:
             sys.stdout.write(f"  report: {reports[o.name]}\n")

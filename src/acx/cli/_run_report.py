@@ -96,8 +96,8 @@ def write_run_reports(outcomes: list[Any], *, enabled: bool) -> dict[str, str]:
 
     written: dict[str, str] = {}
     for o in outcomes:
-        if not getattr(o, "run_dir", None):
-            continue
+        if not getattr(o, "run_dir", None) or getattr(o, "status", None) == "disk_full":
+            continue  # a run stopped by a full disk: nothing to report yet, nowhere to write it
         run_dir = Path(o.run_dir)
         try:
             _write_provenance(o.name, run_dir)

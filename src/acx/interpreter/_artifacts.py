@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from acx.errors import DriverError
+from acx.interpreter._fs import ResultsDiskFull, disk_full_error
 from acx.ir import ArtifactSpec, ExecutionIssue, ExecutionPlan
 
 if TYPE_CHECKING:
@@ -170,11 +171,15 @@ async def collect(
             outcome.issues.append(
                 _issue("artifact_download_timeout", f"artifact download exceeded {limits.timeout_seconds:g} s")
             )
-    except BaseException:
+    except BaseException as exc:
         for entry in entries:
             if entry["status"] == "collecting":
                 entry.update(status="cancelled", error_type="cancelled")
-        _finish(entries, outcome, manifest_path, failed_operation or "download", scrub)
+        try:
+            _finish(entries, outcome, manifest_path, failed_operation or "download", scrub)
+        except OSError:
+            if not isinstance(exc, ResultsDiskFull):
+                raise
         raise
     _finish(entries, outcome, manifest_path, failed_operation, scrub)
     return outcome
@@ -240,6 +245,9 @@ async def _collect_entry(session: Any, entry: dict[str, Any], root: Path, budget
         entry.update(status="failed", error_type="limit_exceeded", error=str(exc))
         return True
     except (DriverError, OSError) as exc:
+        full = disk_full_error(exc)
+        if full is not None:  # the results disk, not the artifact: the run stops, the attempt reruns
+            raise ResultsDiskFull(str(root), full) from exc
         entry.update(status="failed", error_type=getattr(exc, "code", type(exc).__name__), error=_safe_message(exc))
         return False
     finally:

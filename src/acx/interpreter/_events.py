@@ -79,9 +79,20 @@ class RunProgress:
 
     SNAPSHOT_INTERVAL = 0.5
 
-    def __init__(self, run_dir: Path, *, header: dict[str, Any], total: int) -> None:
+    def __init__(
+        self,
+        run_dir: Path,
+        *,
+        header: dict[str, Any],
+        total: int,
+        on_write_error: Callable[[OSError, Path], None] | None = None,
+    ) -> None:
         self.run_dir = run_dir
-        self._log: IO[bytes] = (run_dir / "progress.jsonl").open("ab")
+        # Unbuffered: a write the disk refuses keeps its bytes here (:attr:`_unwritten`), whole.
+        self._log: IO[bytes] = (run_dir / "progress.jsonl").open("ab", buffering=0)
+        self._unwritten = b""
+        #: Told about a write that failed (a full results disk stops the run; progress never does).
+        self.on_write_error = on_write_error
         self._pending: list[ProgressEvent] = []
         self.header = header
         self.total = total
@@ -119,8 +130,20 @@ class RunProgress:
     def flush(self) -> None:
         if self._pending:
             batch, self._pending = self._pending, []
-            self._log.write(_ENCODER.encode_lines(batch))
-        self._log.flush()
+            self._unwritten += _ENCODER.encode_lines(batch)
+        view = memoryview(self._unwritten)
+        try:
+            while view:
+                view = view[self._log.write(view) or 0 :]
+        except OSError as exc:
+            self._failed(exc, self.run_dir / "progress.jsonl")
+        finally:
+            self._unwritten = bytes(view)
+
+    def _failed(self, exc: OSError, path: Path) -> None:
+        if self.on_write_error is None:
+            raise exc
+        self.on_write_error(exc, path)
 
     def _track(self, e: ProgressEvent) -> None:
         if e.event == "task_started" and e.task_id:
@@ -166,12 +189,17 @@ class RunProgress:
 
     def write_snapshot(self) -> None:
         self._last_snapshot = time.monotonic()
-        atomic_write_json(self.run_dir / "progress.json", self.snapshot(), fsync=False)
+        try:
+            atomic_write_json(self.run_dir / "progress.json", self.snapshot(), fsync=False)
+        except OSError as exc:
+            self._failed(exc, self.run_dir / "progress.json")
 
     def close(self) -> None:
-        self.flush()
-        self.write_snapshot()
-        self._log.close()
+        try:
+            self.flush()
+            self.write_snapshot()
+        finally:
+            self._log.close()
 
 
 @dataclass

@@ -18,14 +18,52 @@ from typing import Any
 __all__ = [
     "GroupCommit",
     "QueuedOp",
+    "ResultsDiskFull",
     "append_line",
     "atomic_write_bytes",
     "atomic_write_json",
     "atomic_write_text",
+    "disk_full_error",
     "encode_json",
     "task_dir_name",
     "write_new_bytes",
 ]
+
+
+#: errno values that mean "the results filesystem has no room" (space or quota).
+_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def disk_full_error(exc: BaseException | None) -> OSError | None:
+    """The ENOSPC/EDQUOT ``OSError`` behind ``exc`` (itself, a cause or context, a group member)."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.errno in _FULL:
+            return e
+        if isinstance(e, BaseExceptionGroup):
+            todo.extend(e.exceptions)
+        todo += [e.__cause__, e.__context__]
+    return None
+
+
+class ResultsDiskFull(BaseException):
+    """The results filesystem is full: the run stops cleanly (issue 11 item 11).
+
+    A ``BaseException`` on purpose, like trio's ``Cancelled``: the ``except Exception`` handlers
+    that turn a component's failure into a task issue let it through, so a full disk never becomes
+    a recorded task result (FATAL, or an artifact error) that a resume would keep. Cleanup in
+    ``finally`` blocks and shielded scopes still runs: sandboxes are released.
+    """
+
+    def __init__(self, path: str, error: OSError | None = None) -> None:
+        self.path = os.path.abspath(path)
+        self.strerror = (error.strerror if error is not None else None) or "No space left on device"
+        super().__init__(f"the results disk is full: cannot write {self.path}: {self.strerror}")
 
 
 _TMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)

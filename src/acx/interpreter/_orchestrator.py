@@ -31,10 +31,11 @@ import trio
 
 from acx.components import BaseBenchmark, BaseHarness
 from acx.drivers import Driver
-from acx.errors import AcxUserError, DriverError
+from acx.errors import AcxResultsError, AcxUserError, DriverError
 from acx.interpreter._attempt import AttemptRunner, RequestContext
 from acx.interpreter._envvars import MissingEnvError, missing_names, required_names, resolve_value
 from acx.interpreter._events import ProgressEvent, RunProgress
+from acx.interpreter._fs import ResultsDiskFull, disk_full_error
 from acx.interpreter._limits import Limits, fit_open_files
 from acx.interpreter._metrics import TaskOutcome, build_report, render_summary
 from acx.interpreter._store import RUN_INFO_SCHEMA, RunStore, find_reuse_source, read_json, read_record
@@ -86,7 +87,7 @@ class RequestProgram:
 @dataclass
 class RequestOutcome:
     name: str
-    status: str  # completed | failed | timed_out | cancelled
+    status: str  # completed | failed | timed_out | cancelled | disk_full
     run_dir: str | None = None
     run_id: str | None = None
     error: str | None = None
@@ -98,14 +99,15 @@ class RequestOutcome:
 class OrchestrationResult:
     orchestration_id: str
     name: str
-    status: str  # completed | partial_failure | failed | timed_out | cancelled
+    status: str  # completed | partial_failure | failed | timed_out | cancelled | disk_full
     requests: list[RequestOutcome]
     started_at: str
     finished_at: str
 
     @property
     def exit_code(self) -> int:
-        return {"completed": 0, "cancelled": 130}.get(self.status, 1)
+        # 74 (EX_IOERR): the results disk filled; the run stopped cleanly and can be resumed.
+        return {"completed": 0, "cancelled": 130, "disk_full": 74}.get(self.status, 1)
 
 
 def _iso(ts: float | None = None) -> str:
@@ -164,10 +166,33 @@ class _RunLogHandler(logging.FileHandler):
 
     FLUSH_INTERVAL = 0.5
 
-    def __init__(self, path: Path, scrub: Scrubber | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        scrub: Scrubber | None = None,
+        on_write_error: Callable[[OSError, Path], None] | None = None,
+    ) -> None:
         super().__init__(path, encoding="utf-8")
         self._flushed = time.monotonic()
         self._scrub = scrub if scrub is not None else Scrubber()
+        self._path = path
+        #: A write the disk refused (full): told once, then records are dropped; never raised into
+        #: the code that logged (a release in a cleanup scope must not fail because of a log line).
+        self.on_write_error = on_write_error
+        self._broken = False
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        exc = sys.exc_info()[1]
+        if isinstance(exc, OSError) and self.on_write_error is not None:
+            self._fail(exc)
+            return
+        super().handleError(record)
+
+    def _fail(self, exc: OSError) -> None:
+        if not self._broken:
+            self._broken = True
+            assert self.on_write_error is not None
+            self.on_write_error(exc, self._path)
 
     def format(self, record: logging.LogRecord) -> str:
         # Any record, a component's or an agent's too: secrets and literal env values never land.
@@ -177,6 +202,8 @@ class _RunLogHandler(logging.FileHandler):
         pass
 
     def emit(self, record: logging.LogRecord) -> None:
+        if self._broken:
+            return
         super().emit(record)
         now = time.monotonic()
         if record.levelno >= logging.WARNING or now - self._flushed >= self.FLUSH_INTERVAL:
@@ -185,12 +212,24 @@ class _RunLogHandler(logging.FileHandler):
 
     def flush_now(self) -> None:
         with self.lock:  # type: ignore[union-attr]  # created by Handler.__init__
-            if self.stream is not None and not self.stream.closed:
-                self.stream.flush()
+            if self.stream is not None and not self.stream.closed and not self._broken:
+                try:
+                    self.stream.flush()
+                except OSError as exc:
+                    if self.on_write_error is None:
+                        raise
+                    self._fail(exc)
 
     def close(self) -> None:
-        self.flush_now()
-        super().close()
+        try:
+            self.flush_now()
+        finally:
+            if self._broken and self.stream is not None:
+                # What the full disk refused stays in the stream's buffer: drop it, do not retry.
+                with contextlib.suppress(OSError):
+                    self.stream.close()
+                self.stream = None
+            super().close()
 
 
 def _task_state(attempts: Sequence[RunResult]) -> str:
@@ -231,7 +270,9 @@ class _RequestRun:
             "environment": req.environment.id,
             "model": req.model.id,
         }
-        self.progress = RunProgress(store.run_dir, header=header, total=len(prog.tasks))
+        self.progress = RunProgress(
+            store.run_dir, header=header, total=len(prog.tasks), on_write_error=self._write_failed
+        )
         self.ctx = RequestContext(
             name=prog.name,
             index=prog.index,
@@ -267,6 +308,13 @@ class _RequestRun:
         self._log_handler: logging.Handler | None = None
         self._kept_info: dict[str, Any] | None = None
 
+    def _write_failed(self, exc: OSError, path: Path) -> None:
+        """A log or progress write failed: a full disk stops the run (noted here; the next result
+        write or task check raises); any other error is logged, never raised into the caller."""
+        self.store.check_full(exc, path, raise_it=False)
+        if self.store.fault is None:
+            log.warning("cannot write %s: %s", path, exc, extra={"request": self.prog.name})
+
     def _emit(self, event: ProgressEvent) -> None:
         if self.ctx.scrub:  # progress.jsonl, progress.json and the console see the same event
             event = msgspec.convert(self.ctx.scrub.tree(event.to_json()), ProgressEvent)
@@ -286,7 +334,7 @@ class _RequestRun:
 
     # ---- set-up ------------------------------------------------------------------------------
     def start(self) -> None:
-        handler = _RunLogHandler(self.store.run_dir / "run.log", self.ctx.scrub)
+        handler = _RunLogHandler(self.store.run_dir / "run.log", self.ctx.scrub, self._write_failed)
         handler.setLevel(getattr(logging, str(self.orch.runtime.file_log_level).upper(), logging.DEBUG))
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         # One logger for the process; each run.log keeps only its own request's records.
@@ -384,6 +432,10 @@ class _RequestRun:
             store = self.store
             await store.write(store.start_attempt, task.task_id, n)
             result = await AttemptRunner(ctx, task, n, plan).run()
+            if store.fault is not None:
+                # The disk filled while the attempt ran: whatever it recorded may come from that
+                # (an artifact that could not be saved); it reruns on resume instead.
+                raise store.fault
             # result.json is the commit of an attempt: it exists iff the attempt is done (resume).
             # The last attempt's is written with the task's own commit, which requires it; an
             # attempt that another may follow is made durable before that one starts, so a killed
@@ -391,8 +443,12 @@ class _RequestRun:
             op = store.queue_attempt(task.task_id, n, _result_json(result, prog, ctx.scrub))
             written.append(op)
             if n < k and not (strategy == "pass" and _primary_true(result, primary)):
-                await store.commit.sync()
-                op.result()
+                try:
+                    await store.commit.sync()
+                    op.result()
+                except OSError as exc:
+                    store.check_full(exc, store.run_dir)
+                    raise
             ctx.emit(
                 "attempt_finished",
                 task_id=task.task_id,
@@ -590,7 +646,37 @@ class _RequestRun:
             log.warning("run stopped: %s", message, extra={"request": self.prog.name})
 
     # ---- finishing ---------------------------------------------------------------------------
+    def finish_disk_full(self) -> RequestOutcome:
+        """The end of a run stopped by a full results disk: the reserve is freed to record that
+        (``run_info.json`` status ``disk_full``, the journal's tail); no metrics or summary — the
+        run is not over, ``--resume`` finishes it once there is space."""
+        fault = self.store.fault
+        assert fault is not None
+        self.store.release_reserve()
+        self.error = f"{fault}; free space there, then resume: acx run --resume {self.store.run_dir}"
+        log.error("%s", self.error, extra={"request": self.prog.name})
+        try:
+            self._write_run_info("disk_full", finished_at=_iso(), error=self.error)
+        except OSError as exc:
+            log.error("run_info.json not updated: %s", exc, extra={"request": self.prog.name})
+        self.store.journal("run_finished", status="disk_full")
+        with contextlib.suppress(OSError):
+            self.store.close()
+        self.ctx.emit("run_finished", status="disk_full", payload={"run_dir": str(self.store.run_dir)})
+        with contextlib.suppress(OSError):
+            self.progress.close()
+        self.detach_log()
+        return RequestOutcome(
+            name=self.prog.name,
+            status="disk_full",
+            run_dir=str(self.store.run_dir.resolve()),
+            run_id=self.store.run_id,
+            error=self.error,
+        )
+
     def finish(self, status: str) -> RequestOutcome:
+        if self.store.fault is not None:
+            return self.finish_disk_full()
         prog = self.prog
         ctx = self.ctx
         ctx.emit("summary_started")
@@ -898,17 +984,30 @@ async def run_orchestration(
                 source = find_reuse_source(run.store.run_dir.parent, want_reuse, exclude=run.store.run_dir)
                 if source is not None:
                     _reuse_into(run, prog, source)
-    except AcxUserError:
+    except (AcxUserError, OSError, ResultsDiskFull) as exc:
         # Refused before any task ran (a --reuse source that does not exist or does not fit, the
-        # run id of a later request taken): the run directories this call created go too, so
-        # nothing half-made is left to be picked up by a later --reuse or --resume.
+        # run id of a later request taken, a results disk already full): the run directories this
+        # call created go too, so nothing half-made is left to be picked up by a later --reuse or
+        # --resume.
+        full = disk_full_error(exc) if not isinstance(exc, ResultsDiskFull) else exc
+        if not isinstance(exc, AcxUserError) and full is None:
+            raise
         for run in runs:
             run.detach_log()
-            run.progress.close()
+            with contextlib.suppress(OSError):
+                run.progress.close()
         for store in created:
-            store.close()
+            with contextlib.suppress(OSError):
+                store.close()
             shutil.rmtree(store.run_dir, ignore_errors=True)
-        raise
+        if isinstance(exc, AcxUserError):
+            raise
+        raise AcxResultsError(
+            f"the results disk is full: {exc}",
+            code="E0630",
+            path=str(runtime.results_dir),
+            help="free space on that filesystem (or choose another --results-dir), then run again",
+        ) from None
 
     for run in runs:
         if run.resumed:
@@ -919,72 +1018,88 @@ async def run_orchestration(
     outer = trio.CancelScope()
     if cancel_scope_ready is not None:
         cancel_scope_ready(outer)
-    with outer:
-        with trio.move_on_after(deadline) as timer:
-            async with _logs_kept_live(runs), trio.open_nursery() as nursery:
-                for run in runs:
-                    finished = run.load_finished()
-                    if run.resumed and finished:
-                        # Finished before the interruption: loaded from this run's own results.
-                        errors = sum(run.outcomes[t].state in ("error", "fatal") for t in finished)
-                        run.ctx.emit(
-                            "reuse_loaded",
-                            payload={
-                                "tasks": len(finished),
-                                "errors": errors,
-                                "source_run": run.store.run_id,
-                                "resumed": True,
-                            },
-                        )
-                    pending = [t for t in run.prog.tasks if t.task_id not in finished]
-                    dispatched = trio.Event()
+    disk_full: ResultsDiskFull | None = None
+    try:
+        with outer:
+            with trio.move_on_after(deadline) as timer:
+                async with _logs_kept_live(runs), trio.open_nursery() as nursery:
+                    for run in runs:
+                        finished = run.load_finished()
+                        if run.resumed and finished:
+                            # Finished before the interruption: loaded from this run's own results.
+                            errors = sum(run.outcomes[t].state in ("error", "fatal") for t in finished)
+                            run.ctx.emit(
+                                "reuse_loaded",
+                                payload={
+                                    "tasks": len(finished),
+                                    "errors": errors,
+                                    "source_run": run.store.run_id,
+                                    "resumed": True,
+                                },
+                            )
+                        pending = [t for t in run.prog.tasks if t.task_id not in finished]
+                        dispatched = trio.Event()
 
-                    async def task_slot(r: _RequestRun, task: TaskSpec) -> None:
-                        held = [True]
+                        async def task_slot(r: _RequestRun, task: TaskSpec) -> None:
+                            held = [True]
 
-                        def free_slot() -> None:
-                            if held[0]:
-                                held[0] = False
-                                slots.release()
+                            def free_slot() -> None:
+                                if held[0]:
+                                    held[0] = False
+                                    slots.release()
 
-                        try:
-                            await r.run_task(task, free_slot)
-                        except Exception as exc:
-                            # A task-level failure (not an attempt failure) fails its request only.
-                            r.task_crashed(task, exc)
-                        finally:
-                            free_slot()
+                            try:
+                                await r.run_task(task, free_slot)
+                            except Exception as exc:
+                                # A full results disk stops the whole run (ResultsDiskFull); the task is
+                                # not recorded, so a resume runs it. Any other task-level failure (not an
+                                # attempt failure) fails its request only.
+                                r.store.check_full(exc, r.store.run_dir)
+                                r.task_crashed(task, exc)
+                            finally:
+                                free_slot()
 
-                    async def run_request(r: _RequestRun, tasks: list[TaskSpec], handed: trio.Event) -> None:
-                        ok = False
-                        try:
-                            async with trio.open_nursery() as gateway_nursery:
-                                if await r.start_models(gateway_nursery):
-                                    ok = True
-                                    try:
-                                        async with trio.open_nursery() as rn:
-                                            for task in tasks:
-                                                if r.stopped is not None:
-                                                    r.not_run.append(task.task_id)
-                                                    continue
-                                                await slots.acquire()
-                                                rn.start_soon(task_slot, r, task)
-                                            handed.set()
-                                    finally:
-                                        await r.stop_models()
-                        finally:
-                            handed.set()
-                        if ok and r.stopped is None:
-                            r.done.set()
+                        async def run_request(r: _RequestRun, tasks: list[TaskSpec], handed: trio.Event) -> None:
+                            ok = False
+                            try:
+                                async with trio.open_nursery() as gateway_nursery:
+                                    if await r.start_models(gateway_nursery):
+                                        ok = True
+                                        try:
+                                            async with trio.open_nursery() as rn:
+                                                for task in tasks:
+                                                    if r.stopped is not None:
+                                                        r.not_run.append(task.task_id)
+                                                        continue
+                                                    await slots.acquire()
+                                                    rn.start_soon(task_slot, r, task)
+                                                handed.set()
+                                        finally:
+                                            await r.stop_models()
+                            finally:
+                                handed.set()
+                            if ok and r.stopped is None:
+                                r.done.set()
 
-                    nursery.start_soon(run_request, run, pending, dispatched)
-                    # Declaration order: the next request starts dispatching only after this one
-                    # has handed all its tasks to workers.
-                    await dispatched.wait()
-        if timer.cancelled_caught:
-            status = "timed_out"
+                        nursery.start_soon(run_request, run, pending, dispatched)
+                        # Declaration order: the next request starts dispatching only after this one
+                        # has handed all its tasks to workers.
+                        await dispatched.wait()
+            if timer.cancelled_caught:
+                status = "timed_out"
+    except* ResultsDiskFull as group:
+        # Every task was cancelled (their sandboxes released in their cleanup scopes); the ones
+        # not finished stay unrecorded, so `--resume` runs them (issue 11 item 11).
+        raised = group.exceptions[0]
+        disk_full = next((r.store.fault for r in runs if r.store.fault is not None), None) or (
+            raised if isinstance(raised, ResultsDiskFull) else None
+        )
     if outer.cancelled_caught:
         status = "cancelled"
+    if disk_full is None:  # noted by a log or progress write only: still a run to resume
+        disk_full = next((r.store.fault for r in runs if r.store.fault is not None), None)
+    if disk_full is not None:
+        status = "disk_full"
     outcomes = []
     with trio.CancelScope(shield=True):
         for run in runs:
@@ -993,6 +1108,8 @@ async def run_orchestration(
             st = status if status != "completed" else "completed"
             if status == "completed" and (not run.done.is_set() or run.crashed):
                 st = "failed"
+            if status == "disk_full" and run.store.fault is None:
+                st = "cancelled"  # stopped because another request's results disk filled
             outcomes.append(run.finish(st))
     return OrchestrationResult(
         orchestration_id=orch.id,
@@ -1038,7 +1155,7 @@ async def _logs_kept_live(runs: list[_RequestRun]) -> AsyncIterator[None]:
 
 
 def _overall(status: str, outcomes: list[RequestOutcome]) -> str:
-    if status in ("timed_out", "cancelled"):
+    if status in ("timed_out", "cancelled", "disk_full"):
         return status
     failed = sum(1 for o in outcomes if o.status != "completed")
     if failed == 0:

@@ -39,8 +39,10 @@ from acx.interpreter._fs import (
     PRIVATE,
     GroupCommit,
     QueuedOp,
+    ResultsDiskFull,
     atomic_write_bytes,
     atomic_write_json,
+    disk_full_error,
     encode_json,
     safe_name,
     task_dir_name,
@@ -98,6 +100,9 @@ class RunStore:
         self.kept_sessions: set[str] = set()
         #: Every record this store writes passes through it (V1: no secret in any results file).
         self.scrub = Scrubber()
+        #: The first "results disk full" seen at any write edge: the run stops (issue 11 item 11).
+        self.fault: ResultsDiskFull | None = None
+        self._reserve = run_dir / ".acx" / "reserve"
 
     # ---- creation ----------------------------------------------------------------------------
     @classmethod
@@ -193,12 +198,70 @@ class RunStore:
         with self._journal_lock:
             self._journal_buffer.append(line)
             if fsync or through or time.monotonic() - self._journal_flushed >= self.JOURNAL_FLUSH_INTERVAL:
-                self._flush_journal_locked(fsync=fsync)
+                try:
+                    self._flush_journal_locked(fsync=fsync)
+                except OSError as exc:
+                    # Kept buffered (written at the end, once the reserve is freed). Only a line that
+                    # must be durable before its side effect (a sandbox about to open) stops the caller.
+                    self.check_full(exc, self.journal_path, raise_it=through)
+                    if disk_full_error(exc) is None:
+                        raise
 
     def flush_journal(self) -> None:
         with self._journal_lock:
             if self._journal_buffer:
-                self._flush_journal_locked(fsync=False)
+                try:
+                    self._flush_journal_locked(fsync=False)
+                except OSError as exc:
+                    self.check_full(exc, self.journal_path, raise_it=False)
+                    if disk_full_error(exc) is None:
+                        raise
+
+    # ---- a full results disk ------------------------------------------------------------------
+    #: Bytes kept aside at the start of a run and freed when the disk fills, so that the run's
+    #: final state (run_info.json, the journal's tail) can still be written.
+    RESERVE_BYTES = 1 << 20
+
+    def check_full(self, exc: BaseException, path: Path | str, *, raise_it: bool = True) -> None:
+        """Note a full results disk behind ``exc`` (the first one wins) and, with ``raise_it``,
+        raise :class:`ResultsDiskFull`; any other error is left to the caller."""
+        err = disk_full_error(exc)
+        if err is None:
+            return
+        if self.fault is None:
+            self.fault = ResultsDiskFull(str(getattr(err, "filename", None) or path), err)
+        if raise_it:
+            raise self.fault from exc
+
+    def reserve_space(self) -> None:
+        """Keep :attr:`RESERVE_BYTES` allocated under ``.acx/`` (E0630 when even that does not fit)."""
+        try:
+            fd = os.open(self._reserve, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                try:
+                    os.posix_fallocate(fd, 0, self.RESERVE_BYTES)
+                except OSError as exc:
+                    if disk_full_error(exc) is not None:
+                        raise
+                    os.write(fd, bytes(self.RESERVE_BYTES))  # a filesystem without fallocate
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            if disk_full_error(exc) is None:
+                raise _unwritable(self.run_dir, exc) from None
+            self.release_reserve()
+            raise AcxResultsError(
+                f"the results disk is full: no room for a run in {self.run_dir} ({exc.strerror})",
+                code="E0630",
+                path=str(self.run_dir),
+                help="free space on that filesystem (or choose another --results-dir), then run again",
+            ) from None
+
+    def release_reserve(self) -> None:
+        try:
+            os.unlink(self._reserve)
+        except FileNotFoundError:
+            pass
 
     def _flush_journal_locked(self, *, fsync: bool) -> None:
         if self._journal is None or self._journal.closed:
@@ -209,8 +272,12 @@ class RunStore:
         data, self._journal_buffer = b"".join(self._journal_buffer), []
         self._journal_flushed = time.monotonic()
         view = memoryview(data)
-        while view:
-            view = view[self._journal.write(view) or 0 :]
+        try:
+            while view:
+                view = view[self._journal.write(view) or 0 :]
+        except OSError:
+            self._journal_buffer.insert(0, bytes(view))  # what was not written is written later
+            raise
         if fsync:
             os.fsync(self._journal.fileno())
 
@@ -240,6 +307,7 @@ class RunStore:
         self._lock_fd = fd
         if self.resumed:
             self._check_writable()
+        self.reserve_space()
 
     def _check_writable(self) -> None:
         """Everything a resumed run writes can be written (E0620 now, not a crash mid-run)."""
@@ -276,9 +344,15 @@ class RunStore:
 
     def close(self) -> None:
         self.commit.run_queued()
+        self.release_reserve()
         with self._journal_lock:
             if self._journal_buffer:
-                self._flush_journal_locked(fsync=True)
+                try:
+                    self._flush_journal_locked(fsync=True)
+                except OSError as exc:
+                    self.check_full(exc, self.journal_path, raise_it=False)
+                    if disk_full_error(exc) is None:
+                        raise
             if self._journal is not None:
                 self._journal.close()
                 self._journal = None
@@ -291,7 +365,11 @@ class RunStore:
         import trio
 
         await trio.lowlevel.checkpoint()
-        return fn(*args, fsync=False, **kwargs)
+        try:
+            return fn(*args, fsync=False, **kwargs)
+        except OSError as exc:
+            self.check_full(exc, self.run_dir)
+            raise
 
     def queue(self, fn: Callable[..., Any], *args: Any, requires: tuple[QueuedOp, ...] = ()) -> QueuedOp:
         """Queue a write for the next group-commit round (runs in its worker thread); not awaited."""
@@ -308,8 +386,12 @@ class RunStore:
 
         await trio.lowlevel.checkpoint_if_cancelled()
         op = self.queue(fn, *args, requires=requires)
-        await self.commit.sync()
-        return op.result()  # type: ignore[no-any-return]
+        try:
+            await self.commit.sync()
+            return op.result()  # type: ignore[no-any-return]
+        except OSError as exc:
+            self.check_full(exc, self.run_dir)
+            raise
 
     def read_journal(self) -> list[dict[str, Any]]:
         if not self.journal_path.exists():
