@@ -7,6 +7,7 @@ import fcntl
 import http.client
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -215,3 +216,54 @@ def test_report_of_a_real_model_run(page: Any, tmp_path: Path, shots: Path) -> N
     page.screenshot(path=str(shots / "model-task.png"), full_page=True)
     _only_local(page.requests)
     assert page.errors == []
+
+
+def test_live_view_follows_a_real_run(page: Any, tmp_path: Path, shots: Path) -> None:
+    """`acx view` over a real `acx run` in progress (its lock held by the running process): the
+    run's page shows it in progress and follows it to completion."""
+    import subprocess
+    import sys
+
+    (tmp_path / "data.jsonl").write_text(
+        "".join(json.dumps({"id": f"q{i}", "question": f"What is {i}?", "answer": str(i)}) + "\n" for i in range(6))
+    )
+    (tmp_path / "run.yaml").write_text(
+        "version: 1\nname: slow\ntask_concurrency: 1\nruntime: {results_dir: results, progress: none}\n"
+        "requests:\n  - name: slow\n    benchmark: {id: exact_match, dataset: data.jsonl}\n"
+        "    harness: {id: command, command: 'sleep 1.2; echo 1'}\n    environment: {id: host_process}\n"
+    )
+    (tmp_path / "results").mkdir()
+    server = ViewServer(tmp_path / "results", port=0, interval_ms=300)
+    server.start()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "acx", "run", "run.yaml"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not list((tmp_path / "results").rglob("run_info.json")):
+            assert time.monotonic() < deadline and proc.poll() is None, "the run did not start"
+            time.sleep(0.05)
+        page.goto(server.url)
+        page.wait_for_function("document.body.textContent.includes('(in progress)')", timeout=30_000)
+        page.click("tbody a")
+        page.wait_for_function(
+            "document.getElementById('live-banner').textContent.includes('in progress')", timeout=15_000
+        )
+        page.screenshot(path=str(shots / "real-running.png"), full_page=True)
+        page.wait_for_function(
+            "document.getElementById('live-banner').textContent.includes('status: completed')", timeout=60_000
+        )
+        assert proc.wait(timeout=60) == 0
+        page.reload()
+        assert "6 shown of 6" in page.inner_text("#page-run-0 table.kv")
+        page.screenshot(path=str(shots / "real-done.png"), full_page=True)
+        assert page.errors == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=10)
+        server.close()

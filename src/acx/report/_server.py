@@ -206,7 +206,8 @@ class ViewServer:
             f"<td>{html.escape(str(r['started_at'] or '—'))}</td></tr>"
             for r in runs
         )
-        refresh = '<meta http-equiv="refresh" content="3">' if any(r["live"] for r in runs) else ""
+        # The list follows live runs closely and picks up new ones within 10 s.
+        refresh = f'<meta http-equiv="refresh" content="{3 if any(r["live"] for r in runs) else 10}">'
         doc = (
             '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
             f"{refresh}<title>acx view — {html.escape(str(self.root))}</title>"

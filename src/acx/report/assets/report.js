@@ -464,6 +464,7 @@
     if (!cfg || !cfg.progress_url || !location.protocol.startsWith("http")) return;
     const banner = document.getElementById("live-banner");
     const loadedAt = Date.now();
+    if (INDEX.runs.some((r) => r.live)) { banner.hidden = false; banner.textContent = "in progress: following the run"; }
     let last = cfg.stamp;
     async function poll() {
       try {
