@@ -48,5 +48,6 @@ def test_model_graded_example(tmp_path: Path) -> None:
     assert judge["model"] == "fake-grader" and judge["grade"] == "C"
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["extra"]["judge_usage"]["prompt_tokens"] == 180 + 175 + 170
+    assert "## Grader usage" in (run_dir / "summary.md").read_text()
     blob = "".join(p.read_text(errors="replace") for p in run_dir.rglob("*") if p.is_file())
     assert "not-a-real-grader-key" not in blob and "not-a-real-key" not in blob

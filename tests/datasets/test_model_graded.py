@@ -250,6 +250,9 @@ requests:
     assert q1["metrics"] == {"correct": True}
     judge = q1["extra"]["scores"]["correct"]["judge"]
     assert judge["via"] == "gateway" and judge["model"] == "judge-m"
+    (calls_file,) = run_dir.glob("details/*/q1--*/attempt-1/judge_calls.json")
+    calls = json.loads(calls_file.read_text())["calls"]
+    assert [c["role"] for c in calls] == ["grader"] and calls[0]["model"] == "judge-m"
     assert q1["telemetry"]["judge_usage"]["prompt_tokens"] == 40
     blob = "".join(p.read_text(errors="replace") for p in run_dir.rglob("*") if p.is_file())
     assert "sk-judge-2" not in blob and "sk-agent-1" not in blob

@@ -629,6 +629,14 @@ class AttemptRunner:
                 )
         if judge is not None:
             judge.close()
+            if judge.calls:  # the gateway's own record of the grading calls (attempts, timing, usage)
+                from acx.interpreter._fs import atomic_write_json
+
+                self.attempt_dir.mkdir(parents=True, exist_ok=True)
+                atomic_write_json(
+                    self.attempt_dir / "judge_calls.json",
+                    ctx.scrub.tree({"schema_version": "acx.model_calls.v1", "calls": judge.transcript()}),
+                )
         if scope.cancelled_caught:
             t.telemetry["evaluation_timed_out"] = True
             fallback = ctx.benchmark.evaluation_timeout_metrics

@@ -326,4 +326,17 @@ def render_summary(report: MetricReport, header: dict[str, Any]) -> str:
     if report.errors_by_code:
         lines += ["", "## Issues by code", "", "| code | count |", "|---|---:|"]
         lines += [f"| {code} | {n} |" for code, n in report.errors_by_code.items()]
+    judge = report.extra.get("judge_usage")
+    if judge:
+        lines += [
+            "",
+            "## Grader usage",
+            "",
+            "Tokens spent by model-graded scorers, counted apart from the agents' own usage.",
+            "",
+            "| prompt tokens | completion tokens | cached tokens |",
+            "|---:|---:|---:|",
+            f"| {judge.get('prompt_tokens', 0):g} | {judge.get('completion_tokens', 0):g} | "
+            f"{judge.get('cached_tokens', 0):g} |",
+        ]
     return "\n".join(lines) + "\n"
