@@ -166,6 +166,9 @@ class Session(ABC):
         self.workdir = workdir
         self.public_env: dict[str, str] = dict(public_env or {})
         self.closed = False
+        #: What the driver could not honour when it opened the sandbox although planning allowed
+        #: it (e.g. a storage limit the engine refused): recorded as warnings on the attempt.
+        self.open_notes: list[str] = []
 
     # ---- env scopes (V2) -------------------------------------------------------------------
     def env_scope(self, variables: Mapping[str, str]) -> contextlib.AbstractContextManager[None]:

@@ -420,9 +420,8 @@ class AttemptRunner:
             return None
         ctx.live_sessions.add(session.id)
         # What the driver could not honour at open (e.g. docker's storage limit refused by the
-        # engine): a warning on the attempt. (Docker-only attribute for now; the seams work may
-        # make it part of the Session contract.)
-        for note in getattr(session, "open_notes", ()):
+        # engine): a warning on the attempt (Session.open_notes).
+        for note in session.open_notes:
             t.add("warning", "setup", "resource_not_enforced", str(note))
         return session
 

@@ -521,7 +521,7 @@ class _RequestRun:
             for sid, rec in records.items()
             if rec.get("state") in ("active", "release_failed")
             and rec.get("pid") != os.getpid()
-            and rec.get("provider") == getattr(driver, "id", None)
+            and rec.get("provider") == driver.id
         }
         if driver.sessions_discoverable:
             prefix = f"{self.store.run_id}-{self.store.run_key}-"  # this run's, not another's
