@@ -63,7 +63,8 @@ start_engine() {
 }
 
 # The same rules as acx.drivers.docker._firewall.RULES, for IPv4 and IPv6 (acx adds any that are
-# missing itself when it runs as root; a non-root acx relies on these, ACX_DOCKER_FIREWALL=preinstalled).
+# missing itself when it runs as root; a non-root acx relies on these, and checks them on every
+# internal network it creates).
 install_firewall() {
     local tool
     for tool in iptables ip6tables; do
@@ -147,7 +148,7 @@ build_bookworm() {
 main() {
     install_packages
     start_engine
-    install_firewall
+    install_firewall || say "WARNING: could not install the acxi+ firewall rules (need root); allowlist/denylist sandboxes will be refused"
     build_busybox
     build_bookworm
     image_present "$BUSYBOX_IMAGE" && image_present "$BOOKWORM_IMAGE"

@@ -16,6 +16,7 @@ import trio
 from acx.drivers.docker._archive import single_file_tar
 from acx.drivers.docker._engine import LABEL_KIND
 from acx.drivers.docker._exec import ExecOps
+from acx.drivers.docker._firewall import host_reachable, refusal
 from acx.drivers.docker._proxy import ALLOW_FILE, PROXY_ALIAS, PROXY_PORT, PROXY_SOURCE, policy_file_bytes
 from acx.errors import DriverError, EnvironmentSetupError
 from acx.ir import NetworkPolicy
@@ -135,6 +136,10 @@ class NetworkOps(ExecOps):
                 code="egress_proxy_failed",
                 help="set the docker environment param allowlist_proxy_image to an image with python3",
             )
+        # The proxy must be the only way out: check that the host firewall rules hold here.
+        gateway = await self.driver._call(host_reachable, self.api, self.proxy_id, self.internal_network)
+        if gateway is not None:
+            raise refusal(self.id, gateway)
 
     def _put_into(self, container: str, data: bytes) -> None:
         if not self.api.put_archive(container, "/", data):
