@@ -207,8 +207,63 @@ def test_http_limits_errors_and_refusals_reach_the_agent() -> None:  # contract 
         s, r400, r502, rlim, rstream, rproto = trio.run(with_gateway, roles(srv), fn)
     assert r400.status_code == 400 and r400.json()["error"]["message"] == "bad thing"
     assert r502.status_code == 502 and "after 2 attempts" in r502.json()["error"]["message"]
+    failed = s.calls[1].to_dict()  # the transcript keeps the retries of a call that failed for good
+    assert failed["retries"] == 1 and [a["status"] for a in failed["attempts"]] == [503, 503]
     assert rlim.status_code == 400 and rlim.json()["error"]["type"] == "limit_exceeded"
     assert "max_model_calls = 2 reached" in rlim.json()["error"]["message"]
     assert rstream.status_code == 400 and "streaming is not supported" in rstream.json()["error"]["message"]
-    assert rproto.status_code == 400 and "speaks openai-chat, not anthropic" in rproto.json()["error"]["message"]
+    assert rproto.status_code == 400 and rproto.json()["error"]["type"] == "limit_exceeded"
     assert len(s.refusals) >= 1
+
+
+@pytest.mark.parametrize(
+    ("agent", "model"), [("anthropic", "openai-chat"), ("openai-chat", "anthropic"), ("openai-responses", "anthropic")]
+)
+def test_agent_speaking_another_protocol_is_translated(agent: str, model: str) -> None:  # contract M4
+    script = [tool_call("bash", {"command": "ls"}, usage=(9, 4)), text("done", usage=(12, 2))]
+    with FakeModelServer(script) as srv:
+
+        async def fn(gw: Gateway):
+            s = gw.open_session("t")
+            env = s.env()
+            async with httpx.AsyncClient() as c:
+                if agent == "anthropic":
+                    url, h = f"{env['ANTHROPIC_BASE_URL']}/v1/messages", {"x-api-key": env["ANTHROPIC_API_KEY"]}
+                    first = {"max_tokens": 50, "system": "sys", "messages": [{"role": "user", "content": "hi"}]}
+                elif agent == "openai-chat":
+                    url = f"{env['OPENAI_BASE_URL']}/chat/completions"
+                    h = {"Authorization": f"Bearer {env['OPENAI_API_KEY']}"}
+                    first = {
+                        "max_tokens": 50,
+                        "messages": [{"role": "system", "content": "sys"}, {"role": "user", "content": "hi"}],
+                    }
+                else:
+                    url = f"{env['OPENAI_BASE_URL']}/responses"
+                    h = {"Authorization": f"Bearer {env['OPENAI_API_KEY']}"}
+                    first = {"max_output_tokens": 50, "instructions": "sys", "input": "hi"}
+                r1 = await c.post(url, headers=h, json=first)
+                bad = await c.post(url, headers=h, json={**first, "logit_bias": {"1": 2}})
+            s.close()
+            return s, r1, bad
+
+        s, r1, bad = trio.run(with_gateway, roles(srv, model), fn)
+    assert r1.status_code == 200, r1.text
+    body = r1.json()
+    if agent == "anthropic":
+        assert body["content"][0] == {"type": "tool_use", "id": "call_bash", "name": "bash", "input": {"command": "ls"}}
+        assert body["stop_reason"] == "tool_use" and body["usage"]["output_tokens"] == 4
+    elif agent == "openai-chat":
+        assert body["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "bash"
+        assert body["choices"][0]["finish_reason"] == "tool_calls" and body["usage"]["completion_tokens"] == 4
+    else:
+        assert body["output"][0]["type"] == "function_call" and body["output"][0]["name"] == "bash"
+    up = srv.requests[0]
+    if model == "anthropic":
+        assert up.path == "/v1/messages" and up.body["system"] == "sys" and up.body["max_tokens"] == 50
+    else:
+        assert up.path == "/v1/chat/completions" and up.body["messages"][0] == {"role": "system", "content": "sys"}
+        assert up.body["max_tokens"] == 50
+    assert bad.status_code == 400 and "logit_bias cannot be translated" in bad.json()["error"]["message"]
+    assert len(srv.requests) == 1 and s.usage()["completion_tokens"] == 4
+    traj = actf_trajectory(s.calls)
+    assert traj["steps"][0]["system_prompt"] == "sys" and traj["steps"][0]["user_content"] == "hi"

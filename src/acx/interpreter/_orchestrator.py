@@ -821,7 +821,7 @@ def _check_models(prog: RequestProgram, environ: Mapping[str, str]) -> None:
     output, with the field path, rather than failing the run when its gateway starts."""
     from acx.interpreter._models import RunModels
 
-    if not RunModels.needed(prog.request, prog.harness):
+    if not RunModels.needed(prog.request, prog.harness, prog.benchmark):
         return
     from acx.models import PROTOCOLS, roles_for
 

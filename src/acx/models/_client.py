@@ -129,12 +129,17 @@ class ModelClient:
             with trio.fail_after(deadline) if deadline is not None else _nullscope():
                 return await self._attempts(endpoint, url, body, headers, parse, attempts)
         except trio.TooSlowError:
-            raise ModelCallError(
+            exc = ModelCallError(
                 "timeout",
                 f"the model call did not finish within its total deadline of {deadline:g} s "
                 f"({len(attempts)} attempt(s))",
                 attempts=len(attempts),
-            ) from None
+            )
+            exc.records = list(attempts)
+            raise exc from None
+        except ModelCallError as exc:
+            exc.records = list(attempts)
+            raise
 
     async def _attempts(
         self,

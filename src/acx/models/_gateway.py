@@ -30,7 +30,15 @@ import trio
 from acx.models._accounting import Limits, Price, UsageTotals, cost_of
 from acx.models._client import AttemptRecord, ModelClient
 from acx.models._http_server import Reply, serve_http
-from acx.models._protocols import auth_headers, build_call, call_path, normalize_request, parse_response
+from acx.models._protocols import (
+    auth_headers,
+    build_call,
+    call_path,
+    normalize_request,
+    parse_response,
+    render_response,
+    translatable_params,
+)
 from acx.models._types import ChatRequest, Endpoint, ModelCallError, ModelResponse, Protocol, Usage
 
 __all__ = ["CallRecord", "Gateway", "GatewaySession", "Role", "iso_now"]
@@ -352,6 +360,7 @@ class Gateway:
         rec.finished_at = time.time()
         rec.status = exc.status
         rec.error = {"kind": exc.kind, "message": exc.message}
+        rec.attempts = [a for a in exc.records if isinstance(a, AttemptRecord)]
         session.totals.add_failed()
         self.totals.add_failed()
 
@@ -364,14 +373,16 @@ class Gateway:
     def _secrets(role: Role) -> tuple[str, ...]:
         return tuple(x for x in {role.endpoint.api_key, role.endpoint.credential()} if x and len(x) >= 4)
 
-    async def _call_in_process(self, session: GatewaySession, role_name: str, request: ChatRequest) -> ModelResponse:
+    async def _call_in_process(
+        self, session: GatewaySession, role_name: str, request: ChatRequest, *, via: str = "in-process"
+    ) -> ModelResponse:
         role = self._role(role_name)
         ep = role.endpoint
         why = self._refusal(session)
         if why is not None:
-            raise self._refuse(session, role, ep.protocol, "in-process", why)
+            raise self._refuse(session, role, ep.protocol, via, why)
         url, body, headers = build_call(ep, request)
-        rec = self._record(session, role, ep.protocol, "in-process")
+        rec = self._record(session, role, ep.protocol, via)
         rec.request = body
         rec.secrets = self._secrets(role)
         rec.normalized_request = request
@@ -429,17 +440,6 @@ class Gateway:
         if not isinstance(incoming, dict):
             return _error(400, "invalid_request_error", "acx gateway: the request body is not a JSON object")
         ep = role.endpoint
-        if protocol != ep.protocol:
-            want = {
-                "openai-chat": "$OPENAI_BASE_URL/chat/completions",
-                "openai-responses": "$OPENAI_BASE_URL/responses",
-                "anthropic": "$ANTHROPIC_BASE_URL/v1/messages",
-            }[ep.protocol]
-            return _error(
-                400,
-                "invalid_request_error",
-                f"acx gateway: this run's {role_name} model speaks {ep.protocol}, not {protocol}; call {want}",
-            )
         if incoming.get("stream"):
             return _error(
                 400,
@@ -450,7 +450,36 @@ class Gateway:
         if refusal is not None:
             err = self._refuse(session, role, protocol, "http", refusal)
             return _error(400, "limit_exceeded", err.message)
+        if protocol != ep.protocol:
+            return await self._translate(session, role, protocol, incoming)
         return await self._forward(session, role, protocol, incoming)
+
+    async def _translate(
+        self, session: GatewaySession, role: Role, protocol: Protocol, incoming: dict[str, Any]
+    ) -> Reply:
+        """An agent speaking another protocol than the role's: the request is normalised,
+        re-built in the role's protocol, and the answer rendered back in the agent's."""
+        ep = role.endpoint
+        chat = normalize_request(protocol, incoming)
+        params, bad = translatable_params(chat.params, ep.protocol)
+        if bad:
+            want = _URLS[ep.protocol]
+            return _error(
+                400,
+                "invalid_request_error",
+                f"acx gateway: this run's {role.name} model speaks {ep.protocol}; the {protocol} request's "
+                f"parameter(s) {', '.join(bad)} cannot be translated: drop them, or call {want}",
+            )
+        request = ChatRequest(messages=chat.messages, tools=chat.tools, params=params)
+        try:
+            resp = await self._call_in_process(session, role.name, request, via="http")
+        except ModelCallError as exc:
+            status = (
+                exc.status if exc.status is not None and exc.status < 500 else (504 if exc.kind == "timeout" else 502)
+            )
+            kind = "limit_exceeded" if exc.kind == "limit_exceeded" else "api_error"
+            return _error(400 if exc.kind == "limit_exceeded" else status, kind, f"acx gateway: {exc.message}")
+        return 200, json.dumps(render_response(protocol, resp, ep.model)).encode(), []
 
     async def _forward(
         self, session: GatewaySession, role: Role, protocol: Protocol, incoming: dict[str, Any]
@@ -485,6 +514,13 @@ def _new_token() -> str:
     # os.urandom rather than the `secrets` module: a `tests/secrets` directory on sys.path (pytest
     # rootdir insertion) shadows the stdlib module of that name in test processes.
     return TOKEN_PREFIX + base64.urlsafe_b64encode(os.urandom(24)).decode().rstrip("=")
+
+
+_URLS = {
+    "openai-chat": "$OPENAI_BASE_URL/chat/completions",
+    "openai-responses": "$OPENAI_BASE_URL/responses",
+    "anthropic": "$ANTHROPIC_BASE_URL/v1/messages",
+}
 
 
 def _token_of(headers: dict[str, str]) -> str | None:

@@ -21,6 +21,8 @@ __all__ = [
     "call_path",
     "normalize_request",
     "parse_response",
+    "render_response",
+    "translatable_params",
 ]
 
 #: Request keys acx sets itself; a params map naming them is refused, never silently overridden.
@@ -100,6 +102,9 @@ def _max_tokens(params: dict[str, Any], out_key: str) -> dict[str, Any]:
 
 def _anthropic_body(model: str, request: ChatRequest, params: dict[str, Any]) -> dict[str, Any]:
     params = _max_tokens(params, "max_tokens")
+    if "stop" in params:  # OpenAI's name for Anthropic's stop_sequences
+        stop = params.pop("stop")
+        params["stop_sequences"] = [stop] if isinstance(stop, str) else stop
     params.setdefault("max_tokens", ANTHROPIC_DEFAULT_MAX_TOKENS)
     system: list[str] = []
     messages: list[dict[str, Any]] = []
@@ -478,3 +483,117 @@ def normalize_request(protocol: Protocol, body: dict[str, Any]) -> ChatRequest:
     else:
         messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
     return ChatRequest(messages=messages, tools=tools, params=params)
+
+
+# ---- translation between protocols (the gateway, when an agent speaks another protocol) --------
+
+#: Request parameters the gateway can carry from one protocol to another, by their common name.
+_COMMON_PARAMS = {
+    "max_tokens": "max_tokens",
+    "max_completion_tokens": "max_tokens",
+    "max_output_tokens": "max_tokens",
+    "temperature": "temperature",
+    "top_p": "top_p",
+    "stop": "stop",
+    "stop_sequences": "stop",
+}
+
+
+def translatable_params(params: dict[str, Any], target: Protocol) -> tuple[dict[str, Any], list[str]]:
+    """The parameters of a request in another protocol, renamed for ``target``'s request builder,
+    and the names that cannot be translated (refused by the gateway, never dropped silently)."""
+    out: dict[str, Any] = {}
+    bad: list[str] = []
+    for key, value in params.items():
+        if key == "stream" and not value:
+            continue
+        if key == "tool_choice" and value in ("auto", {"type": "auto"}):
+            continue  # every protocol's default
+        name = _COMMON_PARAMS.get(key)
+        if name is None or (name == "stop" and target == "openai-responses"):
+            bad.append(key)
+        else:
+            out[name] = value
+    return out, sorted(bad)
+
+
+def _usage_dict(protocol: Protocol, usage: Usage | None) -> dict[str, Any] | None:
+    if usage is None:
+        return None
+    if protocol == "anthropic":
+        return {
+            "input_tokens": max(0, usage.prompt_tokens - usage.cached_tokens),
+            "output_tokens": usage.completion_tokens,
+            "cache_read_input_tokens": usage.cached_tokens,
+            "cache_creation_input_tokens": 0,
+        }
+    if protocol == "openai-responses":
+        return {
+            "input_tokens": usage.prompt_tokens,
+            "output_tokens": usage.completion_tokens,
+            "total_tokens": usage.total_tokens,
+            "input_tokens_details": {"cached_tokens": usage.cached_tokens},
+            "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+        }
+    return {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "total_tokens": usage.total_tokens,
+        "prompt_tokens_details": {"cached_tokens": usage.cached_tokens},
+        "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+    }
+
+
+_TO_ANTHROPIC_STOP = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}
+
+
+def render_response(protocol: Protocol, resp: ModelResponse, model: str) -> dict[str, Any]:
+    """A normalised answer in ``protocol``'s response shape (what an agent speaking it expects)."""
+    usage = _usage_dict(protocol, resp.usage)
+    out: dict[str, Any]
+    if protocol == "anthropic":
+        blocks: list[dict[str, Any]] = []
+        if resp.reasoning:
+            blocks.append({"type": "thinking", "thinking": resp.reasoning, "signature": ""})
+        if resp.content:
+            blocks.append({"type": "text", "text": resp.content})
+        for t in resp.tool_calls:
+            blocks.append({"type": "tool_use", "id": t.id, "name": t.name, "input": t.arguments or {}})
+        stop = _TO_ANTHROPIC_STOP.get(resp.finish_reason or "stop", resp.finish_reason or "end_turn")
+        out = {"id": "msg_acx", "type": "message", "role": "assistant", "model": model, "content": blocks}
+        out["stop_reason"] = stop
+        out["stop_sequence"] = None
+    elif protocol == "openai-responses":
+        items: list[dict[str, Any]] = []
+        if resp.reasoning:
+            items.append(
+                {"type": "reasoning", "id": "rs_acx", "summary": [{"type": "summary_text", "text": resp.reasoning}]}
+            )
+        if resp.content is not None:
+            text = {"type": "output_text", "text": resp.content, "annotations": []}
+            items.append(
+                {"type": "message", "id": "msg_acx", "role": "assistant", "status": "completed", "content": [text]}
+            )
+        for t in resp.tool_calls:
+            items.append(
+                {
+                    "type": "function_call",
+                    "id": f"fc_{t.id}",
+                    "call_id": t.id,
+                    "name": t.name,
+                    "arguments": t.raw_arguments,
+                }
+            )
+        status = "incomplete" if resp.finish_reason == "length" else "completed"
+        out = {"id": "resp_acx", "object": "response", "model": model, "status": status, "output": items}
+    else:
+        message = resp.assistant_message(keep_reasoning=True)
+        out = {
+            "id": "chatcmpl-acx",
+            "object": "chat.completion",
+            "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": resp.finish_reason or "stop"}],
+        }
+    if usage is not None:
+        out["usage"] = usage
+    return out

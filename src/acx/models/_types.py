@@ -164,6 +164,8 @@ class ModelCallError(Exception):
         super().__init__(message)
         #: The server's error body for a non-retried 4xx (the gateway relays it to the agent).
         self.body = body
+        #: Every HTTP attempt of the call (``acx.models.AttemptRecord``), for transcripts.
+        self.records: list[object] = []
         self.kind = kind
         self.message = message
         self.status = status
