@@ -400,3 +400,14 @@ def test_a_damaged_run_record_is_e0618(
     (run / ".acx").mkdir(parents=True)
     (run / "run_info.json").write_text(record)
     _expect([*command, "run"], capsys, "E0618")
+
+
+@pytest.mark.parametrize("kind", ["file", "fifo", "device"])
+def test_schema_out_that_is_not_a_directory_is_e0217(work: Path, capsys: pytest.CaptureFixture[str], kind: str) -> None:
+    # issue 11 item 7: `acx schema --out` onto a file in the way was exit 70 (FileExistsError)
+    target = work / "out"
+    if kind == "file":
+        target.write_text("x")
+    else:
+        _special(work, kind, "out")
+    _expect(["schema", "--out", "out"], capsys, "E0217")

@@ -241,12 +241,22 @@ def _schema(args: argparse.Namespace) -> int:
 
     schemas = generate_schemas()
     if args.out:
-        os.makedirs(args.out, exist_ok=True)
-        for name, filename in SCHEMA_FILES.items():
-            path = os.path.join(args.out, filename)
-            with open(path, "w", encoding="utf-8") as fh:
-                fh.write(json.dumps(schemas[name], indent=2, ensure_ascii=False) + "\n")
-            sys.stdout.write(f"wrote {path}\n")
+        from acx.errors import AcxUserError
+
+        try:
+            os.makedirs(args.out, exist_ok=True)
+            for name, filename in SCHEMA_FILES.items():
+                path = os.path.join(args.out, filename)
+                with open(path, "w", encoding="utf-8") as fh:
+                    fh.write(json.dumps(schemas[name], indent=2, ensure_ascii=False) + "\n")
+                sys.stdout.write(f"wrote {path}\n")
+        except OSError as exc:  # a file in the way, no permission, no space: the user's input
+            raise AcxUserError(
+                f"cannot write the schemas to {args.out}: {exc.strerror or exc}",
+                code="E0217",
+                path="--out",
+                help="name a directory acx can create and write",
+            ) from None
         return 0
     if args.which:
         sys.stdout.write(json.dumps(schemas[args.which], indent=2, ensure_ascii=False) + "\n")
