@@ -235,6 +235,14 @@ def test_only_the_proxy_is_reachable_under_allowlist_and_denylist(
             ]
             got = await _probe(session, proxy, [f"{s}:{v4}" for s in spellings])
             assert set(got.values()) == {"403"}, got
+            if v6 and v6_global:
+                # IPv6 through the proxy: a denied address is refused (403); one not denied is
+                # admitted (the proxy's uplink has no IPv6 route, so it answers 502, not 403).
+                target = f"[{v6_global[0]}]:{v6}"
+                await session.set_network_policy(NetworkPolicy(network_mode="denylist", denied_hosts=[v6_global[0]]))
+                assert await _probe(session, proxy, [target]) == {target: "403"}
+                await session.set_network_policy(NetworkPolicy(network_mode="denylist", denied_hosts=[bridge_gw]))
+                assert (await _probe(session, proxy, [target]))[target] != "403"
         finally:
             await session.close()
 
