@@ -54,7 +54,7 @@ def add_env_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--env",
         metavar="ID",
-        help="run every request on this environment provider (host_process, docker); "
+        help="run every request on this environment provider (see `acx list env`); "
         "shared environment fields still apply",
     )
 

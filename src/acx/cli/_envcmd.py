@@ -164,7 +164,7 @@ async def _listed(drivers: list[tuple[str, Driver, bool]]) -> list[tuple[Driver,
                 raise AcxUserError(
                     f"cannot list `{env_id}` sandboxes: {_reason(exc)}",
                     code="E0701",
-                    help="make the provider reachable (for docker: bash scripts/setup-docker.sh) or pass --env-params",
+                    help="make the provider reachable, or point at it with --env-params",
                 ) from None
             sys.stderr.write(f"warning: skipped provider `{env_id}`: {_reason(exc)}\n")
             continue

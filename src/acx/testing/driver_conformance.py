@@ -312,6 +312,20 @@ async def check_env_scope_isolation(session: Any, ctx: CheckContext) -> None:
     assert res.returncode != 0 and res.stdout == "", "scope leaked after failure/cancel"
 
 
+@check
+async def check_public_scope(session: Any, ctx: CheckContext) -> None:
+    """public_scope() hides the enclosing stage variables (collection sees public vars only, V2)
+    and restores them on exit."""
+    with session.env_scope({"ACX_CONF_STAGE": "run"}):
+        with session.public_scope():
+            hidden = await session.exec(["printenv", "ACX_CONF_STAGE"])
+            public = await session.exec(["printenv", PUBLIC_VAR])
+        back = await session.exec(["printenv", "ACX_CONF_STAGE"])
+    assert hidden.returncode != 0 and hidden.stdout == "", "stage variable visible in public_scope"
+    assert public.stdout == "public-value\n", public
+    assert back.stdout == "run\n", "stage scope not restored after public_scope"
+
+
 # ---- files and directories (E1) ------------------------------------------------------------
 
 
@@ -490,6 +504,17 @@ async def check_kill_stray_processes(session: Any, ctx: CheckContext) -> None:
         assert not await _alive(session, pid), f"process {pid} survived kill_stray_processes"
     res = await session.exec(["echo", "still usable"])
     assert res.stdout == "still usable\n", res
+
+
+@check
+async def check_capabilities(session: Any, ctx: CheckContext) -> None:
+    """capabilities() and the plan-time probe() describe the driver (P7: what the planner checks)."""
+    from acx.drivers import DriverCapabilities
+
+    caps = ctx.driver.capabilities()
+    probed = type(ctx.driver).probe()
+    assert isinstance(caps, DriverCapabilities) and isinstance(probed, DriverCapabilities)
+    assert "public" in caps.network_modes, caps.network_modes
 
 
 @check
