@@ -45,10 +45,25 @@ def write(path: Path, rows: list[dict[str, Any]], fmt: str) -> Path:
         import pyarrow.parquet as pq
 
         pq.write_table(pa.Table.from_pylist(rows), path)
+    elif fmt == "arrow":  # the Arrow IPC file format (save_to_disk shards use the stream format)
+        import pyarrow as pa
+        import pyarrow.ipc as ipc
+
+        table = pa.Table.from_pylist(rows)
+        with pa.OSFile(str(path), "wb") as fh, ipc.new_file(fh, table.schema) as writer:
+            writer.write_table(table)
     return path
 
 
-SUFFIX = {"jsonl": ".jsonl", "json": ".json", "hf-json": ".json", "csv": ".csv", "tsv": ".tsv", "parquet": ".parquet"}
+SUFFIX = {
+    "jsonl": ".jsonl",
+    "json": ".json",
+    "hf-json": ".json",
+    "csv": ".csv",
+    "tsv": ".tsv",
+    "parquet": ".parquet",
+    "arrow": ".arrow",
+}
 
 
 def cfg(path: Path, **kw: Any) -> DatasetConfig:
@@ -284,3 +299,29 @@ def test_only_csv_cells_are_parsed_as_json(tmp_path: Path) -> None:
     csv_rows = [{"id": "a", "input": "Pick", "target": '["x", "y"]'}]
     (task,) = load_dataset(cfg(write(tmp_path / "d.csv", csv_rows, "csv")), tmp_path)
     assert task.ground_truth == ["x", "y"]  # a CSV cell holding a JSON list is a list
+
+
+def _save_to_disk(folder: Path, shards: list[list[dict[str, Any]]]) -> None:
+    """The folder layout of Hugging Face `Dataset.save_to_disk`: Arrow stream shards + state.json."""
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+
+    folder.mkdir()
+    names = [f"data-{i:05d}-of-{len(shards):05d}.arrow" for i in range(len(shards))]
+    for name, rows in zip(names, shards, strict=True):
+        table = pa.Table.from_pylist(rows)
+        with pa.OSFile(str(folder / name), "wb") as fh, ipc.new_stream(fh, table.schema) as writer:
+            writer.write_table(table)
+    (folder / "dataset_info.json").write_text("{}")
+    (folder / "state.json").write_text(json.dumps({"_data_files": [{"filename": n} for n in names]}))
+
+
+def test_hugging_face_save_to_disk_folder_and_arrow_files(tmp_path: Path) -> None:
+    _save_to_disk(tmp_path / "ds", [ROWS[:2], ROWS[2:]])
+    tasks = load_dataset(cfg(tmp_path / "ds", fields={"category": "subject"}), tmp_path)
+    assert [t.task_id for t in tasks] == ["q1", "q2", "q3"] and tasks[2].category == "astro"
+    single = tmp_path / "ds" / "data-00000-of-00002.arrow"
+    assert [t.task_id for t in load_dataset(cfg(single), tmp_path)] == ["q1", "q2"]
+    (tmp_path / "ds" / "data-00001-of-00002.arrow").unlink()
+    d = err(tmp_path, cfg(tmp_path / "ds"))
+    assert d.code == "E0401" and "data-00001-of-00002.arrow" in d.message

@@ -88,10 +88,16 @@ ScalarValue = str | int | float | bool | None
 
 
 class DatasetConfig(BenchmarkConfig, frozen=True, kw_only=True):
-    path: Annotated[str, _d("dataset file (JSONL, JSON, CSV, TSV or Parquet); relative to the spec file")]
+    path: Annotated[
+        str,
+        _d(
+            "dataset file (JSONL, JSON, CSV, TSV, Parquet, Arrow) or a folder holding one or a Hugging "
+            "Face save_to_disk folder; relative to the spec file"
+        ),
+    ]
     format: Annotated[
-        Literal["auto", "jsonl", "json", "csv", "tsv", "parquet"],
-        _d("file format; auto: from the suffix (.jsonl .ndjson .json .csv .tsv .parquet)"),
+        Literal["auto", "jsonl", "json", "csv", "tsv", "parquet", "arrow"],
+        _d("file format; auto: from the suffix (.jsonl .ndjson .json .csv .tsv .parquet .arrow)"),
     ] = "auto"
     fields: Annotated[FieldMapping, _d("column → task field mapping")] = FieldMapping()
     filters: Annotated[

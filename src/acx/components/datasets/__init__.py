@@ -44,7 +44,7 @@ __all__ = [
 ]
 
 
-_KNOWN_SUFFIXES = (".jsonl", ".ndjson", ".json", ".csv", ".tsv", ".tab", ".parquet", ".pq")
+_KNOWN_SUFFIXES = (".jsonl", ".ndjson", ".json", ".csv", ".tsv", ".tab", ".parquet", ".pq", ".arrow")
 
 
 def resolve_dataset_path(path: str, base_dir: Path, *, missing_help: str | None = None) -> Path:
@@ -71,6 +71,8 @@ def resolve_dataset_path(path: str, base_dir: Path, *, missing_help: str | None 
 
 
 def _only_data_file(directory: Path) -> Path:
+    if (directory / "state.json").is_file() and any(directory.glob("*.arrow")):
+        return directory  # a Hugging Face save_to_disk folder: its shards are read in order
     found = sorted(f for f in directory.iterdir() if f.is_file() and f.suffix.lower() in _KNOWN_SUFFIXES)
     if len(found) == 1:
         return found[0]

@@ -32,6 +32,7 @@ _SUFFIXES = {
     ".tab": "tsv",
     ".parquet": "parquet",
     ".pq": "parquet",
+    ".arrow": "arrow",
 }
 
 
@@ -65,13 +66,15 @@ class Locator:
 def detect_format(path: Path, declared: str) -> str:
     if declared != "auto":
         return declared
+    if path.is_dir():  # a Hugging Face save_to_disk folder (resolve_dataset_path checked state.json)
+        return "arrow"
     fmt = _SUFFIXES.get(path.suffix.lower())
     if fmt is None:
         raise AcxPlanError(
             f"cannot tell the format of dataset {path} from its suffix `{path.suffix}`",
             code="E0407",
             path="benchmark.params.format",
-            help="set `format` to jsonl, json, csv, tsv or parquet",
+            help="set `format` to jsonl, json, csv, tsv, parquet or arrow",
         )
     if fmt == "json" and _starts_with_object(path):
         return "jsonl"  # Hugging Face `to_json` writes JSON Lines into a `.json` file
@@ -96,6 +99,10 @@ def iter_records(path: Path, fmt: str) -> Iterator[tuple[Locator, Any]]:
         from acx.components.datasets._parquet import iter_parquet
 
         return iter_parquet(path)
+    if fmt == "arrow":
+        from acx.components.datasets._parquet import iter_arrow
+
+        return iter_arrow(path)
     raise AcxPlanError(
         f"unknown dataset format {fmt!r}",
         code="E0407",
