@@ -244,6 +244,7 @@ requests:
         assert proc.returncode == 0, proc.stdout + proc.stderr
     assert [r.body["model"] for r in agent.requests] == ["agent-m"]
     assert [r.body["model"] for r in grader.requests] == ["judge-m"]
+    assert grader.requests[0].body["temperature"] == 0.0  # the scorer's params reach the gateway call
     assert grader.requests[0].headers.get("authorization") == "Bearer sk-judge-2"
     (run_dir,) = (tmp_path / "res" / "gw").iterdir()
     q1 = _attempt(run_dir, "q1")

@@ -31,15 +31,14 @@ class ScoreContext:
 
     ``choices``: the choice texts *as the agent saw them this attempt* (shuffled or not) and
     ``target_letters`` the correct letters in that order; both empty for non-multiple-choice
-    tasks. ``timeout_seconds`` bounds a model-graded call.
+    tasks. ``model`` is the request's ModelSpec (what a grader falls back to outside a run).
     """
 
     task: TaskSpec
     question: str = ""
     choices: Sequence[str] = ()
     target_letters: Sequence[str] = ()
-    model: Any = None  # the request's ModelSpec (the default grader)
-    timeout_seconds: float | None = None
+    model: Any = None
 
 
 @dataclass(frozen=True)

@@ -102,7 +102,9 @@ class GatewayGrader:
 
         try:
             with trio.fail_after(timeout_seconds):
-                response = await self.session.complete(ChatRequest(messages=messages), role=self.role)
+                # The role's endpoint params apply; the scorer's own (temperature, max_tokens) win.
+                request = ChatRequest(messages=messages, params=dict(model.params))
+                response = await self.session.complete(request, role=self.role)
         except ModelCallError as exc:
             raise GraderError(f"{exc.kind}: {exc}") from None
         if not response.content:
