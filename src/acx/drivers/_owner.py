@@ -3,7 +3,10 @@
 A driver records the creating process (pid, ``proc_start_time``, ``host_name``) when it opens a
 session (docker: labels) and judges a leftover with :func:`owner_alive`: a sandbox whose creating
 process no longer runs on this host is an orphan. The start time guards against a recycled pid.
-Stdlib only; shared by the drivers.
+A driver whose sandboxes are directories can instead keep each session's directory open (a
+close-on-exec descriptor) while the session lives: :func:`held_dirs` then tells live sessions
+from a crashed run's, with nothing written and no pid to recycle (host_process does). Stdlib
+only; shared by the drivers.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import os
 import socket
 from pathlib import Path
 
-__all__ = ["host_name", "owner_alive", "pid_alive", "proc_start_time"]
+__all__ = ["held_dirs", "host_name", "owner_alive", "pid_alive", "proc_start_time"]
 
 
 def host_name() -> str:
@@ -48,3 +51,25 @@ def owner_alive(stamp: dict[str, str], *, host: str | None = None) -> bool | Non
     if not pid.isdigit():
         return None
     return pid_alive(int(pid), stamp.get("pid_start") or None)
+
+
+def held_dirs(paths: set[str]) -> set[str]:
+    """Which of ``paths`` a process of this user holds open (a live session's owner)."""
+    uid, held = os.getuid(), set()
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            if os.stat(f"/proc/{name}").st_uid != uid:
+                continue
+            fds = os.listdir(f"/proc/{name}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                target = os.readlink(f"/proc/{name}/fd/{fd}")
+            except OSError:
+                continue
+            if target in paths:
+                held.add(target)
+    return held

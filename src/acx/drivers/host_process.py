@@ -57,6 +57,7 @@ from typing import ClassVar
 import trio
 
 from acx.drivers._base import Driver, ExecResult, OpenRequest, Session, SessionRecord
+from acx.drivers._owner import held_dirs
 from acx.drivers._specs import DriverCapabilities, HostProcessConfig, probe_host_process
 from acx.errors import CapabilityError, DriverError, EnvironmentSetupError
 from acx.ir import NetworkPolicy
@@ -694,28 +695,6 @@ def _mark_kept(root: str) -> None:
         os.close(os.open(_kept_marker(root), os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
 
 
-def _held_dirs(paths: set[str]) -> set[str]:
-    """Which of ``paths`` a process of this user holds open (a live session's owner)."""
-    uid, held = os.getuid(), set()
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            if os.stat(f"/proc/{name}").st_uid != uid:
-                continue
-            fds = os.listdir(f"/proc/{name}/fd")
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                target = os.readlink(f"/proc/{name}/fd/{fd}")
-            except OSError:
-                continue
-            if target in paths:
-                held.add(target)
-    return held
-
-
 def _remove_session_dir(root: str) -> None:
     try:
         os.rmdir(root)  # usually empty: one syscall instead of rmtree's open/scandir/rmdir
@@ -828,7 +807,7 @@ class HostProcessDriver(Driver):
 
         names = await trio.to_thread.run_sync(_scan)
         real = {os.path.realpath(os.path.join(parent, n)): n for n in names}
-        held = await trio.to_thread.run_sync(_held_dirs, set(real))
+        held = await trio.to_thread.run_sync(held_dirs, set(real))
         held_names = {real[p] for p in held}
         out = []
         for name in names:
