@@ -8,6 +8,8 @@ from typing import Any
 
 import msgspec
 import trio
+from hypothesis import given
+from hypothesis import strategies as st
 
 from acx.components._configs import DatasetConfig
 from acx.components.benchmarks.dataset import DatasetBenchmark
@@ -138,3 +140,18 @@ def test_files_are_placed_in_the_sandbox(tmp_path: Path) -> None:
     prepared, _ = trio.run(_attempt, bench, "x", 1, session)
     assert session.files == {"/work/a/in.txt": b"host bytes", "/abs/b.txt": b"hi"}
     assert [f.path for f in prepared.input.files] == ["/work/a/in.txt", "/abs/b.txt"]
+
+
+@given(st.integers(2, 26), st.data())
+def test_shuffled_target_letters_point_at_the_right_choice(n: int, data: st.DataObject) -> None:
+    from acx.components.datasets import choice_order, render_choices, target_letters
+
+    choices = [f"choice-{i}" for i in range(n)]
+    target = data.draw(st.integers(0, n - 1))
+    order = choice_order(
+        n, shuffle=True, seed=data.draw(st.integers()), task_id="t", attempt=data.draw(st.integers(1, 9))
+    )
+    assert sorted(order) == list(range(n))
+    (letter,) = target_letters(target, choices, order)
+    shown = render_choices(choices, order).splitlines()
+    assert shown[ord(letter) - 65] == f"{letter}) choice-{target}"

@@ -169,3 +169,20 @@ def test_declared_reducers_become_series_and_summary_shows_errors() -> None:
     text = render_summary(report, {"run_id": "r"})
     assert "| metric | value | ± SE | 95% CI |" in text
     assert "correct.pass_at_2@4" in text
+
+
+@given(
+    st.integers(2, 12).flatmap(
+        lambda g: st.integers(1, 5).flatmap(
+            lambda m: st.lists(
+                st.lists(st.floats(0, 1, allow_nan=False), min_size=m, max_size=m), min_size=g, max_size=g
+            )
+        )
+    )
+)
+def test_se_over_task_means_is_the_clustered_se_for_equal_attempt_counts(clusters: list[list[float]]) -> None:
+    means = [sum(c) / len(c) for c in clusters]
+    est = estimate(means)
+    cr1 = clustered_stderr(clusters)
+    assert est.stderr is not None and cr1 is not None
+    assert est.stderr == pytest.approx(cr1, abs=1e-9)
