@@ -79,3 +79,27 @@ def test_harbor_examples_score_the_same_on_bwrap_and_docker(tmp_path: Path) -> N
         DOCKER_HOST="unix:///nonexistent/acx-no-docker.sock",
     )
     assert offline == docker
+
+
+def test_missing_images_are_located_errors_with_the_fix(tmp_path: Path) -> None:
+    # An unknown image, and a known one with no engine and a cold cache: image_not_found + help.
+    import trio
+
+    from acx.drivers._base import OpenRequest
+    from acx.drivers.bwrap import BwrapConfig, BwrapDriver
+    from acx.errors import EnvironmentSetupError
+    from acx.ir import EnvironmentSetup
+
+    def open_image(image: str, **kw: str) -> EnvironmentSetupError:
+        driver = BwrapDriver(BwrapConfig(image_cache=str(tmp_path / "cache"), workdir_root=str(tmp_path), **kw))
+        request = OpenRequest(session_id="img", setup=EnvironmentSetup(image=image))
+        with pytest.raises(EnvironmentSetupError) as info:
+            trio.run(driver.open, request)
+        return info.value
+
+    unknown = open_image("acx-test/no-such-image:latest")
+    assert unknown.code == "image_not_found" and "not present" in str(unknown) and unknown.fields.get("help")
+    offline = open_image("acx-test/bookworm:latest", docker_host="unix:///nonexistent/acx-no-docker.sock")
+    assert offline.code == "image_not_found" and "no Docker engine answers" in str(offline)
+    assert "run once with a Docker engine" in offline.fields.get("help", "")
+    assert not list(tmp_path.glob("acx-bwrap-*")), "a failed open leaves no session directory"
