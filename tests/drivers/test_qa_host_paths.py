@@ -59,6 +59,8 @@ def test_end_run_kills_what_left_the_process_group_but_not_kept_sessions(tmp_pat
     # contract E1
     # A `setsid` daemon escapes the group kill at the end of its exec; the run's end finds it by
     # its ACX_SESSION_ID marker. A kept session's daemon is left alone; so is another run's.
+    # (The process-group path; with cgroups, closing a session kills its daemons at once:
+    # tests/drivers/test_host_process_containment.py.)
     import os
     import signal
     import time
@@ -71,7 +73,9 @@ def test_end_run_kills_what_left_the_process_group_but_not_kept_sessions(tmp_pat
             return False
 
     async def main() -> dict[str, int]:
-        driver = HostProcessDriver(HostProcessConfig(workdir_root=str(tmp_path / "sessions")))
+        driver = HostProcessDriver(
+            HostProcessConfig(workdir_root=str(tmp_path / "sessions"), containment="process_group")
+        )
         pids = {}
         for sid in ("run1-abc123-p1", "run1-abc123-p2", "run2-def456-p1"):
             s = await driver.open(OpenRequest(session_id=sid))

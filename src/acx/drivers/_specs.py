@@ -70,6 +70,14 @@ class HostProcessConfig(EnvironmentConfig, frozen=True):
         ),
     ] = False
     keep_workdir: Annotated[bool, _d("keep the session directory after close")] = False
+    containment: Annotated[
+        Literal["auto", "cgroup", "process_group"],
+        _d(
+            "how a session's processes are found and killed at its end: a cgroup v2 per session (`cgroup`, "
+            "an error where unavailable), process groups plus a sweep by marker and directory "
+            "(`process_group`), or a cgroup where available (`auto`)"
+        ),
+    ] = "auto"
 
     def config_warnings(self) -> list[tuple[str, str]]:
         if not self.inherit_env:

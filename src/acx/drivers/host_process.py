@@ -13,10 +13,21 @@ What it enforces and what it does not:
   --map-root-user``; only loopback) when the OS allows it; ``allowlist``/``denylist`` are refused.
   The policy can change between phases: it applies to commands started afterwards; a command's
   process group is killed when its ``exec`` returns, and what left the group (``setsid``,
-  daemons) is killed by its ``ACX_SESSION_ID`` marker when the run ends (:meth:`end_run`).
+  daemons) is killed with the session's cgroup, or else by its ``ACX_SESSION_ID`` marker or a
+  working directory inside a session directory of the run when the run ends (:meth:`end_run`).
 * Commands start in their own session (``setsid``); a timeout or a cancellation sends SIGTERM to the
   whole process group, then SIGKILL after ``kill_grace_seconds`` — children and commands that
   ignore SIGTERM included.
+* **Containment** (``containment``, default ``auto``): where acx can create a cgroup v2 under its
+  own cgroup and move a command into it (probed once: a cgroup2 mount, write access, a kernel
+  with ``cgroup.kill``), each session gets one (named after its directory) and every command
+  starts inside it (a ``/bin/sh`` wrapper joins it before ``exec``, ~3 ms per command); closing
+  the session — or the end of the run, or ``close_session`` after a crash — kills everything in
+  it, whatever the processes did (``env -i``, ``setsid``, double forks, another directory).
+  Where cgroups are not available (``auto``) or not wanted (``process_group``), process groups
+  plus the end-of-run sweep below apply: a daemon that drops its marker *and* leaves the session
+  directory is out of reach there. ``containment = "cgroup"`` refuses to open a session without
+  cgroups.
 * Commands get a minimal environment: ``PATH``, ``HOME``, ``LANG`` and ``TMPDIR`` of acx (those
   set), plus what the plan declares (env maps, a harness's own variables) — never acx's other
   variables, such as the user's API keys. ``inherit_env = true`` passes ``os.environ`` whole
@@ -329,6 +340,118 @@ async def _wait_exit(proc: subprocess.Popen[bytes], pidfd: int) -> None:
         delay = min(delay * 2, 0.05)
 
 
+# ---- containment: a cgroup v2 per session ---------------------------------------------------------
+#: Text written into a session cgroup's ``cgroup.procs`` by the wrapper that starts each command, so
+#: the command is inside before it can fork: ``sh -c 'echo 0 > "$0" && exec "$@"' <procs> argv...``.
+_JOIN_CGROUP = 'echo 0 > "$0" || exit 125; exec "$@"'
+#: The same, for a command whose environment has no ``PWD`` (the shell would add one).
+_JOIN_CGROUP_NO_PWD = 'echo 0 > "$0" || exit 125; unset PWD; exec "$@"'
+
+
+def _cgroup2_mount() -> str | None:
+    """Where the cgroup v2 hierarchy is mounted (``/sys/fs/cgroup``, or ``.../unified`` on hybrid
+    hosts), from /proc/self/mountinfo; None without one."""
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8") as fh:
+            for line in fh:
+                fields = line.split()
+                sep = fields.index("-")
+                if fields[sep + 1] == "cgroup2":
+                    return fields[4]
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _own_cgroup() -> str | None:
+    try:
+        with open("/proc/self/cgroup", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("0::"):
+                    return line[3:].strip()
+    except OSError:
+        pass
+    return None
+
+
+@functools.cache
+def cgroup_parent() -> str | None:
+    """The directory under which session cgroups are made — acx's own cgroup v2 — when this
+    process may create a cgroup there and move a command into it (probed once); else None, and
+    sessions fall back to process groups plus the marker/cwd sweep (see the module docstring)."""
+    mount, own = _cgroup2_mount(), _own_cgroup()
+    if mount is None or own is None:
+        return None
+    parent = os.path.join(mount, own.lstrip("/"))
+    probe = os.path.join(parent, f"acx-probe-{os.getpid()}")
+    try:
+        os.mkdir(probe)
+    except OSError:
+        return None
+    try:
+        if not os.path.exists(os.path.join(probe, "cgroup.kill")):
+            return None  # kernels before 5.14: no atomic kill of a whole cgroup
+        done = subprocess.run(
+            ["/bin/sh", "-c", _JOIN_CGROUP, os.path.join(probe, "cgroup.procs"), "true"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=10,
+            check=False,
+        )
+        return parent if done.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+    finally:
+        _remove_cgroup(probe)
+
+
+def _cgroup_name(root: str) -> str:
+    return os.path.basename(root)
+
+
+def _kill_cgroup(path: str) -> None:
+    """SIGKILL every process in the cgroup ``path`` (``cgroup.kill``), wait until it is empty,
+    remove it. Whatever the processes did — ``setsid``, ``env -i``, a double fork, another
+    directory — they cannot leave a cgroup on their own."""
+    try:
+        with open(os.path.join(path, "cgroup.kill"), "w", encoding="ascii") as fh:
+            fh.write("1")
+    except FileNotFoundError:
+        return
+    except OSError:
+        _kill_listed(path)
+    _remove_cgroup(path)
+
+
+def _kill_listed(path: str) -> None:
+    for _ in range(50):
+        try:
+            with open(os.path.join(path, "cgroup.procs"), encoding="ascii") as fh:
+                pids = [int(p) for p in fh.read().split()]
+        except OSError:
+            return
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _remove_cgroup(path: str) -> None:
+    """rmdir once the killed processes are gone (EBUSY until then; bounded, ~2 s)."""
+    import time
+
+    for _ in range(200):
+        try:
+            os.rmdir(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.01)
+
+
 class HostProcessSession(Session):
     kill_grace_seconds: ClassVar[float] = 1.0
 
@@ -344,8 +467,12 @@ class HostProcessSession(Session):
         network_policy: NetworkPolicy,
         base_env: dict[bytes, bytes],
         holder: int = -1,
+        cgroup: str | None = None,
     ) -> None:
         super().__init__(session_id=session_id, workdir=workdir, public_env=public_env)
+        #: The session's cgroup directory: every command starts inside it, and closing the session
+        #: kills whatever is left in it (None where cgroups are not available: process groups).
+        self.cgroup = cgroup
         self.root = root
         #: The session directory, held open while the session is: how gc tells it is live.
         self._holder = holder
@@ -368,10 +495,23 @@ class HostProcessSession(Session):
         where = os.path.abspath(target)
         return any(where == r or where.startswith(r + os.sep) for r in roots)
 
-    def _argv(self, argv: list[str]) -> list[str]:
+    def _argv(self, argv: list[str], env: dict[bytes, bytes] | None = None) -> list[str]:
         if self._policy.network_mode == "no-network":
-            return [_unshare(), "--net", "--map-root-user", "--", *argv]
+            argv = [_unshare(), "--net", "--map-root-user", "--", *argv]
+        if self.cgroup is not None:
+            script = _JOIN_CGROUP if env is None or b"PWD" in env else _JOIN_CGROUP_NO_PWD
+            argv = ["/bin/sh", "-c", script, os.path.join(self.cgroup, "cgroup.procs"), *argv]
         return argv
+
+    def _not_runnable(self, name: str, env: dict[bytes, bytes], workdir: str) -> ExecResult | None:
+        """Behind the cgroup wrapper the spawn cannot fail for the command itself: say 126/127 as
+        a direct spawn would (same message), before starting anything."""
+        path = os.path.join(workdir, name) if "/" in name else _resolve(name, env.get(b"PATH"))
+        if path is None or not os.path.exists(path):
+            return ExecResult(returncode=127, stderr=f"{name}: No such file or directory\n")
+        if os.path.isdir(path) or not os.access(path, os.X_OK):
+            return ExecResult(returncode=126, stderr=f"{name}: Permission denied\n")
+        return None
 
     def _env(self, env: dict[str, str]) -> dict[bytes, bytes]:
         """The command's environment, already encoded (subprocess would encode every entry)."""
@@ -394,6 +534,13 @@ class HostProcessSession(Session):
     ) -> ExecResult:
         base = self.workdir or self.root
         workdir = base if cwd is None else cwd if os.path.isabs(cwd) else os.path.join(base, cwd)
+        command_env = self._env(env)
+        if self.cgroup is not None and argv:
+            if not os.path.isdir(workdir):
+                raise DriverError(f"working directory {workdir} does not exist in session {self.id}")
+            refused = self._not_runnable(argv[0], command_env, workdir)
+            if refused is not None:
+                return refused
         # Plain pipes, no trio stream objects: _Command reads them. A stdin that fits the pipe
         # buffer is written before the command starts and its pipe closed (EOF) at once.
         out_r = out_w = err_r = err_w = in_r = in_w = -1
@@ -418,12 +565,12 @@ class HostProcessSession(Session):
             # the bare loop; only a driver-only loop with nothing else to do prefers the thread).
             await trio.lowlevel.checkpoint()
             proc = _spawn(
-                self._argv(argv),
+                self._argv(argv, command_env),
                 in_r if stdin is not None else subprocess.DEVNULL,
                 out_w,
                 err_w,
                 workdir,
-                self._env(env),
+                command_env,
             )
         except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
             _close_fds(out_r, err_r, in_w)
@@ -562,6 +709,9 @@ class HostProcessSession(Session):
             except (ProcessLookupError, PermissionError):
                 pass
         self._live.clear()
+        if self.cgroup is not None:
+            # Everything the session's commands started, wherever it went (issue 11 item 12).
+            await trio.to_thread.run_sync(_kill_cgroup, self.cgroup)
         if self._holder >= 0:
             os.close(self._holder)
             self._holder = -1
@@ -724,6 +874,12 @@ class HostProcessDriver(Driver):
     _env_snapshot: dict[bytes, bytes] | None = None
     _parent_dir: str | None = None
 
+    def __init__(self, config: HostProcessConfig | None = None) -> None:
+        super().__init__(config if config is not None else HostProcessConfig())
+        #: (session id, real directory) of every session this driver opened: without cgroups,
+        #: :meth:`end_run` also kills what still works inside one (a daemon that dropped its marker).
+        self._opened: list[tuple[str, str]] = []
+
     def capabilities(self) -> DriverCapabilities:
         return probe_host_process()
 
@@ -752,6 +908,8 @@ class HostProcessDriver(Driver):
                 _mark_kept(root)
         except OSError as exc:
             raise EnvironmentSetupError(f"host_process: cannot create a session directory: {exc}") from exc
+        cgroup = self._make_cgroup(root, config)
+        self._opened.append((request.session_id, os.path.realpath(root)))
         return HostProcessSession(
             session_id=request.session_id,
             root=root,
@@ -762,7 +920,29 @@ class HostProcessDriver(Driver):
             network_policy=policy,
             base_env=self._base_env(),
             holder=holder,
+            cgroup=cgroup,
         )
+
+    def _make_cgroup(self, root: str, config: HostProcessConfig) -> str | None:
+        """The session's cgroup under :func:`cgroup_parent`, named after its directory; None when
+        containment is ``process_group`` or (``auto``) cgroups are not available here."""
+        if config.containment == "process_group":
+            return None
+        parent = cgroup_parent()
+        if parent is None:
+            if config.containment == "cgroup":
+                raise EnvironmentSetupError(
+                    "host_process: containment = 'cgroup' but this process cannot create and join a "
+                    "cgroup v2 (no cgroup2 mount, no write access to its own cgroup, or a kernel "
+                    "before 5.14); use containment = 'auto' to fall back to process groups"
+                )
+            return None
+        path = os.path.join(parent, _cgroup_name(root))
+        try:
+            os.mkdir(path)
+        except OSError as exc:
+            raise EnvironmentSetupError(f"host_process: cannot create the session cgroup {path}: {exc}") from exc
+        return path
 
     def _parent(self) -> str:
         """The absolute directory that holds the session directories (cached per driver)."""
@@ -832,15 +1012,27 @@ class HostProcessDriver(Driver):
 
     async def end_run(self, session_prefix: str, keep: frozenset[str] = frozenset()) -> None:
         """SIGKILL the processes of the run's sessions that left their command's process group
-        (``setsid``, daemons): found by their ``ACX_SESSION_ID`` marker — one scan of the process
-        table per run, not per session. Processes of kept sessions are left alone."""
+        (``setsid``, daemons): found by their ``ACX_SESSION_ID`` marker or a working directory
+        inside one of the run's session directories — one scan of the process table per run —
+        and, with cgroups, whatever is left in a session cgroup that was never closed. Processes
+        of kept sessions are left alone."""
         spare = frozenset(os.fsencode(k) for k in keep)
         await trio.to_thread.run_sync(_reap_marked, os.fsencode(session_prefix), spare)
+        roots = [r for sid, r in self._opened if sid.startswith(session_prefix) and sid not in keep]
+        if roots:
+            await trio.to_thread.run_sync(_kill_matching, lambda pid: _cwd_inside(pid, roots))
+        parent = cgroup_parent()
+        if parent is not None:  # the cgroups of sessions that were never closed (not kept)
+            await trio.to_thread.run_sync(_kill_run_cgroups, parent, _prefix(session_prefix)[:-1], keep)
 
     async def close_session(self, session_id: str) -> None:
         """Kill the leftover processes of a crashed session (found by their ``ACX_SESSION_ID``
         marker, or a cwd inside the session directory) and remove its directory."""
         roots = await trio.to_thread.run_sync(_session_dirs, self._parent(), session_id)
+        parent = cgroup_parent()
+        if parent is not None:
+            for root in roots:
+                await trio.to_thread.run_sync(_kill_cgroup, os.path.join(parent, _cgroup_name(root)))
         killed = await trio.to_thread.run_sync(_reap, session_id, roots)
         if not roots and not killed:
             raise DriverError(f"no host_process session with id {session_id!r}", code="session_not_found")
@@ -848,6 +1040,14 @@ class HostProcessDriver(Driver):
             await trio.to_thread.run_sync(functools.partial(shutil.rmtree, root, ignore_errors=True))
             with contextlib.suppress(OSError):
                 os.unlink(_kept_marker(root))
+
+
+def _kill_run_cgroups(parent: str, prefix: str, keep: frozenset[str]) -> None:
+    kept = tuple(_prefix(k) for k in keep)
+    with contextlib.suppress(OSError):
+        for name in os.listdir(parent):
+            if name.startswith(prefix) and not name.startswith(kept) and _SESSION_DIR.fullmatch(name):
+                _kill_cgroup(os.path.join(parent, name))
 
 
 def _is_real_dir(path: str) -> bool:
