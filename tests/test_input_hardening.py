@@ -66,7 +66,7 @@ DEEP = 1200
     [
         ("list.yaml", HEAD + REQ + "    metadata: " + "[" * DEEP + "]" * DEEP + "\n"),
         ("map.yaml", HEAD + REQ + "x: " + "{a: " * DEEP + "1" + "}" * DEEP + "\n"),
-        ("block.yaml", HEAD + REQ + "x:\n" + "".join(" " * (i + 1) + "k:\n" for i in range(DEEP))),
+        ("block.yaml", HEAD + REQ + "x:\n" + "".join(" " * (i + 1) + "k:\n" for i in range(600))),
         ("list.json", '{"version": 1, "x": ' + "[" * DEEP + "]" * DEEP + "}"),
         ("map.json", '{"version": 1, "x": ' + '{"a": ' * DEEP + "1" + "}" * DEEP + "}"),
         ("list.acx", ACX_RUN.format(extra="metadata = " + "[" * DEEP + "]" * DEEP)),

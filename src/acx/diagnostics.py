@@ -141,11 +141,12 @@ def unique(diags: Any) -> list[Diagnostic]:
 def _source_lines(file: str, sources: dict[str, str] | None) -> list[str] | None:
     if sources is not None and file in sources:
         return sources[file].splitlines()
-    from acx.inputs import InputFileError, read_regular_file
+    from acx.inputs import MAX_DATASET_BYTES, InputFileError, read_regular_file
 
     try:
-        # Only a regular file of bounded size is framed (never a FIFO, device or huge file).
-        return read_regular_file(file).decode("utf-8").splitlines()
+        # Only a regular file of bounded size is framed (never a FIFO or a device); datasets
+        # are the largest files a frame points into.
+        return read_regular_file(file, max_bytes=MAX_DATASET_BYTES).decode("utf-8").splitlines()
     except (OSError, UnicodeDecodeError, InputFileError):
         return None
 

@@ -206,7 +206,8 @@ def _check_expansion(root: Node, path: str) -> None:
                 total += size(part)
                 if total > MAX_EXPANDED_NODES:
                     raise AcxConfigError(
-                        f"aliases expand this document past {MAX_EXPANDED_NODES:,} values",
+                        f"this document has more than {MAX_EXPANDED_NODES:,} values (aliases and merge keys "
+                        "counted as expanded)",
                         code="E0219",
                         span=_mark_span(path, part),
                         help=f"a document expands to at most {MAX_EXPANDED_NODES:,} values (docs/errors.md#E0219); "
