@@ -192,7 +192,11 @@ def test_leftover_session_directories_are_listed_and_closed(tmp_path: Path) -> N
     async def go() -> tuple[list[str], list[str]]:
         driver = _driver(tmp_path, keep_workdir=True)
         s = await _open(driver, "run1-task-1")
-        await s.close()  # kept: its directory stays, like a crashed session's
+        (live,) = await driver.list_sessions()
+        assert live.owner_alive is True and not live.kept  # acx env / gc: an open session is live
+        await s.close()  # kept: its directory stays
+        (kept,) = await driver.list_sessions()
+        assert kept.owner_alive is False and kept.kept and kept.state == "kept"
         listed = [r.id for r in await driver.list_sessions({"acx.run_id": "run1"})]
         await driver.close_session("run1-task-1")
         with pytest.raises(DriverError) as info:
@@ -291,3 +295,36 @@ def test_planning_refuses_what_bwrap_cannot_enforce_and_imports_no_trio(tmp_path
         [sys.executable, "-c", probe, str(spec)], capture_output=True, text=True, check=True, cwd=tmp_path
     )
     assert out.stdout.split() == ["[]"], out.stdout + out.stderr  # Harbor tasks plan on bwrap
+
+
+def test_a_crashed_owner_leaves_an_orphan_and_no_processes(tmp_path: Path) -> None:
+    # acx gc's input: the sandbox died with its acx process; its directory is an orphan (owner gone)
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = (
+        "import sys, trio\n"
+        "from acx.drivers._base import OpenRequest\n"
+        "from acx.drivers.bwrap import BwrapConfig, BwrapDriver\n"
+        "async def go():\n"
+        "    s = await BwrapDriver(BwrapConfig(workdir_root=sys.argv[1])).open(OpenRequest(session_id='crash-1'))\n"
+        "    await s.exec('setsid sleep 300 >/dev/null 2>&1 &', shell=True)\n"
+        "    print(s._state.pid1, flush=True)\n"
+        "    await trio.sleep(300)\n"
+        "trio.run(go)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "s")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        pid1 = int(proc.stdout.readline())
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    deadline = time.monotonic() + 20
+    while not _gone(pid1) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _gone(pid1), "the sandbox must die with the acx process that opened it"
+    (record,) = trio.run(_driver(tmp_path).list_sessions)
+    assert record.id == "crash-1" and record.owner_alive is False and not record.kept

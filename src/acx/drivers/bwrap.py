@@ -69,6 +69,8 @@ _SPECIAL = frozenset({"proc", "dev", "sys"})
 _SYSTEM_DIRS = frozenset({"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "var", "boot", "opt"})
 _DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _SESSION_PREFIX = "acx-bwrap-"
+#: A file in a session directory kept on purpose (``keep_workdir``): acx gc spares it.
+_KEPT = "kept"
 _MAX_LINKS = 40
 
 
@@ -789,6 +791,9 @@ class _State:
         self.cgroup_procs: list[str] = []
         self.proc: subprocess.Popen[bytes] = None  # type: ignore[assignment]
         self.holder_w = -1
+        #: The session directory held open while the session lives: how `list_sessions` (acx env,
+        #: acx gc) tells a live session from a crashed run's (drivers._owner.held_dirs).
+        self.dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         self.pid1 = 0
         self.holder = 0
         self.pidns = ""
@@ -854,8 +859,13 @@ class _State:
                     break
                 except OSError:
                     time.sleep(0.01)
-        if not keep_dir:
+        if keep_dir:
+            Path(self.directory, _KEPT).touch()
+        else:
             shutil.rmtree(self.directory, ignore_errors=True)
+        if self.dir_fd >= 0:
+            os.close(self.dir_fd)
+            self.dir_fd = -1
 
 
 class BwrapDriver(Driver):
@@ -1089,18 +1099,36 @@ class BwrapDriver(Driver):
 
     # ---- discovery --------------------------------------------------------------------------------
     async def list_sessions(self, labels: Mapping[str, str] | None = None) -> list[SessionRecord]:
-        """Session directories that were not closed (crashed or kept; their sandboxes died with acx)."""
+        """Session directories that exist: open ones (``owner_alive``: an acx process holds the
+        directory open), and those a crash or ``keep_workdir`` left (their sandboxes died with
+        the acx process that opened them)."""
         import trio
+
+        from acx.drivers._owner import held_dirs
 
         parent = self._parent()
         names = await trio.to_thread.run_sync(_session_dirs, parent, None)
+        real = {os.path.realpath(os.path.join(parent, n)): n for n in names}
+        held = {real[p] for p in await trio.to_thread.run_sync(held_dirs, set(real))}
         run_id = (labels or {}).get("acx.run_id")
         out = []
         for name in names:
             sid = name[len(_SESSION_PREFIX) :].rsplit("-", 1)[0]
             if run_id and not sid.startswith(f"{run_id}-"):
                 continue
-            out.append(SessionRecord(id=sid, provider=self.id, labels={"path": os.path.join(parent, name)}))
+            path = os.path.join(parent, name)
+            kept = os.path.exists(os.path.join(path, _KEPT))
+            out.append(
+                SessionRecord(
+                    id=sid,
+                    provider=self.id,
+                    labels={"path": path},
+                    name=path,
+                    state="kept" if kept else "active",
+                    owner_alive=name in held,
+                    kept=kept,
+                )
+            )
         return out
 
     async def close_session(self, session_id: str) -> None:
