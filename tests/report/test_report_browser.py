@@ -162,6 +162,12 @@ def test_live_view_refreshes_a_run_in_progress(page: Any, tmp_path: Path, shots:
             conn.request("GET", bad)
             assert conn.getresponse().status == 404, bad
             conn.close()
+        conn = http.client.HTTPConnection(str(host), int(port), timeout=5)
+        conn.request("GET", "/api/runs", headers={"Host": "attacker.example:80"})  # DNS rebinding
+        assert conn.getresponse().status == 403
+        conn.close()
+        runs = json.loads(page.request.get(server.url + "api/runs").text())
+        assert [r["rel"] for r in runs] == ["synthetic/20260101_000000"]
         progress = json.loads(page.request.get(server.url + "api/progress/synthetic/20260101_000000").text())
         assert progress["status"] == "completed" and progress["live"] is False
     finally:

@@ -33,15 +33,8 @@ def render_runs(
 ) -> tuple[str, list[RunData], int]:
     """(document, runs, redactions) for ``run_dirs``; the first run is the comparison baseline."""
     runs = [load_run(str(d)) for d in run_dirs]
-    provenance = [_provenance(Path(r.path)) for r in runs]
-    doc, redacted = render_report(runs, live=live, redactor=Redactor(environ), provenance=provenance)
+    doc, redacted = render_report(runs, live=live, redactor=Redactor(environ))
     return doc, runs, redacted
-
-
-def _provenance(run_dir: Path) -> dict[str, Any] | None:
-    from acx.results import RunReader
-
-    return RunReader(run_dir, {}).provenance
 
 
 def write_report(

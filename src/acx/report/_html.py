@@ -253,7 +253,6 @@ def render_report(
     *,
     live: dict[str, Any] | None = None,
     redactor: Redactor | None = None,
-    provenance: list[dict[str, Any] | None] | None = None,
 ) -> tuple[str, int]:
     """The report document and the number of secret-looking strings it replaced."""
     red = redactor or Redactor()
@@ -283,9 +282,9 @@ def render_report(
                 "live": run.live,
                 "rows": run.rows,
                 "plans": run.plans,
-                "provenance": (provenance[i] if provenance and i < len(provenance) else None),
+                "provenance": run.provenance,
             }
-            for i, run in enumerate(runs)
+            for run in runs
         ],
     }
     body_html = red.text("".join(pages)).replace("://", "&#58;//")

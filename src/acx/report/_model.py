@@ -63,6 +63,8 @@ class RunData:
     values: dict[str, dict[str, float]] = field(default_factory=dict)
     metric_kinds: dict[str, str] = field(default_factory=dict)
     charts: dict[str, Any] = field(default_factory=dict)
+    #: ``provenance.json`` (written by ``acx run``), None when the run has none.
+    provenance: dict[str, Any] | None = None
 
     @property
     def run_id(self) -> str:
@@ -431,6 +433,7 @@ def load_run(path: str) -> RunData:
         values=values,
         metric_kinds=kinds,
         charts=charts,
+        provenance=reader.provenance,
     )
 
 

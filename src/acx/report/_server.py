@@ -1,7 +1,8 @@
 """``acx view``: a local web server listing the runs under a results directory and serving their
 reports; a run still in progress is re-rendered as its files change and its page reloads itself.
 
-Loopback by default. Only GET/HEAD of four kinds of path are answered (``/``, ``/run/<rel>/``,
+Loopback by default, and then only requests whose Host header is a loopback name are answered
+(no DNS rebinding). Only GET/HEAD of four kinds of path are answered (``/``, ``/run/<rel>/``,
 ``/api/progress/<rel>``, ``/api/runs``); ``<rel>`` must name a run directory under the root
 (no ``..``, no symlink out of it).
 """
@@ -103,8 +104,21 @@ class ViewServer:
             return None
         return path if (path / "run_info.json").is_file() else None
 
+    def _host_ok(self, req: BaseHTTPRequestHandler) -> bool:
+        """On loopback, only requests addressed to a loopback name are answered: a web page
+        elsewhere cannot read the results through DNS rebinding (its Host header names its own
+        domain)."""
+        if not is_loopback(str(self.httpd.server_address[0])):
+            return True
+        host = (req.headers.get("Host") or "").strip().lower()
+        name = host[1:].split("]", 1)[0] if host.startswith("[") else host.rsplit(":", 1)[0]
+        return is_loopback(name)
+
     def _handle(self, req: BaseHTTPRequestHandler, *, send_body: bool) -> None:
         path = urllib.parse.unquote(urllib.parse.urlsplit(req.path).path)
+        if not self._host_ok(req):
+            self._send(req, 403, "text/plain; charset=utf-8", b"forbidden: not a loopback Host\n", send_body)
+            return
         try:
             if path == "/":
                 self._send(req, 200, "text/html; charset=utf-8", self._index(), send_body)
@@ -226,4 +240,5 @@ def _or_dash(v: Any) -> str:
 
 
 def is_loopback(host: str) -> bool:
+    """127.0.0.0/8, ::1 or localhost."""
     return host in _LOOPBACK or host.startswith("127.")
