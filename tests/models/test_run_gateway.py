@@ -202,3 +202,16 @@ def test_role_fields_validated_with_locations(tmp_path: Path) -> None:  # contra
     res = acx("validate", str(spec), cwd=tmp_path)
     assert res.returncode == 2 and "E0203" in res.stderr and "model.roles.grader" in res.stderr
     assert "did you mean `api_protocol`" in res.stderr and "run.yaml:" in res.stderr
+
+
+def test_token_budget_without_usage_is_a_warning(tmp_path: Path) -> None:  # contract M5 (§7.7.5)
+    with FakeModelServer([text("0", usage=None)]) as srv:
+        model = f'{{id: m, base_url: "{srv.base_url}", limits: {{max_tokens_total: 100}}}}'
+        spec = write_spec(tmp_path, "{id: openai_chat}", model, n=1)
+        res = acx("run", str(spec), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    (run_dir,) = (tmp_path / "results" / "m").iterdir()
+    r0 = json.loads(next(run_dir.rglob("attempt-1/result.json")).read_text())
+    warn = [i for i in r0["issues"] if i["code"] == "usage_unavailable"]
+    assert warn and warn[0]["severity"] == "warning" and r0["status"] == "completed"
+    assert r0["telemetry"]["model_usage"]["calls_without_usage"] == 1

@@ -110,6 +110,18 @@ def merge_into_result(result: RunResult, session: Any, attempt_dir: Path, scrub:
     if not session.calls:
         return msgspec.structs.replace(result, issues=issues) if issues != list(result.issues) else result
     telemetry["model_usage"] = session.usage()
+    missing = session.totals.calls_without_usage
+    if missing and session.limits.max_tokens_total is not None:
+        # A token budget the server does not report against cannot be enforced: say so, go on.
+        issues.append(
+            ExecutionIssue(
+                severity="warning",
+                phase="run",
+                code="usage_unavailable",
+                message=f"{missing} model call(s) reported no token usage: max_tokens_total = "
+                f"{session.limits.max_tokens_total} counts only the calls that did",
+            )
+        )
     trajectory = actf_trajectory(session.calls)
     attempt_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_json(

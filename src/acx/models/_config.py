@@ -53,7 +53,7 @@ def resolve_protocol(value: str | list[str] | None, default: Protocol, *, path: 
         if item not in (*PROTOCOLS, "auto", ""):
             raise AcxPlanError(
                 f"{path} {item!r} is not a protocol acx speaks",
-                code="E0428",
+                code="E0470",
                 path=path,
                 help="use one of: " + ", ".join(PROTOCOLS) + " (or auto)",
             )
@@ -80,12 +80,12 @@ def _endpoint(
     spec: ModelRoleSpec, path: str, environ: Mapping[str, str], default_protocol: Protocol, run_dir: str | None
 ) -> Endpoint:
     if not spec.id:
-        raise AcxPlanError(f"{path}.id is not set", code="E0429", path=f"{path}.id", help="name the model id")
+        raise AcxPlanError(f"{path}.id is not set", code="E0471", path=f"{path}.id", help="name the model id")
     base_url = _resolve(spec.base_url, environ, f"{path}.base_url")
     if not base_url:
         raise AcxPlanError(
             f"{path}.base_url is not set: acx cannot reach model {spec.id!r}",
-            code="E0429",
+            code="E0471",
             path=f"{path}.base_url",
             help="give the endpoint's base URL, e.g. https://api.openai.com/v1",
         )
