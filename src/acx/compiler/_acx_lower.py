@@ -61,6 +61,9 @@ LOWERING_CODES: dict[str, str] = {
     "E0131": "invalid for loop",
     "E0132": "invalid document structure",
     "E0133": "invalid recipe",
+    # Input codes shared with every other input format (acx.inputs, docs/errors.md):
+    "E0218": "not a regular file (directory, FIFO, socket, device)",
+    "E0219": "an input limit was hit (size, nesting, expansion, string, loop count, integer)",
 }
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
