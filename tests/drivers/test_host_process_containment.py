@@ -60,14 +60,15 @@ def _daemon(pidfile: Path, *, leave: bool) -> list[str]:
 
 async def _start_daemon(tmp_path: Path, containment: str, *, leave: bool, close: bool = True) -> int:
     driver = HostProcessDriver(HostProcessConfig(workdir_root=str(tmp_path / "s"), containment=containment))  # type: ignore[arg-type]
-    session = await driver.open(OpenRequest(session_id="run-abc123-t1"))
+    prefix = f"run-{os.getpid()}-"  # test workers run in parallel: one run each
+    session = await driver.open(OpenRequest(session_id=f"{prefix}t1"))
     pidfile = tmp_path / "daemon.pid"
     assert (await session.exec(_daemon(pidfile, leave=leave))).returncode == 0
     pid = int(pidfile.read_text())
     assert _alive(pid)
     if close:
         await session.close()
-    await driver.end_run("run-abc123-")
+    await driver.end_run(prefix)
     return pid
 
 
@@ -77,7 +78,7 @@ def test_a_daemon_that_drops_its_marker_and_leaves_is_killed_with_its_session(tm
     pid = trio.run(lambda: _start_daemon(tmp_path, containment, leave=True))
     assert _wait_dead(pid)
     parent = cgroup_parent()
-    assert parent is not None and not [n for n in os.listdir(parent) if n.startswith("acx-run-abc123-")]
+    assert parent is not None and not [n for n in os.listdir(parent) if n.startswith(f"acx-run-{os.getpid()}-")]
 
 
 @needs_cgroups

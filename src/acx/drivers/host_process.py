@@ -1022,8 +1022,9 @@ class HostProcessDriver(Driver):
         if roots:
             await trio.to_thread.run_sync(_kill_matching, lambda pid: _cwd_inside(pid, roots))
         parent = cgroup_parent()
-        if parent is not None:  # the cgroups of sessions that were never closed (not kept)
-            await trio.to_thread.run_sync(_kill_run_cgroups, parent, _prefix(session_prefix)[:-1], keep)
+        if parent is not None and roots:  # this driver's sessions that were never closed (not kept)
+            paths = [os.path.join(parent, _cgroup_name(root)) for root in roots]
+            await trio.to_thread.run_sync(lambda: [_kill_cgroup(p) for p in paths])
 
     async def close_session(self, session_id: str) -> None:
         """Kill the leftover processes of a crashed session (found by their ``ACX_SESSION_ID``
@@ -1040,14 +1041,6 @@ class HostProcessDriver(Driver):
             await trio.to_thread.run_sync(functools.partial(shutil.rmtree, root, ignore_errors=True))
             with contextlib.suppress(OSError):
                 os.unlink(_kept_marker(root))
-
-
-def _kill_run_cgroups(parent: str, prefix: str, keep: frozenset[str]) -> None:
-    kept = tuple(_prefix(k) for k in keep)
-    with contextlib.suppress(OSError):
-        for name in os.listdir(parent):
-            if name.startswith(prefix) and not name.startswith(kept) and _SESSION_DIR.fullmatch(name):
-                _kill_cgroup(os.path.join(parent, name))
 
 
 def _is_real_dir(path: str) -> bool:
