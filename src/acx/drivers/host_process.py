@@ -424,6 +424,11 @@ def _kill_cgroup(path: str) -> None:
     _remove_cgroup(path)
 
 
+def _kill_cgroups(paths: list[str]) -> None:
+    for path in paths:
+        _kill_cgroup(path)
+
+
 def _kill_listed(path: str) -> None:
     for _ in range(50):
         try:
@@ -1024,7 +1029,7 @@ class HostProcessDriver(Driver):
         parent = cgroup_parent()
         if parent is not None and roots:  # this driver's sessions that were never closed (not kept)
             paths = [os.path.join(parent, _cgroup_name(root)) for root in roots]
-            await trio.to_thread.run_sync(lambda: [_kill_cgroup(p) for p in paths])
+            await trio.to_thread.run_sync(_kill_cgroups, paths)
 
     async def close_session(self, session_id: str) -> None:
         """Kill the leftover processes of a crashed session (found by their ``ACX_SESSION_ID``
