@@ -9,6 +9,7 @@ import pytest
 
 from acx.cli import main
 from acx.errors import AcxResultsError
+from acx.report import load_run
 from acx.results import RunReader, find_runs
 from acx.testing.results import synthetic_tasks, write_run
 
@@ -27,6 +28,13 @@ def test_reader_lists_tasks_attempts_retries_and_running(tmp_path: Path) -> None
     assert running.state == "running" and running.attempts[0].result is not None
     assert len(running.attempts) == 1 and running.task_json == {}  # attempt 2 wrote nothing yet
     assert records["task-00000"].attempts[0].retries[0]["reason"] == "overloaded"
+    # The report also lists the started task no file names yet, with its phases from the events.
+    run_data = load_run(str(run.path))
+    rows = {r[0]: r for r in run_data.rows}
+    assert len(rows) == 30 and rows["task-00002"][1:4] == ["running", "cat-2", "running"]
+    detail = next(d for d in run_data.details if d["task_id"] == "task-00002")
+    assert [p[0] for p in detail["attempts"][0]["phases"]][:2] == ["open_environment", "prepare_task"]
+    assert "task-00002" not in run_data.values  # nothing to compare yet
     assert records["task-00003"].attempts[0].result["task_id"] == "task-00003"
     assert run.is_live() is False  # status running, but no process holds the lock
 

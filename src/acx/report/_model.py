@@ -414,6 +414,8 @@ def load_run(path: str) -> RunData:
         # No string can be longer than the files it came from: small tasks skip the walk.
         big = sum(a.size for a in task.attempts) + sum(len(str(v)) for v in detail.values() if isinstance(v, str))
         details.append(_cut(detail) if big > MAX_TEXT else detail)
+    if info.get("status") == "running":  # in progress or killed: tasks with no file yet
+        _add_started(reader, {r[0] for r in rows}, timings, rows, details)
     headline = _headline(metrics, primary, [r[4] for r in rows if r[4] is not None], kinds.get(primary or ""))
     overview = _overview(info, progress, totals)
     overview["plans"] = _plan_summary(plans, plan_uses)
@@ -435,6 +437,42 @@ def load_run(path: str) -> RunData:
         charts=charts,
         provenance=reader.provenance,
     )
+
+
+def _add_started(
+    reader: RunReader,
+    known: set[str],
+    timings: dict[tuple[str, int], list[PhaseTiming]],
+    rows: list[list[Any]],
+    details: list[dict[str, Any]],
+) -> None:
+    """Rows for the tasks that started but have no file yet (state ``running``): their phases so
+    far come from the progress events. They have no values, so a comparison ignores them."""
+    started = {t: c for t, c in reader.started_tasks().items() if t not in known}
+    by_task: dict[str, list[int]] = {}
+    for t, n in timings:
+        if t in started:
+            by_task.setdefault(t, []).append(n)
+    for task_id, category in started.items():
+        attempts = [
+            _attempt_detail(AttemptRecord(n, "", None), timings[(task_id, n)], None, {})
+            for n in sorted(by_task.get(task_id, []))
+        ]
+        secs = sum(p.seconds or 0.0 for n in by_task.get(task_id, []) for p in timings[(task_id, n)])
+        rows.append([task_id, "running", category, "running", None, [], len(attempts), 0, round(secs, 3), None, ""])
+        details.append(
+            {
+                "task_id": task_id,
+                "state": "running",
+                "category": category,
+                "instruction": None,
+                "ground_truth": None,
+                "attempt_plan": None,
+                "retry_counts": None,
+                "dir": None,
+                "attempts": attempts,
+            }
+        )
 
 
 def _plan_summary(plans: list[dict[str, Any]], uses: list[int]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ live process holds it) and tolerates a run that is still being written (a torn l
         for attempt in task.attempts:   # attempt-N/result.json, in order
             attempt.n, attempt.result, attempt.retries   # discarded tries (retry records)
     run.phase_timings()                  # (task_id, attempt) → [(phase, seconds), ...]
+    run.started_tasks()                  # task id → category of every task_started event
     find_runs("results")                 # every run directory under a results root
 """
 

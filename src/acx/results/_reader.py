@@ -69,6 +69,7 @@ class _Event(msgspec.Struct):
     attempt: int | None = None
     timestamp: float | None = None
     phase: str | None = None
+    category: str | None = None
 
 
 _decode_event = msgspec.json.Decoder(_Event).decode
@@ -235,6 +236,27 @@ class RunReader:
                     yield _decode_event(line)
                 except (msgspec.DecodeError, ValueError):
                     continue
+
+    def started_tasks(self) -> dict[str, str]:
+        """task id → category of every task a ``task_started`` event names, in order: with
+        :meth:`tasks`, what a run in progress (or killed) is working on before any file of the
+        task exists."""
+        out: dict[str, str] = {}
+        try:
+            fh = open(self.path / "progress.jsonl", "rb")  # noqa: SIM115 (closed by the with below)
+        except OSError:
+            return out
+        with fh:
+            for line in fh:
+                if b'"task_started"' not in line:
+                    continue
+                try:
+                    ev = _decode_event(line)
+                except (msgspec.DecodeError, ValueError):
+                    continue
+                if ev.event == "task_started" and ev.task_id is not None:
+                    out.setdefault(ev.task_id, ev.category or "all")
+        return out
 
     # ---- tasks -------------------------------------------------------------------------------
     def task_dirs(self) -> Iterator[tuple[str, str]]:

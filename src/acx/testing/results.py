@@ -200,6 +200,7 @@ def write_run(
     for task in tasks:
         d = root / "details" / task.get("state", "normal") / _task_dir(task["task_id"])
         attempts = task.get("attempts", [])
+        event("task_started", task_id=task["task_id"], category=task.get("category", "all"))
         for n, a in enumerate(attempts, start=1):
             plans.setdefault(task["task_id"], {"attempts": {}})["attempts"][str(n)] = _PLAN
             event("attempt_started", task_id=task["task_id"], attempt=n)
