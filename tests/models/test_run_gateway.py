@@ -215,3 +215,17 @@ def test_token_budget_without_usage_is_a_warning(tmp_path: Path) -> None:  # con
     warn = [i for i in r0["issues"] if i["code"] == "usage_unavailable"]
     assert warn and warn[0]["severity"] == "warning" and r0["status"] == "completed"
     assert r0["telemetry"]["model_usage"]["calls_without_usage"] == 1
+
+
+def test_wrap_api_key_in_a_run(tmp_path: Path) -> None:  # contract M1 (model.wrap_api_key, issue 11.16)
+    import base64
+
+    with FakeModelServer() as srv:
+        model = f'{{id: m, base_url: "{srv.base_url}", api_key: "${{MKEY}}", wrap_api_key: true}}'
+        spec = write_spec(tmp_path, "{id: openai_chat}", model, n=1)
+        res = acx("run", str(spec), cwd=tmp_path, env={"MKEY": KEY})
+    assert res.returncode == 0, res.stderr
+    (run_dir,) = (tmp_path / "results" / "m").iterdir()
+    sent = base64.b64decode(srv.requests[0].headers["authorization"].removeprefix("Bearer ")).decode()
+    assert sent == f"<api_secret>{KEY}</api_secret><session_id>{run_dir.resolve()}</session_id>"
+    assert_key_nowhere(tmp_path / "results")
