@@ -103,3 +103,35 @@ def test_damaged_files_do_not_break_the_report(tmp_path: Path, capsys: pytest.Ca
     assert main(["report", str(d)]) == 0
     assert main(["results", "tasks", str(d), "--format", "json"]) == 0
     assert "task-00002" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "secret",
+    [
+        "sk-ant-" + "api03-" + "x" * 30,
+        "sk-" + "A" * 40,
+        "ghp_" + "a1" * 18,
+        "github_pat_" + "A_1" * 15,
+        "glpat-" + "abcDEF123456789xyz_-",
+        "xoxb-" + "1234567890-abcdef",
+        "AKIA" + "ABCDEFGHIJKLMNOP",
+        "AIza" + "B" * 35,
+        "hf_" + "c" * 34,
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+        "-----BEGIN RSA PRIVATE KEY-----\\nMIIEowIBAAKCAQEA\\n-----END RSA PRIVATE KEY-----",
+    ],
+)
+def test_each_known_secret_shape_is_replaced(secret: str) -> None:
+    r = Redactor(environ={})
+    out = r.text(f'{{"answer": "the key is {secret} ok"}}')
+    assert secret not in out and "********" in out and r.count == 1
+    assert out.startswith('{"answer": "the key is ') and out.endswith(' ok"}')  # JSON stays intact
+
+
+def test_context_secrets_are_replaced_keeping_the_context() -> None:
+    r = Redactor(environ={})
+    assert r.text("Authorization: Bearer abcdefghijklmnop1234") == "Authorization: Bearer ********"
+    assert r.text("git clone ht" + "tps://bob:hunter2pw@git.example/x") == (
+        "git clone ht" + "tps://bob:********@git.example/x"
+    )
+    assert r.count == 2
