@@ -267,3 +267,24 @@ def test_agent_speaking_another_protocol_is_translated(agent: str, model: str) -
     assert len(srv.requests) == 1 and s.usage()["completion_tokens"] == 4
     traj = actf_trajectory(s.calls)
     assert traj["steps"][0]["system_prompt"] == "sys" and traj["steps"][0]["user_content"] == "hi"
+
+
+def test_a_role_has_its_own_limits() -> None:  # contract M5 (roles)
+    with FakeModelServer() as srv:
+        ep = Endpoint(base_url=srv.base_url, model="judge", api_key=KEY, max_retries=0)
+        rs = {**roles(srv), "grader": Role("grader", ep, None, Limits(max_model_calls=1))}
+
+        async def fn(gw: Gateway):
+            s = gw.open_session("t", Limits(max_model_calls=3))
+            await s.complete(REQ, role="grader")
+            with pytest.raises(ModelCallError, match="the grader role's max_model_calls = 1 reached"):
+                await s.complete(REQ, role="grader")
+            await s.complete(REQ)  # the agent role is not held by the grader's limit
+            await s.complete(REQ)  # ... but the task's limit (3 calls, all roles) is reached now
+            with pytest.raises(ModelCallError, match="max_model_calls = 3 reached"):
+                await s.complete(REQ)
+            return s
+
+        s = trio.run(with_gateway, rs, fn)
+    assert len(srv.requests) == 3 and len(s.refusals) == 2
+    assert s.usage()["by_role"]["grader"]["model_calls"] == 1

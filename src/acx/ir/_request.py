@@ -87,6 +87,10 @@ class ModelRoleSpec(IRStruct, frozen=True):
     connect_timeout_seconds: Annotated[PositiveSeconds, _d("bound on connecting to the endpoint")] = 10.0
     request_timeout_seconds: Annotated[PositiveSeconds, _d("longest silence while waiting for an answer")] = 600.0
     total_timeout_seconds: Annotated[PositiveSeconds, _d("bound on one call, retries and waits included")] = 1800.0
+    limits: Annotated[
+        ModelLimits,
+        _d("per-task limits: for `model`, all roles together; for a `model.roles` entry, that role's calls"),
+    ] = ModelLimits()
 
 
 class ModelSpec(ModelRoleSpec, frozen=True):
@@ -94,7 +98,6 @@ class ModelSpec(ModelRoleSpec, frozen=True):
     ``roles`` adds more models by role (``grader``, ...)."""
 
     roles: Annotated[dict[str, ModelRoleSpec], _d("more models by role name (grader, ...)")] = {}
-    limits: Annotated[ModelLimits, _d("per-task limits enforced by the model gateway")] = ModelLimits()
 
 
 class BenchmarkSpec(IRStruct, frozen=True):

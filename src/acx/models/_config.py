@@ -126,13 +126,19 @@ def roles_for(
         roles["agent"] = Role("agent", _endpoint(m, "model", environ, default_protocol, run_dir), _price(m))
     for name, spec in m.roles.items():
         path = f"model.roles.{name}"
-        roles[name] = Role(name, _endpoint(spec, path, environ, default_protocol, run_dir), _price(spec))
+        ep = _endpoint(spec, path, environ, default_protocol, run_dir)
+        roles[name] = Role(name, ep, _price(spec), _limits(spec))
     return roles
 
 
-def limits_for(req: RunRequest) -> Limits:
-    lim = req.model.limits
+def _limits(spec: ModelRoleSpec) -> Limits:
+    lim = spec.limits
     return Limits(lim.max_tokens_total, lim.max_model_calls, lim.max_cost_usd)
+
+
+def limits_for(req: RunRequest) -> Limits:
+    """The per-task limits of all roles together (``model.limits``)."""
+    return _limits(req.model)
 
 
 def uses_models(req: RunRequest) -> bool:

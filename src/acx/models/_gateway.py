@@ -68,6 +68,8 @@ class Role:
     name: str
     endpoint: Endpoint
     price: Price | None = None
+    #: This role's own per-task limits (beside the session's limits for all roles together).
+    limits: Limits = field(default_factory=Limits)
 
 
 @dataclass
@@ -157,6 +159,8 @@ class GatewaySession:
         self.limits = limits
         self.calls: list[CallRecord] = []
         self.totals = UsageTotals()
+        #: The same per role (for the roles' own limits).
+        self.role_totals: dict[str, UsageTotals] = {}
         #: Messages of the limit refusals (each one is a ``limit_exceeded`` issue of the attempt).
         self.refusals: list[str] = []
         self.closed = False
@@ -311,11 +315,15 @@ class Gateway:
             self._sessions.pop(token, None)
 
     # ---- calls -----------------------------------------------------------------------------------
-    def _refusal(self, session: GatewaySession) -> str | None:
+    def _refusal(self, session: GatewaySession, role: Role | None = None) -> str | None:
         if session.closed:
             return "the session is closed"
         if self.run_stopped is not None:
             return self.run_stopped
+        if role is not None and role.limits != Limits():
+            why = role.limits.refusal(session.role_totals.get(role.name, UsageTotals()))
+            if why is not None:
+                return f"the {role.name} role's {why}"
         return session.limits.refusal(session.totals)
 
     def _record(self, session: GatewaySession, role: Role, protocol: str, via: str) -> CallRecord:
@@ -348,6 +356,7 @@ class Gateway:
         rec.usage = usage.to_dict() if usage is not None else None
         rec.cost_usd = None if cost is None else round(cost, 10)
         session.totals.add(usage, cost)
+        session.role_totals.setdefault(role.name, UsageTotals()).add(usage, cost)
         self.totals.add(usage, cost)
         limit = self.run_max_cost_usd
         if limit is not None and self.run_stopped is None:
@@ -362,6 +371,7 @@ class Gateway:
         rec.error = {"kind": exc.kind, "message": exc.message}
         rec.attempts = [a for a in exc.records if isinstance(a, AttemptRecord)]
         session.totals.add_failed()
+        session.role_totals.setdefault(rec.role, UsageTotals()).add_failed()
         self.totals.add_failed()
 
     def _stop_run(self, message: str) -> None:
@@ -378,7 +388,7 @@ class Gateway:
     ) -> ModelResponse:
         role = self._role(role_name)
         ep = role.endpoint
-        why = self._refusal(session)
+        why = self._refusal(session, role)
         if why is not None:
             raise self._refuse(session, role, ep.protocol, via, why)
         url, body, headers = build_call(ep, request)
@@ -446,7 +456,7 @@ class Gateway:
                 "invalid_request_error",
                 "acx gateway: streaming is not supported yet; send the request with stream: false",
             )
-        refusal = self._refusal(session)
+        refusal = self._refusal(session, role)
         if refusal is not None:
             err = self._refuse(session, role, protocol, "http", refusal)
             return _error(400, "limit_exceeded", err.message)
