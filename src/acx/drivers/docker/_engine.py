@@ -144,10 +144,25 @@ class EngineDriver(Driver):
 
 
 def _remove_container(client: Any, cid: str) -> None:
-    from docker.errors import NotFound
+    from docker.errors import APIError, NotFound
 
-    with contextlib.suppress(NotFound):
+    try:
         client.api.remove_container(cid, force=True, v=True)
+    except NotFound:
+        return
+    except APIError as exc:
+        # Another remover has it (a gc or another run's orphan sweep at the same moment): done
+        # once it is gone.
+        if "already in progress" not in str(exc):
+            raise
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                client.api.inspect_container(cid)
+            except NotFound:
+                return
+            time.sleep(0.1)
+        raise
 
 
 def _remove_network(client: Any, name: str) -> None:
