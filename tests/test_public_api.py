@@ -331,6 +331,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "DEFAULT_ARTIFACTS_DIR",
         "HARNESSES",
         "HarnessConfig",
+        "HarnessContext",
         "SCORERS",
         "registry",
     ],

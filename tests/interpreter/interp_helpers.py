@@ -96,20 +96,19 @@ class PyHarness(BaseHarness):
         self.collected = 0
         self.closed = 0
 
-    async def execute_task(self, state: Any, session: Any, prepared: PreparedTask, req: Any, plan: Any) -> RunResult:
+    async def execute_task(self, ctx: Any) -> RunResult:
+        prepared, session, plan = ctx.prepared, ctx.session, ctx.plan
         if self._execute is not None:
             return await self._execute(prepared, session, plan)
         return RunResult(task_id=prepared.task_id, final_answer=prepared.input.prompt.upper())
 
-    async def collect_result(
-        self, state: Any, session: Any, prepared: Any, req: Any, plan: Any, partial: RunResult | None
-    ) -> RunResult | None:
+    async def collect_result(self, ctx: Any, partial: RunResult | None) -> RunResult | None:
         self.collected += 1
         if self._collect is not None:
-            return await self._collect(prepared, session, partial)
+            return await self._collect(ctx.prepared, ctx.session, partial)
         return partial
 
-    async def close_session(self, state: Any, session: Any) -> None:
+    async def close_session(self, ctx: Any) -> None:
         self.closed += 1
 
 

@@ -14,6 +14,7 @@ import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
+from acx.components import HarnessContext
 from acx.components._configs import (
     CommandHarnessConfig,
     ExactMatchConfig,
@@ -51,6 +52,11 @@ REQ = RunRequest(
     harness=HarnessSpec(id="command"),
     environment=EnvironmentSpec(id="fake"),
 )
+
+
+def _hc(state: Any, session: Any, prepared: PreparedTask, req: Any, plan: Any) -> HarnessContext:
+    """The harness context the interpreter would build (no deadline)."""
+    return HarnessContext(session=session, prepared=prepared, request=req, plan=plan, state=state)
 
 
 def _plan(**kw: Any) -> ExecutionPlan:
@@ -126,7 +132,7 @@ def test_command_harness_prompt_stdin_file_env_and_answer() -> None:
     async def go() -> RunResult:
         s = await _session(driver)
         with s.env_scope({"RUN_ONLY": "r"}):
-            return await h.execute_task(None, s, prepared, REQ, _plan(run_timeout_seconds=30))
+            return await h.execute_task(_hc(None, s, prepared, REQ, _plan(run_timeout_seconds=30)))
 
     res = trio.run(go)
     assert res.final_answer == "the answer" and res.issues == []
@@ -150,13 +156,13 @@ def test_command_harness_answer_file_timeout_and_exit_code() -> None:
     async def go() -> tuple[RunResult, RunResult, RunResult]:
         s = await _session(driver)
         a = await CommandHarness(CommandHarnessConfig(command=["writer"], answer_file="out/answer.txt")).execute_task(
-            None, s, prepared, REQ, _plan()
+            _hc(None, s, prepared, REQ, _plan())
         )
         b = await CommandHarness(CommandHarnessConfig(command=["hang"])).execute_task(
-            None, s, prepared, REQ, _plan(run_timeout_seconds=5)
+            _hc(None, s, prepared, REQ, _plan(run_timeout_seconds=5))
         )
         c = await CommandHarness(CommandHarnessConfig(command=["writer"], answer_file="missing.txt")).execute_task(
-            None, s, prepared, REQ, _plan()
+            _hc(None, s, prepared, REQ, _plan())
         )
         return a, b, c
 
@@ -191,7 +197,7 @@ def test_command_harness_gets_the_gateway_never_the_key(monkeypatch: pytest.Monk
             models = gw.open_session("t")
             with use_session(models):
                 await CommandHarness(CommandHarnessConfig(command=["agent"])).execute_task(
-                    None, s, PreparedTask(task_id="t"), req, _plan()
+                    _hc(None, s, PreparedTask(task_id="t"), req, _plan())
                 )
             await gw.aclose()
 
@@ -302,7 +308,7 @@ def test_oracle_runs_solution(tmp_path: Path) -> None:
 
     async def go() -> RunResult:
         s = await _session(driver)
-        res = await OracleHarness(OracleHarnessConfig()).execute_task(None, s, prepared, REQ, _plan())
+        res = await OracleHarness(OracleHarnessConfig()).execute_task(_hc(None, s, prepared, REQ, _plan()))
         assert await s.is_file("/solution/solve.sh")
         return res
 
@@ -353,7 +359,7 @@ def test_openai_chat_against_loopback(monkeypatch: pytest.MonkeyPatch) -> None:
                 REQ,
                 model=ModelSpec(id=model_id, base_url=base, api_key="${LOOP_KEY}", params={"temperature": 0.0}),
             )
-            return await h.execute_task(None, None, prepared, req, _plan(harness_plan=HarnessPlan()))
+            return await h.execute_task(_hc(None, None, prepared, req, _plan(harness_plan=HarnessPlan())))
 
         ok = trio.run(go, "gpt-test")
         bad = trio.run(go, "broken")

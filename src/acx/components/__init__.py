@@ -9,6 +9,7 @@ from acx.components._base import BaseBenchmark as BaseBenchmark
 from acx.components._base import BaseHarness as BaseHarness
 from acx.components._configs import BenchmarkConfig as BenchmarkConfig
 from acx.components._configs import HarnessConfig as HarnessConfig
+from acx.components._context import HarnessContext as HarnessContext
 from acx.components._registry import BENCHMARKS as BENCHMARKS
 from acx.components._registry import HARNESSES as HARNESSES
 from acx.components._registry import registry as registry
@@ -25,5 +26,6 @@ __all__ = [
     "BenchmarkConfig",
     "ComponentInfo",
     "HarnessConfig",
+    "HarnessContext",
     "registry",
 ]

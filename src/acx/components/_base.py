@@ -28,6 +28,7 @@ from acx.ir import (
 )
 
 if TYPE_CHECKING:
+    from acx.components._context import HarnessContext
     from acx.drivers import Session
 
 __all__ = ["DEFAULT_ARTIFACTS_DIR", "BaseBenchmark", "BaseHarness"]
@@ -138,33 +139,18 @@ class BaseHarness:
         )
 
     # ---- run time --------------------------------------------------------------------------
-    async def start_session(
-        self, session: Session | None, prepared: PreparedTask, req: RunRequest, plan: ExecutionPlan
-    ) -> Any:
-        """Per-attempt harness state handed back to execute/collect/close."""
+    # Every run-time method gets one HarnessContext (session, prepared task, request, plan, the
+    # run stage's deadline, the attempt's model session, an event emitter, and ``state``).
+    async def start_session(self, ctx: HarnessContext) -> Any:
+        """Per-attempt harness state; the interpreter stores it in ``ctx.state``."""
         return None
 
-    async def execute_task(
-        self,
-        state: Any,
-        session: Session | None,
-        prepared: PreparedTask,
-        req: RunRequest,
-        plan: ExecutionPlan,
-    ) -> RunResult:
+    async def execute_task(self, ctx: HarnessContext) -> RunResult:
         raise AcxInternalError(f"harness {self.id} must override execute_task")
 
-    async def collect_result(
-        self,
-        state: Any,
-        session: Session | None,
-        prepared: PreparedTask,
-        req: RunRequest,
-        plan: ExecutionPlan,
-        partial: RunResult | None,
-    ) -> RunResult | None:
+    async def collect_result(self, ctx: HarnessContext, partial: RunResult | None) -> RunResult | None:
         """Read saved output after execution or a timeout; never resumes the agent (T3)."""
         return partial
 
-    async def close_session(self, state: Any, session: Session | None) -> None:
+    async def close_session(self, ctx: HarnessContext) -> None:
         return None

@@ -34,7 +34,7 @@ from typing import Any
 import msgspec
 import trio
 
-from acx.components import BaseHarness
+from acx.components import BaseHarness, HarnessContext
 from acx.drivers import Driver, OpenRequest, Session
 from acx.errors import AcxRuntimeError, AcxUserError, DriverError
 from acx.interpreter._envvars import resolve_map
@@ -524,22 +524,28 @@ class AttemptRunner:
 
     async def _run_harness(self, t: _Try, session: Session, T: float | None) -> None:
         ctx, plan = self.ctx, self.plan
-        harness, req = ctx.harness, ctx.request
+        harness = ctx.harness
         assert t.prepared is not None
+        models = ctx.models.open(self.task.task_id, self.attempt, t.number) if ctx.models is not None else None
+        hctx = self._harness_context(t.prepared, session, models)
         self.phase("start_harness")
         try:
-            state = await harness.start_session(session, t.prepared, req, plan)
+            hctx.state = await harness.start_session(hctx)
         except Exception as exc:
             t.add("fatal", "setup", "harness_setup_failed", self._msg(exc))
+            if models is not None:
+                models.close()
             return
         partial: RunResult | None = None
         watchdog = None if T is None else T + plan.run_timer_compensation_seconds
         self.phase("run_harness")
-        models = ctx.models.open(self.task.task_id, self.attempt, t.number) if ctx.models is not None else None
         try:
+            # The agent's own budget is T from now (its deadline); the watchdog adds the
+            # compensation for a harness that overruns it.
+            hctx.deadline = None if T is None else trio.current_time() + T
             with _deadline(watchdog) as scope, session.env_scope(self.run_env), session_scope(models):
                 try:
-                    partial = await harness.execute_task(state, session, t.prepared, req, plan)
+                    partial = await harness.execute_task(hctx)
                 except Exception as exc:  # a sandbox that died keeps its own code (sandbox_stopped)
                     t.add("fatal", "run", self._code(exc, "harness_failed"), self._msg(exc))
             if scope.cancelled_caught:
@@ -557,7 +563,7 @@ class AttemptRunner:
             if _overrides(harness, "collect_result"):
                 with trio.move_on_after(plan.runresult_collect_timeout_seconds) as cscope:
                     try:
-                        partial = await harness.collect_result(state, session, t.prepared, req, plan, partial)
+                        partial = await harness.collect_result(hctx, partial)
                     except Exception as exc:
                         t.add("fatal", "collect", "collect_failed", self._msg(exc))
                 if cscope.cancelled_caught:
@@ -571,7 +577,7 @@ class AttemptRunner:
             if _overrides(harness, "close_session"):
                 with trio.CancelScope(shield=True, deadline=trio.current_time() + self.ctx.grace):
                     try:
-                        await harness.close_session(state, session)
+                        await harness.close_session(hctx)
                     except Exception as exc:
                         t.add("warning", "cleanup", "harness_cleanup_failed", self._msg(exc))
             if models is not None:
@@ -580,6 +586,29 @@ class AttemptRunner:
         t.result = partial or RunResult(task_id=self.task.task_id)
         if models is not None:
             t.result = merge_into_result(t.result, models, self.attempt_dir, ctx.scrub)
+
+    def _harness_context(self, prepared: PreparedTask, session: Session, models: Any) -> HarnessContext:
+        """The one object the harness's run-time methods get (the deadline is set when it runs)."""
+        task_id, attempt = self.task.task_id, self.attempt
+
+        def emit(event: str, payload: dict[str, Any]) -> None:
+            self.ctx.emit(
+                "harness_event",
+                task_id=task_id,
+                attempt=attempt,
+                payload=self.ctx.scrub.tree({"event": event, **payload}),
+            )
+
+        return HarnessContext(
+            session=session,
+            prepared=prepared,
+            request=self.ctx.request,
+            plan=self.plan,
+            task=self.task,
+            attempt=attempt,
+            models=models,
+            emit=emit,
+        )
 
     async def _collect_artifacts(self, t: _Try, session: Session) -> None:
         try:

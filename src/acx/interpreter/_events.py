@@ -45,6 +45,7 @@ EVENT_NAMES = (
     "task_finished",
     "summary_started",
     "run_finished",
+    "harness_event",
 )
 
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, ClassVar
 
 import msgspec
 
-from acx.components import BaseHarness, HarnessConfig
-from acx.ir import ExecutionIssue, ExecutionPlan, PreparedTask, RunRequest, RunResult
+from acx.components import BaseHarness, HarnessConfig, HarnessContext
+from acx.ir import ExecutionIssue, RunResult
 
 
 class WordCounterConfig(HarnessConfig, frozen=True, kw_only=True):
@@ -25,9 +25,9 @@ class WordCounterHarness(BaseHarness):
 
     config: WordCounterConfig
 
-    async def execute_task(
-        self, state: Any, session: Any, prepared: PreparedTask, req: RunRequest, plan: ExecutionPlan
-    ) -> RunResult:
+    async def execute_task(self, ctx: HarnessContext) -> RunResult:
+        session, prepared, plan = ctx.session, ctx.prepared, ctx.plan
+        assert session is not None
         res = await session.exec(
             self.config.command, shell=True, stdin=prepared.input.prompt.encode(), timeout=plan.run_timeout_seconds
         )

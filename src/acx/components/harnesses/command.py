@@ -25,23 +25,26 @@ from typing import Any, ClassVar
 
 from acx.components._base import BaseHarness
 from acx.components._configs import CommandHarnessConfig
+from acx.components._context import HarnessContext
 from acx.components.harnesses._common import agent_exit_issues
 from acx.errors import DriverError
-from acx.ir import ExecutionIssue, ExecutionPlan, PreparedTask, RunRequest, RunResult
+from acx.ir import ExecutionIssue, RunRequest, RunResult
 
 __all__ = ["CommandHarness", "model_env"]
 
 
-def model_env(req: RunRequest) -> dict[str, str]:
+def model_env(req: RunRequest, session: Any = None) -> dict[str, str]:
     """Model variables for the agent process: the gateway's URLs and the attempt's token (see the
     module docstring). Empty when the run has no model or no gateway session is active."""
-    from acx.models import current_session
+    if session is None:
+        from acx.models import current_session
 
-    session = current_session()
+        session = current_session()
     if session is None:
         # No gateway (no model endpoint configured): the model id alone is no secret.
         return {"ACX_MODEL_ID": req.model.id} if req.model.id else {}
-    return session.env()
+    env: dict[str, str] = session.env()
+    return env
 
 
 class CommandHarness(BaseHarness):
@@ -67,17 +70,17 @@ class CommandHarness(BaseHarness):
             return name
         return posixpath.join(c.cwd, name)
 
-    async def execute_task(
-        self, state: Any, session: Any, prepared: PreparedTask, req: RunRequest, plan: ExecutionPlan
-    ) -> RunResult:
+    async def execute_task(self, ctx: HarnessContext) -> RunResult:
         c = self.config
+        session, prepared, req, plan = ctx.session, ctx.prepared, ctx.request, ctx.plan
+        assert session is not None
         prompt = prepared.input.prompt
         if prepared.input.system_prompt:
             prompt = f"{prepared.input.system_prompt}\n\n{prompt}"
         env = {
             "ACX_TASK_ID": prepared.task_id,
             "ACX_ATTEMPT": str(plan.attempt),
-            **model_env(req),
+            **model_env(req, ctx.models),
         }
         if self.spec_dir:
             env["ACX_SPEC_DIR"] = self.spec_dir

@@ -16,7 +16,7 @@ class NoneHarness(BaseHarness):
     description: ClassVar[str] = "No harness: selects a harness-free benchmark."
     config_class = NoneHarnessConfig
 
-    async def execute_task(self, state: Any, session: Any, prepared: Any, req: Any, plan: Any) -> Any:
+    async def execute_task(self, ctx: Any) -> Any:
         # The planner refuses `harness none` with a benchmark that is not harness-free, and the
         # interpreter calls `benchmark.run_task` for harness-free ones: reaching this is a bug.
         raise AcxInternalError("harness `none` has no agent to execute; the benchmark must be harness-free")

@@ -17,7 +17,8 @@ from typing import Any, ClassVar
 
 from acx.components._base import BaseHarness
 from acx.components._configs import OpenAIChatConfig
-from acx.ir import ExecutionIssue, ExecutionPlan, PreparedTask, RunRequest, RunResult
+from acx.components._context import HarnessContext
+from acx.ir import ExecutionIssue, PreparedTask, RunRequest, RunResult
 
 __all__ = ["OpenAIChatHarness"]
 
@@ -68,11 +69,8 @@ class OpenAIChatHarness(BaseHarness):
             params["temperature"] = self.config.temperature
         return ChatRequest(messages=messages, tools=_tools(prepared), params=params)
 
-    async def execute_task(
-        self, state: Any, session: Any, prepared: PreparedTask, req: RunRequest, plan: ExecutionPlan
-    ) -> RunResult:
-        from acx.models import current_session
-
+    async def execute_task(self, ctx: HarnessContext) -> RunResult:
+        prepared, req = ctx.prepared, ctx.request
         m = req.model
         if not m.base_url or not m.id:
             return RunResult(
@@ -86,7 +84,7 @@ class OpenAIChatHarness(BaseHarness):
                     )
                 ],
             )
-        models = current_session()
+        models = ctx.models
         if models is None:
             return await self._standalone(prepared, req)
         return await self._call(models, prepared)

@@ -11,12 +11,13 @@ from __future__ import annotations
 import posixpath
 import time
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from acx.components._base import BaseHarness
 from acx.components._configs import OracleHarnessConfig
+from acx.components._context import HarnessContext
 from acx.components.harnesses._common import agent_exit_issues
-from acx.ir import ExecutionIssue, ExecutionPlan, PreparedTask, RunRequest, RunResult
+from acx.ir import ExecutionIssue, RunResult
 
 __all__ = ["OracleHarness"]
 
@@ -30,9 +31,9 @@ class OracleHarness(BaseHarness):
 
     config: OracleHarnessConfig
 
-    async def execute_task(
-        self, state: Any, session: Any, prepared: PreparedTask, req: RunRequest, plan: ExecutionPlan
-    ) -> RunResult:
+    async def execute_task(self, ctx: HarnessContext) -> RunResult:
+        session, prepared, plan = ctx.session, ctx.prepared, ctx.plan
+        assert session is not None
         task_dir = prepared.metadata.get("task_dir")
         if not task_dir:
             return RunResult(
