@@ -411,3 +411,14 @@ def test_schema_out_that_is_not_a_directory_is_e0217(work: Path, capsys: pytest.
     else:
         _special(work, kind, "out")
     _expect(["schema", "--out", "out"], capsys, "E0217")
+
+
+def test_fmt_stdin_is_bounded(work: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    # issue 11 item 8/9: `acx fmt - < /dev/zero` read without bound
+    import io
+
+    from acx.inputs import MAX_ACX_BYTES
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("\0" * (MAX_ACX_BYTES + 10)))
+    out = _expect(["fmt", "-"], capsys, "E0219")
+    assert "<stdin>" in out

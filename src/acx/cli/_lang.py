@@ -121,8 +121,9 @@ def _fmt(args: argparse.Namespace) -> int:
             sys.stderr.write(render_text(err.diagnostics) + "\n")
             status = 2
             continue
+        original = ""
         try:
-            original = sys.stdin.read() if path == "-" else _read(path)
+            original = _read_stdin() if path == "-" else _read(path)
             formatted = format_source(original, "<stdin>" if path == "-" else path)
         except AcxUserError as exc:
             sources = {"<stdin>": original} if path == "-" else None
@@ -157,6 +158,22 @@ def _fmt(args: argparse.Namespace) -> int:
             continue
         sys.stderr.write(f"reformatted {path}\n")
     return status
+
+
+def _read_stdin() -> str:
+    """Standard input, bounded like an .acx file (``acx fmt - < /dev/zero`` must not run away)."""
+    from acx.errors import AcxUserError
+    from acx.inputs import MAX_ACX_BYTES
+
+    text = sys.stdin.read(MAX_ACX_BYTES + 1)
+    if len(text.encode("utf-8", "surrogatepass")) > MAX_ACX_BYTES:
+        raise AcxUserError(
+            f"standard input is longer than the .acx limit of {MAX_ACX_BYTES // 1024} KiB",
+            code="E0219",
+            path="<stdin>",
+            help="input files have a size limit (docs/errors.md#E0219)",
+        )
+    return text
 
 
 def _read(path: str) -> str:
