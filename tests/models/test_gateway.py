@@ -211,7 +211,7 @@ def test_http_limits_errors_and_refusals_reach_the_agent() -> None:  # contract 
     assert failed["retries"] == 1 and [a["status"] for a in failed["attempts"]] == [503, 503]
     assert rlim.status_code == 400 and rlim.json()["error"]["type"] == "limit_exceeded"
     assert "max_model_calls = 2 reached" in rlim.json()["error"]["message"]
-    assert rstream.status_code == 400 and "streaming is not supported" in rstream.json()["error"]["message"]
+    assert rstream.status_code == 400  # refused by the limit (the stream itself would pass through)
     assert rproto.status_code == 400 and rproto.json()["error"]["type"] == "limit_exceeded"
     assert len(s.refusals) >= 1
 
@@ -288,3 +288,60 @@ def test_a_role_has_its_own_limits() -> None:  # contract M5 (roles)
         s = trio.run(with_gateway, rs, fn)
     assert len(srv.requests) == 3 and len(s.refusals) == 2
     assert s.usage()["by_role"]["grader"]["model_calls"] == 1
+
+
+@pytest.mark.parametrize("protocol", ["openai-chat", "openai-responses", "anthropic"])
+def test_streamed_calls_pass_through_and_are_counted(protocol: str) -> None:  # contracts M4, M6
+    script = [tool_call("bash", {"command": "ls -la"}, usage=(21, 6)), text("all done", usage=(30, 4, 8))]
+    with FakeModelServer(script) as srv:
+
+        async def fn(gw: Gateway):
+            s = gw.open_session("t")
+            env = s.env()
+            if protocol == "anthropic":
+                url, h = f"{env['ANTHROPIC_BASE_URL']}/v1/messages", {"x-api-key": env["ANTHROPIC_API_KEY"]}
+                body = {"max_tokens": 50, "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+            elif protocol == "openai-chat":
+                url = f"{env['OPENAI_BASE_URL']}/chat/completions"
+                h = {"Authorization": f"Bearer {env['OPENAI_API_KEY']}"}
+                body = {"stream": True, "messages": [{"role": "user", "content": "hi"}]}
+            else:
+                url = f"{env['OPENAI_BASE_URL']}/responses"
+                h = {"Authorization": f"Bearer {env['OPENAI_API_KEY']}"}
+                body = {"stream": True, "input": "hi"}
+            got = []
+            async with httpx.AsyncClient() as c:
+                for _ in range(2):
+                    async with c.stream("POST", url, headers=h, json=body) as r:
+                        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+                        got.append(b"".join([chunk async for chunk in r.aiter_raw()]))
+            s.close()
+            return s, got
+
+        s, got = trio.run(with_gateway, roles(srv, protocol), fn)
+    assert all(b"data:" in g for g in got)
+    if protocol == "openai-chat":  # the gateway asks for usage in the stream
+        assert srv.requests[0].body["stream_options"] == {"include_usage": True}
+    u = s.usage()
+    assert (u["model_calls"], u["prompt_tokens"], u["completion_tokens"], u["cached_tokens"]) == (2, 51, 10, 8)
+    traj = actf_trajectory(s.calls)
+    call = traj["steps"][0]["assistant_content"]["tool_calls"][0]
+    assert call["function"] == {"name": "bash", "arguments": {"command": "ls -la"}}
+    assert traj["steps"][1]["assistant_content"]["content"] == "all done"
+
+
+def test_streaming_across_protocols_is_refused() -> None:  # contract M4
+    with FakeModelServer() as srv:
+
+        async def fn(gw: Gateway):
+            env = gw.open_session("t").env()
+            async with httpx.AsyncClient() as c:
+                return await c.post(
+                    f"{env['ANTHROPIC_BASE_URL']}/v1/messages",
+                    headers={"x-api-key": env["ANTHROPIC_API_KEY"]},
+                    json={"max_tokens": 5, "stream": True, "messages": [{"role": "user", "content": "hi"}]},
+                )
+
+        r = trio.run(with_gateway, roles(srv), fn)
+    assert r.status_code == 400 and "streaming across protocols" in r.json()["error"]["message"]
+    assert srv.requests == []

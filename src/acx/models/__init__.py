@@ -6,10 +6,17 @@ server of the gateway (h11, in ``acx.models._http_server`` only).
 """
 
 from acx.models._accounting import Limits, Price, UsageTotals, cost_of
-from acx.models._client import AttemptRecord, Exchange, ModelClient
+from acx.models._client import AttemptRecord, Exchange, ModelClient, chunks
 from acx.models._config import current_session, limits_for, resolve_protocol, roles_for, use_session, uses_models
 from acx.models._gateway import CallRecord, Gateway, GatewaySession, Role
-from acx.models._protocols import build_call, call_path, normalize_request, parse_response
+from acx.models._protocols import (
+    build_call,
+    call_path,
+    normalize_request,
+    parse_response,
+    parse_stream,
+    render_response,
+)
 from acx.models._retry import RetryPolicy, classify_status, parse_retry_after
 from acx.models._trajectory import actf_trajectory
 from acx.models._types import PROTOCOLS, ChatRequest, Endpoint, ModelCallError, ModelResponse, Protocol, ToolCall, Usage
@@ -37,6 +44,7 @@ __all__ = [
     "actf_trajectory",
     "build_call",
     "call_path",
+    "chunks",
     "classify_status",
     "cost_of",
     "current_session",
@@ -44,6 +52,8 @@ __all__ = [
     "normalize_request",
     "parse_response",
     "parse_retry_after",
+    "parse_stream",
+    "render_response",
     "resolve_protocol",
     "roles_for",
     "use_session",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -21,7 +21,7 @@ from acx.models._protocols import build_call, parse_response
 from acx.models._retry import RetryPolicy, classify_status, parse_retry_after
 from acx.models._types import ChatRequest, Endpoint, ErrorKind, ModelCallError, ModelResponse
 
-__all__ = ["AttemptRecord", "Exchange", "ModelClient"]
+__all__ = ["AttemptRecord", "Exchange", "ModelClient", "chunks"]
 
 T = TypeVar("T")
 
@@ -47,6 +47,9 @@ class Exchange:
     headers: dict[str, str]
     attempts: list[AttemptRecord] = field(default_factory=list)
     parsed: Any = None
+    #: A streamed answer not read yet (``exchange(stream=True)``): read it with
+    #: :meth:`ModelClient.chunks`, which also closes it.
+    response: Any = None
 
 
 class ModelClient:
@@ -119,15 +122,18 @@ class ModelClient:
         headers: dict[str, str],
         *,
         parse: Callable[[bytes], Any] | None = None,
+        stream: bool = False,
     ) -> Exchange:
         """POST ``body`` to ``url`` with retries. A 200 whose body ``parse`` rejects (raising a
         ``malformed_response`` :class:`ModelCallError`) is retried like a 5xx. Raises
-        :class:`ModelCallError` when the call fails for good."""
+        :class:`ModelCallError` when the call fails for good. With ``stream=True`` a 2xx answer
+        is returned unread (``Exchange.response``, read with :func:`chunks`): retries happen
+        only before an answer starts."""
         attempts: list[AttemptRecord] = []
         deadline = endpoint.total_timeout
         try:
             with trio.fail_after(deadline) if deadline is not None else _nullscope():
-                return await self._attempts(endpoint, url, body, headers, parse, attempts)
+                return await self._attempts(endpoint, url, body, headers, parse, attempts, stream)
         except trio.TooSlowError:
             exc = ModelCallError(
                 "timeout",
@@ -149,6 +155,7 @@ class ModelClient:
         headers: dict[str, str],
         parse: Callable[[bytes], Any] | None,
         attempts: list[AttemptRecord],
+        stream: bool = False,
     ) -> Exchange:
         client = self._http(endpoint)
         policy = self.retry
@@ -158,7 +165,11 @@ class ModelClient:
             t0 = trio.current_time()
             failure: ModelCallError
             try:
-                resp = await client.post(url, json=body, headers=headers)
+                if stream:
+                    request = client.build_request("POST", url, json=body, headers=headers)
+                    resp = await client.send(request, stream=True)
+                else:
+                    resp = await client.post(url, json=body, headers=headers)
             except httpx.TimeoutException as exc:
                 kind: ErrorKind = "connection" if isinstance(exc, httpx.ConnectTimeout) else "timeout"
                 failure = ModelCallError(kind, _transport_message(exc, endpoint))
@@ -169,6 +180,13 @@ class ModelClient:
             else:
                 rec = AttemptRecord(started, _ms(t0), resp.status_code)
                 attempts.append(rec)
+                if stream and 200 <= resp.status_code < 300:
+                    return Exchange(resp.status_code, b"", dict(resp.headers), attempts, response=resp)
+                if stream:
+                    try:
+                        await resp.aread()
+                    finally:
+                        await resp.aclose()
                 data = resp.content
                 if 200 <= resp.status_code < 300:
                     try:
@@ -213,6 +231,20 @@ class ModelClient:
             attempts[-1].wait_seconds = round(wait, 3)
             await trio.sleep(wait)
             retry_index += 1
+
+
+async def chunks(ex: Exchange) -> AsyncIterator[bytes]:
+    """The bytes of a streamed answer as they arrive; closes the response at the end (or when
+    the consumer stops). A transport failure mid-stream ends the stream early."""
+    resp = ex.response
+    try:
+        async for chunk in resp.aiter_raw():
+            yield chunk
+    except httpx.HTTPError:
+        return
+    finally:
+        with trio.CancelScope(shield=True):
+            await resp.aclose()
 
 
 def _scrubbed(exc: ModelCallError, endpoint: Endpoint) -> ModelCallError:

@@ -28,7 +28,7 @@ from typing import Any
 import trio
 
 from acx.models._accounting import Limits, Price, UsageTotals, cost_of
-from acx.models._client import AttemptRecord, ModelClient
+from acx.models._client import AttemptRecord, ModelClient, chunks
 from acx.models._http_server import Reply, serve_http
 from acx.models._protocols import (
     auth_headers,
@@ -36,6 +36,7 @@ from acx.models._protocols import (
     call_path,
     normalize_request,
     parse_response,
+    parse_stream,
     render_response,
     translatable_params,
 )
@@ -450,11 +451,12 @@ class Gateway:
         if not isinstance(incoming, dict):
             return _error(400, "invalid_request_error", "acx gateway: the request body is not a JSON object")
         ep = role.endpoint
-        if incoming.get("stream"):
+        if incoming.get("stream") and protocol != ep.protocol:
             return _error(
                 400,
                 "invalid_request_error",
-                "acx gateway: streaming is not supported yet; send the request with stream: false",
+                f"acx gateway: streaming across protocols is not supported: this run's {role_name} model "
+                f"speaks {ep.protocol}; send stream: false, or call {_URLS[ep.protocol]}",
             )
         refusal = self._refusal(session, role)
         if refusal is not None:
@@ -497,6 +499,8 @@ class Gateway:
         ep = role.endpoint
         # The run decides the model; configured params fill in what the agent did not set.
         outgoing = {**ep.params, **incoming, "model": ep.model}
+        if incoming.get("stream"):
+            return await self._forward_stream(session, role, protocol, outgoing)
         rec = self._record(session, role, protocol, "http")
         rec.request = outgoing
         rec.secrets = self._secrets(role)
@@ -518,6 +522,48 @@ class Gateway:
         rec.normalized_response = resp
         self._account(session, role, rec, resp)
         return ex.status, ex.body, []
+
+    async def _forward_stream(
+        self, session: GatewaySession, role: Role, protocol: Protocol, outgoing: dict[str, Any]
+    ) -> Reply:
+        """A streamed call passed through as it arrives; the stream is folded into one response
+        at its end for the transcript, usage and limits."""
+        ep = role.endpoint
+        if protocol == "openai-chat" and "stream_options" not in outgoing:
+            outgoing["stream_options"] = {"include_usage": True}  # usage arrives in the last chunk
+        rec = self._record(session, role, protocol, "http")
+        rec.request = outgoing
+        rec.secrets = self._secrets(role)
+        url = call_path(protocol, ep.base_url)
+        headers = auth_headers(protocol, ep.credential(), ep.anthropic_version)
+        try:
+            ex = await self.client.exchange(ep, url, outgoing, headers, stream=True)
+        except ModelCallError as exc:
+            self._failed(session, rec, exc)
+            if exc.body is not None and exc.status is not None:
+                return exc.status, exc.body, []
+            return _error(504 if exc.kind == "timeout" else 502, "api_error", f"acx gateway: {exc.message}")
+        rec.attempts = ex.attempts
+        rec.status = ex.status
+
+        async def relay() -> Any:
+            received = bytearray()
+            try:
+                async for chunk in chunks(ex):
+                    received += chunk
+                    yield chunk
+            finally:
+                rec.finished_at = time.time()
+                try:
+                    resp = parse_stream(protocol, bytes(received))
+                except ModelCallError as exc:
+                    self._failed(session, rec, exc)
+                else:
+                    rec.response = resp.raw
+                    rec.normalized_response = resp
+                    self._account(session, role, rec, resp)
+
+        return ex.status, relay(), []
 
 
 def _new_token() -> str:

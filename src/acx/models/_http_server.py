@@ -3,16 +3,18 @@ idle timeouts. It serves the gateway; each request is handed to an async handler
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import partial
+from typing import Any
 
 import h11
 import trio
 
 __all__ = ["Handler", "Reply", "serve_http"]
 
-#: (status, body, extra headers)
-Reply = tuple[int, bytes, list[tuple[str, str]]]
+#: (status, body, extra headers); a body that is an async iterator of bytes is streamed (chunked,
+#: ``text/event-stream``) as it is produced.
+Reply = tuple[int, Any, list[tuple[str, str]]]
 #: handler(method, target, headers (lower-case names), body) -> Reply
 Handler = Callable[[str, str, dict[str, str], bytes], Awaitable[Reply]]
 
@@ -44,11 +46,31 @@ async def _receive(stream: trio.SocketStream, conn: h11.Connection) -> object:
 
 async def _send(stream: trio.SocketStream, conn: h11.Connection, reply: Reply) -> None:
     status, body, headers = reply
+    if not isinstance(body, bytes):
+        await _send_stream(stream, conn, status, body, headers)
+        return
     all_headers = [("content-type", "application/json"), ("content-length", str(len(body))), *headers]
     out = conn.send(h11.Response(status_code=status, headers=all_headers))
     out += conn.send(h11.Data(data=body)) or b""
     out += conn.send(h11.EndOfMessage()) or b""
     await stream.send_all(out)
+
+
+async def _send_stream(
+    stream: trio.SocketStream, conn: h11.Connection, status: int, body: AsyncIterator[bytes], headers: list[Any]
+) -> None:
+    head = [("content-type", "text/event-stream"), ("cache-control", "no-cache"), *headers]
+    await stream.send_all(conn.send(h11.Response(status_code=status, headers=head)) or b"")
+    try:
+        async for chunk in body:
+            if chunk:
+                await stream.send_all(conn.send(h11.Data(data=chunk)) or b"")
+        await stream.send_all(conn.send(h11.EndOfMessage()) or b"")
+    finally:
+        closer = getattr(body, "aclose", None)
+        if closer is not None:  # a client that hung up: the producer's clean-up runs now
+            with trio.CancelScope(shield=True):
+                await closer()
 
 
 async def _connection(handler: Handler, stream: trio.SocketStream) -> None:

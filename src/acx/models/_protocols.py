@@ -21,6 +21,7 @@ __all__ = [
     "call_path",
     "normalize_request",
     "parse_response",
+    "parse_stream",
     "render_response",
     "translatable_params",
 ]
@@ -597,3 +598,115 @@ def render_response(protocol: Protocol, resp: ModelResponse, model: str) -> dict
     if usage is not None:
         out["usage"] = usage
     return out
+
+
+# ---- streamed answers (server-sent events), folded back into one response ------------------------
+
+
+def _sse_events(data: bytes) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    for block in data.replace(b"\r\n", b"\n").split(b"\n\n"):
+        lines = [ln[5:].strip() for ln in block.split(b"\n") if ln.startswith(b"data:")]
+        payload = b"\n".join(lines)
+        if not payload or payload == b"[DONE]":
+            continue
+        try:
+            obj = json.loads(payload)
+        except (ValueError, UnicodeDecodeError):
+            continue
+        if isinstance(obj, dict):
+            events.append(obj)
+    return events
+
+
+def _fold_chat(events: list[dict[str, Any]]) -> dict[str, Any]:
+    content: list[str] = []
+    reasoning: list[str] = []
+    key = "reasoning_content"
+    calls: dict[int, dict[str, str]] = {}
+    finish = None
+    usage = None
+    for obj in events:
+        if isinstance(obj.get("usage"), dict):
+            usage = obj["usage"]
+        for ch in obj.get("choices") or []:
+            if not isinstance(ch, dict) or ch.get("index", 0) != 0:
+                continue
+            d = ch.get("delta") or {}
+            if isinstance(d.get("content"), str):
+                content.append(d["content"])
+            for k in ("reasoning_content", "reasoning"):
+                if isinstance(d.get(k), str) and d[k]:
+                    reasoning.append(d[k])
+                    key = k
+            for tc in d.get("tool_calls") or []:
+                slot = calls.setdefault(int(tc.get("index", 0)), {"id": "", "name": "", "arguments": ""})
+                fn = tc.get("function") or {}
+                slot["id"] = tc.get("id") or slot["id"]
+                slot["name"] = fn.get("name") or slot["name"]
+                args = fn.get("arguments")
+                slot["arguments"] += args if isinstance(args, str) else json.dumps(args) if args else ""
+            finish = ch.get("finish_reason") or finish
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(content) if content else None}
+    if reasoning:
+        message[key] = "".join(reasoning)
+    if calls:
+        message["tool_calls"] = [
+            {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+            for _, c in sorted(calls.items())
+        ]
+    body: dict[str, Any] = {"choices": [{"index": 0, "message": message, "finish_reason": finish}]}
+    if usage is not None:
+        body["usage"] = usage
+    return body
+
+
+def _fold_anthropic(events: list[dict[str, Any]]) -> dict[str, Any]:
+    blocks: dict[int, dict[str, Any]] = {}
+    usage: dict[str, Any] = {}
+    stop = None
+    for obj in events:
+        kind = obj.get("type")
+        if kind == "message_start":
+            usage.update((obj.get("message") or {}).get("usage") or {})
+        elif kind == "content_block_start":
+            blocks[int(obj.get("index", 0))] = dict(obj.get("content_block") or {}, _json="")
+        elif kind == "content_block_delta":
+            b = blocks.setdefault(int(obj.get("index", 0)), {"type": "text", "text": "", "_json": ""})
+            d = obj.get("delta") or {}
+            if d.get("type") == "text_delta":
+                b["text"] = b.get("text", "") + d.get("text", "")
+            elif d.get("type") == "input_json_delta":
+                b["_json"] += d.get("partial_json", "")
+            elif d.get("type") == "thinking_delta":
+                b["thinking"] = b.get("thinking", "") + d.get("thinking", "")
+        elif kind == "message_delta":
+            stop = (obj.get("delta") or {}).get("stop_reason") or stop
+            usage.update(obj.get("usage") or {})
+    content = []
+    for _, b in sorted(blocks.items()):
+        raw = b.pop("_json", "")
+        if b.get("type") == "tool_use" and raw:
+            try:
+                b["input"] = json.loads(raw)
+            except ValueError:
+                b["input"] = raw
+        content.append(b)
+    return {"content": content, "stop_reason": stop, "usage": usage}
+
+
+def parse_stream(protocol: Protocol, data: bytes) -> ModelResponse:
+    """A streamed answer (server-sent events) folded into one normalised response."""
+    events = _sse_events(data)
+    if protocol == "openai-responses":
+        for obj in reversed(events):
+            if obj.get("type") in ("response.completed", "response.incomplete") and isinstance(
+                obj.get("response"), dict
+            ):
+                return _parse_responses(obj["response"])
+        raise _malformed("its event stream ended without response.completed")
+    if not events:
+        raise _malformed("its event stream carried no events")
+    if protocol == "anthropic":
+        return _parse_anthropic(_fold_anthropic(events))
+    return _parse_chat(_fold_chat(events))

@@ -358,6 +358,105 @@ def render(step: Step, protocol: str, model: str) -> dict[str, Any]:
     return out
 
 
+def _sse(events: list[dict[str, Any]], *, named: bool = False, done: bool = False) -> bytes:
+    out = []
+    for e in events:
+        head = f"event: {e['type']}\n" if named else ""
+        out.append(f"{head}data: {json.dumps(e)}\n\n")
+    if done:
+        out.append("data: [DONE]\n\n")
+    return "".join(out).encode()
+
+
+def _halves(text: str) -> list[str]:
+    """Text in two deltas, so clients must join the pieces."""
+    cut = len(text) // 2
+    return [p for p in (text[:cut], text[cut:]) if p]
+
+
+def render_stream(step: Step, protocol: str, model: str, request: dict[str, Any]) -> bytes:
+    """A ``message`` step as the protocol's server-sent events (what ``stream: true`` gets)."""
+    full = render(step, protocol, model)
+    if protocol == "openai-responses":
+        events: list[dict[str, Any]] = [
+            {"type": "response.created", "response": {**full, "status": "in_progress", "output": []}}
+        ]
+        for piece in _halves(step.content or ""):
+            events.append({"type": "response.output_text.delta", "delta": piece})
+        events.append({"type": "response.completed", "response": full})
+        return _sse(events, named=True)
+    if protocol == "anthropic":
+        usage = full.get("usage") or {}
+        start = {k: v for k, v in full.items() if k not in ("content", "stop_reason")}
+        start["usage"] = {k: v for k, v in usage.items() if k != "output_tokens"}
+        events = [{"type": "message_start", "message": {**start, "content": []}}]
+        for i, block in enumerate(full["content"]):
+            if block["type"] == "text":
+                events.append(
+                    {"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}}
+                )
+                for piece in _halves(block["text"]):
+                    events.append(
+                        {"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": piece}}
+                    )
+            elif block["type"] == "tool_use":
+                opening = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+                events.append({"type": "content_block_start", "index": i, "content_block": opening})
+                for piece in _halves(json.dumps(block["input"])):
+                    delta = {"type": "input_json_delta", "partial_json": piece}
+                    events.append({"type": "content_block_delta", "index": i, "delta": delta})
+            else:
+                events.append(
+                    {"type": "content_block_start", "index": i, "content_block": {"type": "thinking", "thinking": ""}}
+                )
+                delta = {"type": "thinking_delta", "thinking": block.get("thinking", "")}
+                events.append({"type": "content_block_delta", "index": i, "delta": delta})
+            events.append({"type": "content_block_stop", "index": i})
+        tail = {"type": "message_delta", "delta": {"stop_reason": full["stop_reason"]}}
+        if usage:
+            tail["usage"] = {"output_tokens": usage.get("output_tokens", 0)}
+        events += [tail, {"type": "message_stop"}]
+        return _sse(events, named=True)
+    message = full["choices"][0]["message"]
+    chunks: list[dict[str, Any]] = []
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        return {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": model, "choices": [choice]}
+
+    chunks.append(chunk({"role": "assistant"}))
+    if step.reasoning:
+        chunks.append(chunk({step.reasoning_key: step.reasoning}))
+    for piece in _halves(message.get("content") or ""):
+        chunks.append(chunk({"content": piece}))
+    for i, tc in enumerate(message.get("tool_calls") or []):
+        args = tc["function"]["arguments"]
+        args = args if isinstance(args, str) else json.dumps(args)
+        first, *rest = _halves(args) or [""]
+        opening = {
+            "index": i,
+            "id": tc["id"],
+            "type": "function",
+            "function": {"name": tc["function"]["name"], "arguments": first},
+        }
+        chunks.append(chunk({"tool_calls": [opening]}))
+        for piece in rest:
+            chunks.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]}))
+    chunks.append(chunk({}, full["choices"][0]["finish_reason"]))
+    options = request.get("stream_options") or {}
+    if full.get("usage") and isinstance(options, dict) and options.get("include_usage"):
+        chunks.append(
+            {
+                "id": "chatcmpl-fake",
+                "object": "chat.completion.chunk",
+                "model": model,
+                "choices": [],
+                "usage": full["usage"],
+            }
+        )
+    return _sse(chunks, done=True)
+
+
 def _make_handler(server: FakeModelServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive, like real model servers
@@ -396,6 +495,10 @@ def _make_handler(server: FakeModelServer) -> type[BaseHTTPRequestHandler]:
                 self._reply(404, {"error": {"message": f"fake server: no endpoint {path}"}})
                 return
             model = body.get("model", "fake-model") if isinstance(body, dict) else "fake-model"
+            if isinstance(body, dict) and body.get("stream"):
+                data = render_stream(step, protocol, str(model), body)
+                self._send(200, data, dict(step.headers), "text/event-stream")
+                return
             self._reply(200, render(step, protocol, str(model)), dict(step.headers))
 
         def _reply(self, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
