@@ -87,7 +87,9 @@ class FileTooLarge(InputFileError):
 
 
 def _mib(n: int) -> str:
-    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n} bytes"
+    if n >= 2**20:
+        return f"{n / 2**20:.1f} MiB"
+    return f"{n / 2**10:.0f} KiB" if n >= 2**10 else f"{n} bytes"
 
 
 def file_kind(mode: int) -> str:
