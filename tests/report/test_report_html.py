@@ -135,3 +135,25 @@ def test_context_secrets_are_replaced_keeping_the_context() -> None:
         "git clone ht" + "tps://bob:********@git.example/x"
     )
     assert r.count == 2
+
+
+def test_invalidated_score_is_shown_as_withheld(tmp_path: Path) -> None:
+    # contract S2 / docs/results.md: a fatal task withholds the official value; the report says so
+    # and shows the reference value over valid tasks instead of a number that looks official.
+    tasks = synthetic_tasks(4, seed=1, error_rate=0.0)
+    tasks[0]["state"] = "fatal"
+    tasks[0]["attempts"][0]["issues"] = [
+        {"severity": "fatal", "phase": "run", "code": "harness_failed", "message": "boom"}
+    ]
+    metrics = {
+        "schema_version": "acx.metrics.v1",
+        "evaluation_failed": True,
+        "series": [
+            {"series_id": "correct.avg@1", "metric_id": "correct", "role": "headline", "value": None,
+             "reference_value": 0.75, "ci95": [0.2, 1.0]},
+        ],
+    }  # fmt: skip
+    d = write_run(tmp_path / "r", tasks, metrics=metrics)
+    text = write_report([d], tmp_path / "r.html").path.read_text(encoding="utf-8")
+    assert "the official value is withheld" in text and "over valid tasks: 0.750" in text
+    assert "harness_failed" in text and "[0.200, 1.000]" in text
