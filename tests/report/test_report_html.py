@@ -87,6 +87,10 @@ def test_acx_report_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert main(["report", str(tmp_path / "missing")]) == 2
     assert "E0603" in capsys.readouterr().err
     assert main(["report", str(a), "-o", str(tmp_path)]) == 2  # a directory is not a file
+    capsys.readouterr()
+    assert main(["report", str(tmp_path)]) == 2  # the results root, not a run
+    err = capsys.readouterr().err
+    assert "holds 2 run(s)" in err and str(b) in err and "acx view" in err
 
 
 def test_damaged_files_do_not_break_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

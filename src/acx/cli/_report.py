@@ -48,6 +48,8 @@ def _report(args: argparse.Namespace) -> int:
     from acx.cli._output import write_output
     from acx.report import render_runs
 
+    for d in args.run_dirs:
+        _refuse_results_root(d)
     doc, runs, redacted = render_runs(args.run_dirs)
     out = args.output or str(Path(runs[0].path) / "report.html" if len(runs) == 1 else "report.html")
     write_output(out, doc.encode("utf-8"), flag="-o" if args.output else None)
@@ -58,6 +60,27 @@ def _report(args: argparse.Namespace) -> int:
             f"acx: warning: {redacted} string(s) that look like secrets were replaced by ******** in the report\n"
         )
     return 0
+
+
+def _refuse_results_root(d: str) -> None:
+    """A results root or request directory instead of a run directory: name the runs in it."""
+    from pathlib import Path
+
+    from acx.errors import AcxResultsError
+    from acx.results import find_runs
+
+    path = Path(d)
+    if (path / "run_info.json").is_file() or not path.is_dir():
+        return  # a run, or the reader's own "not a run directory" error
+    runs = find_runs(path)
+    if runs:
+        shown = ", ".join(str(r) for r in runs[-5:])
+        raise AcxResultsError(
+            f"{path} is not a run directory; it holds {len(runs)} run(s)",
+            code="E0603",
+            path=str(path),
+            help=f"pass run directories, e.g. {shown}; or browse them all with: acx view {path}",
+        )
 
 
 def _view(args: argparse.Namespace) -> int:
