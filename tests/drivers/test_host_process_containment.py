@@ -171,3 +171,26 @@ def test_a_whole_run_leaves_no_daemon_behind(tmp_path: Path) -> None:
     for pid in survivors:
         os.kill(pid, signal.SIGKILL)
     assert survivors == []
+
+
+@needs_cgroups
+def test_orphaned_empty_session_cgroups_are_swept_live_ones_are_not(tmp_path: Path) -> None:
+    # A session never closed (a crash, a dropped driver) leaves its cgroup; once its processes are
+    # gone, the next acx process's probe removes it. A live session's empty cgroup is held open.
+    from acx.drivers import host_process as hp
+
+    async def go() -> tuple[str, str, object]:
+        driver = HostProcessDriver(HostProcessConfig(workdir_root=str(tmp_path), containment="cgroup"))
+        live = await driver.open(OpenRequest(session_id=f"live-{os.getpid()}"))
+        dropped = await driver.open(OpenRequest(session_id=f"dropped-{os.getpid()}"))
+        assert (await dropped.exec(["true"])).returncode == 0
+        os.close(dropped._cgroup_fd)  # type: ignore[attr-defined]  # what the process's end does
+        return live.cgroup, dropped.cgroup, live  # type: ignore[attr-defined]
+
+    live_cg, dropped_cg, live = trio.run(go)
+    parent = cgroup_parent()
+    assert parent is not None
+    hp._sweep_orphan_cgroups(parent)
+    assert not os.path.exists(dropped_cg) and os.path.isdir(live_cg)
+    trio.run(live.close)  # type: ignore[attr-defined]
+    assert not os.path.exists(live_cg)

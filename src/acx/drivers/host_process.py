@@ -399,11 +399,38 @@ def cgroup_parent() -> str | None:
             timeout=10,
             check=False,
         )
-        return parent if done.returncode == 0 else None
+        if done.returncode != 0:
+            return None
     except (OSError, subprocess.SubprocessError):
         return None
     finally:
         _remove_cgroup(probe)
+    _sweep_orphan_cgroups(parent)
+    return parent
+
+
+def _sweep_orphan_cgroups(parent: str) -> None:
+    """rmdir the empty session cgroups nobody holds open: left by sessions that were never closed
+    (a crash, a dropped driver) whose processes are gone. A live session holds its cgroup open;
+    one with processes left is kept for ``--resume``/gc (``close_session`` kills them)."""
+    try:
+        names = [n for n in os.listdir(parent) if _SESSION_DIR.fullmatch(n)]
+    except OSError:
+        return
+    empty = set()
+    for name in names:
+        path = os.path.join(parent, name)
+        try:
+            with open(os.path.join(path, "cgroup.procs"), encoding="ascii") as fh:
+                if not fh.read().strip():
+                    empty.add(path)
+        except OSError:
+            continue
+    if not empty:
+        return
+    for path in empty - held_dirs(empty):
+        with contextlib.suppress(OSError):
+            os.rmdir(path)  # EBUSY if a process joined meanwhile: left alone
 
 
 def _cgroup_name(root: str) -> str:
@@ -478,6 +505,11 @@ class HostProcessSession(Session):
         #: The session's cgroup directory: every command starts inside it, and closing the session
         #: kills whatever is left in it (None where cgroups are not available: process groups).
         self.cgroup = cgroup
+        #: Held open while the session lives, like its directory: how a sweep tells it from an orphan.
+        self._cgroup_fd = -1
+        if cgroup is not None:
+            with contextlib.suppress(OSError):
+                self._cgroup_fd = os.open(cgroup, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         self.root = root
         #: The session directory, held open while the session is: how gc tells it is live.
         self._holder = holder
@@ -715,6 +747,9 @@ class HostProcessSession(Session):
                 pass
         self._live.clear()
         if self.cgroup is not None:
+            if self._cgroup_fd >= 0:
+                os.close(self._cgroup_fd)
+                self._cgroup_fd = -1
             # Everything the session's commands started, wherever it went (issue 11 item 12).
             await trio.to_thread.run_sync(_kill_cgroup, self.cgroup)
         if self._holder >= 0:
