@@ -97,7 +97,7 @@ def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 def test_builtins_are_registered_in_their_own_package() -> None:  # contract B2
     assert list(BENCHMARKS)[:2] == ["exact_match", "harbor"]
-    assert list(HARNESSES)[:4] == ["none", "oracle", "command", "openai_chat"]
+    assert list(HARNESSES)[:5] == ["none", "oracle", "command", "openai_chat", "react"]
     assert list(DRIVERS)[:2] == ["host_process", "docker"]
     assert registry("env") is DRIVERS and registry("scorer") is SCORERS
     assert BENCHMARKS["harbor"].config_class.__name__ == "HarborConfig"

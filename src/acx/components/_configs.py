@@ -161,6 +161,55 @@ class CommandHarnessConfig(HarnessConfig, frozen=True, kw_only=True):
     strip_output: Annotated[bool, _d("strip surrounding whitespace from the answer")] = True
 
 
+ReactTool = Literal["bash", "python", "edit", "submit"]
+
+
+class ReactConfig(HarnessConfig, frozen=True, kw_only=True):
+    """The built-in tool-calling agent loop (docs/agents.md)."""
+
+    system_prompt: Annotated[
+        str | None, _d("system message; default: acx's agent prompt (the task's own system prompt is appended)")
+    ] = None
+    prompt_template: Annotated[
+        str | None,
+        _d(
+            "first user message, with {prompt} where the task's prompt goes; default: a template for the "
+            "kind of task (answer by submit, or leave the solution in the sandbox)"
+        ),
+    ] = None
+    answer: Annotated[
+        Literal["auto", "submit", "sandbox"],
+        _d(
+            "how the task is answered: submit(answer) is the answer (QA), or the sandbox state is (judged by a "
+            "verifier; submit only ends the episode); auto: sandbox when the task is evaluated on its sandbox"
+        ),
+    ] = "auto"
+    tools: Annotated[
+        list[ReactTool], _d("tools the model gets: bash, python, edit (view/create/str_replace/insert), submit")
+    ] = msgspec.field(default_factory=lambda: ["bash", "python", "edit", "submit"])
+    max_turns: Annotated[int, msgspec.Meta(ge=1, le=10000, description="model calls before the loop stops")] = 50
+    command_timeout_seconds: Annotated[
+        float, msgspec.Meta(gt=0, description="budget of one bash/python call (clipped to the run budget left)")
+    ] = 180.0
+    max_observation_chars: Annotated[
+        int, msgspec.Meta(ge=200, description="longer tool output keeps its head and tail, the rest elided")
+    ] = 16000
+    max_format_errors: Annotated[
+        int, msgspec.Meta(ge=0, description="malformed tool calls answered with a correction before giving up")
+    ] = 3
+    parallel_tool_calls: Annotated[bool, _d("run several tool calls of one turn concurrently")] = True
+    cwd: Annotated[str | None, _d("working directory of the tools; default the environment workdir")] = None
+    python: Annotated[str, _d("python interpreter inside the sandbox")] = "python3"
+
+    def __post_init__(self) -> None:
+        if self.prompt_template is not None and "{prompt}" not in self.prompt_template:
+            raise ValueError("prompt_template must contain {prompt} (where the task's prompt goes)")
+        if "submit" not in self.tools and self.answer == "submit":
+            raise ValueError("answer = submit needs the submit tool in tools")
+        if not self.tools:
+            raise ValueError("tools must name at least one tool")
+
+
 class OpenAIChatConfig(HarnessConfig, frozen=True, kw_only=True):
     """A single OpenAI-compatible chat completion per task."""
 

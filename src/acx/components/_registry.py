@@ -104,6 +104,15 @@ HARNESSES.register(
         "acx.components.harnesses.openai_chat:OpenAIChatHarness",
     )
 )
+HARNESSES.register(
+    ComponentInfo(
+        "harness",
+        "react",
+        "The built-in tool-calling agent: bash, python, a file editor and submit, through the run's model gateway.",
+        f"{_CONFIGS}:ReactConfig",
+        "acx.components.harnesses.react:ReactHarness",
+    )
+)
 
 
 def registry(kind: str) -> Registry:

@@ -122,7 +122,7 @@ def merge_into_result(result: RunResult, session: Any, attempt_dir: Path, scrub:
                 f"{session.limits.max_tokens_total} counts only the calls that did",
             )
         )
-    trajectory = actf_trajectory(session.calls)
+    trajectory = actf_trajectory(session.calls, session.tool_results)
     attempt_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_json(
         attempt_dir / "model_calls.json",

@@ -168,6 +168,11 @@ class GatewaySession:
         #: The address sandboxes reach the gateway at (set by the interpreter per driver);
         #: ``None`` = loopback.
         self.sandbox_host: str | None = None
+        #: Tool results a host-side agent loop reported ((index of the call in ``calls`` that asked
+        #: for the tool, tool call id) → content, timing), so the trajectory has every observation
+        #: — the last turn's too, which no later call carries. Ids repeat across turns on some
+        #: servers, hence the call index in the key.
+        self.tool_results: dict[tuple[int, str], dict[str, Any]] = {}
         self._tokens = {role: _new_token() for role in gateway.roles}
 
     def token(self, role: str = "agent") -> str:
@@ -179,6 +184,16 @@ class GatewaySession:
         """A model call from a host-side harness. Raises :class:`ModelCallError` (including
         ``limit_exceeded`` when a limit refuses it)."""
         return await self.gateway._call_in_process(self, role, request)
+
+    def record_tool_result(self, call_id: str, content: str, *, duration_ms: int, **meta: Any) -> None:
+        """What a tool call of this session's model produced (observation, time taken, and
+        e.g. ``exit_code``/``timed_out``); used by :func:`acx.models.actf_trajectory`. It belongs
+        to the latest call whose answer asked for ``call_id``."""
+        for index in range(len(self.calls) - 1, -1, -1):
+            resp = self.calls[index].normalized_response
+            if resp is not None and any(t.id == call_id for t in resp.tool_calls):
+                self.tool_results[(index, call_id)] = {"content": content, "duration_ms": int(duration_ms), **meta}
+                return
 
     def env(self, role: str = "agent", *, host: str | None = None) -> dict[str, str]:
         """Variables for an agent in a sandbox: the gateway's URLs and this session's token in

@@ -35,11 +35,36 @@ def _new_user_text(messages: list[dict[str, Any]]) -> str:
     return "\n\n".join(p for p in parts if p)
 
 
-def actf_trajectory(calls: list[CallRecord]) -> dict[str, Any] | None:
-    """The ACTF v1.0 trajectory of ``calls`` (``None`` when no call got an answer)."""
+def _reported(
+    index: int, resp: Any, tool_results: dict[tuple[int, str], dict[str, Any]]
+) -> tuple[list[dict[str, Any]], int] | None:
+    """The observations a host-side agent reported for the tool calls of ``calls[index]``, and
+    the time its tools took; ``None`` when it reported none (an agent acx did not write)."""
+    found = [
+        tool_results[(index, t.id)] | {"source_call_id": t.id} for t in resp.tool_calls if (index, t.id) in tool_results
+    ]
+    if not found:
+        return None
+    observation = [
+        {"source_call_id": r["source_call_id"], "content": r["content"]}
+        | {k: v for k, v in r.items() if k not in ("content", "duration_ms", "source_call_id")}
+        for r in found
+    ]
+    return observation, sum(int(r["duration_ms"]) for r in found)
+
+
+def actf_trajectory(
+    calls: list[CallRecord], tool_results: dict[tuple[int, str], dict[str, Any]] | None = None
+) -> dict[str, Any] | None:
+    """The ACTF v1.0 trajectory of ``calls`` (``None`` when no call got an answer).
+
+    ``tool_results`` (``GatewaySession.tool_results``) are the observations a host-side agent
+    loop reported, with their timings; without them a step's observation is read from the tool
+    messages the next call carried."""
     answered = [c for c in calls if c.normalized_response is not None]
     if not answered:
         return None
+    index_of = {id(c): i for i, c in enumerate(calls)}
     steps: list[dict[str, Any]] = []
     for i, call in enumerate(answered):
         req = call.chat_request()
@@ -71,7 +96,10 @@ def actf_trajectory(calls: list[CallRecord]) -> dict[str, Any] | None:
         env_ms = 0
         nxt = answered[i + 1] if i + 1 < len(answered) else None
         nxt_req = nxt.chat_request() if nxt is not None else None
-        if resp.tool_calls and nxt is not None and nxt_req is not None:
+        reported = _reported(index_of[id(call)], resp, tool_results or {})
+        if reported is not None:
+            observation, env_ms = reported
+        elif resp.tool_calls and nxt is not None and nxt_req is not None:
             ids = {t.id for t in resp.tool_calls}
             observation = [
                 {"source_call_id": m.get("tool_call_id"), "content": _text(m.get("content"))}
@@ -88,6 +116,7 @@ def actf_trajectory(calls: list[CallRecord]) -> dict[str, Any] | None:
             "llm_infer_ms": int(call.duration_ms),
             "env_action_ms": env_ms,
             "stop_reason": resp.finish_reason,
+            "cost_usd": call.cost_usd,
         }
         step["started_at"] = iso_now(call.started_at)
         step["finished_at"] = iso_now(call.finished_at)
