@@ -213,10 +213,9 @@ class Scrubber:
         if pattern is None:
             return text
         while True:  # ends: every replacement removes at least one character that is not a `*`
-            new = pattern.sub(REDACTED, text)
-            if new == text:
+            text, count = pattern.subn(REDACTED, text)
+            if not count:  # one search for the common case, a string without a secret
                 return text
-            text = new
 
     def text(self, text: str) -> str:
         """``text`` without any secret."""

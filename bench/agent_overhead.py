@@ -1,0 +1,167 @@
+"""Agent-loop overhead: a 20-turn scripted episode x 50 tasks at concurrency 16, acx's `react`
+harness in a full `acx run` vs a minimal loop making the same model calls and the same execs on
+the same driver (host_process), in the same run.
+
+The scripted model (``acx.testing.fake_models``, in its own process so neither side pays for its
+Python work) answers every call with one `bash` tool call (``echo step``); both sides stop after
+20 turns. The minimal loop is what an agent loop cannot do without: per turn one HTTP/1.1 POST of
+the growing conversation (stdlib ``http.client`` in a worker thread, a kept-alive connection per
+task) and one ``Session.exec`` on an opened host_process session; nothing recorded, nothing
+written. acx's side is everything a user gets: compile and plan, the gateway (tokens, limits,
+transcript, usage), trajectories, durable result files, metrics and the report.
+
+Prints both wall times (median of ``--repeats``) and the ratio acx / minimal (target <= 1.2x).
+On a loaded machine compare the ratio within one run only.
+Usage: ``python bench/agent_overhead.py [--tasks 50] [--turns 20] [--concurrency 16] [--repeats 3]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import multiprocessing
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import trio
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "bash",
+            "description": "run a command",
+            "parameters": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
+        },
+    }
+]
+
+
+def _serve(port_out: Any, stop: Any) -> None:
+    from acx.testing.fake_models import FakeModelServer, tool_call
+
+    with FakeModelServer(default=tool_call("bash", {"command": "echo step"}, call_id="b", usage=(50, 5))) as srv:
+        port_out.send(srv.port)
+        stop.wait()
+
+
+class _Conn:
+    """One kept-alive stdlib HTTP connection per task."""
+
+    def __init__(self, port: int) -> None:
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+
+    def post(self, body: bytes) -> dict[str, Any]:
+        self.conn.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
+        out: dict[str, Any] = json.loads(self.conn.getresponse().read())
+        return out
+
+
+async def _minimal_task(driver: Any, port: int, index: int, turns: int) -> None:
+    from acx.drivers import OpenRequest
+
+    session = await driver.open(OpenRequest(session_id=f"bench-min-{index}-{time.monotonic_ns()}"))
+    conn = _Conn(port)
+    messages: list[dict[str, Any]] = [{"role": "user", "content": f"task {index}"}]
+    try:
+        for _ in range(turns):
+            body = json.dumps({"model": "m", "messages": messages, "tools": TOOLS}).encode()
+            reply = await trio.to_thread.run_sync(conn.post, body)
+            msg = reply["choices"][0]["message"]
+            messages.append(msg)
+            for call in msg.get("tool_calls") or []:
+                command = json.loads(call["function"]["arguments"])["command"]
+                res = await session.exec(["bash", "-c", command], timeout=60)
+                messages.append({"role": "tool", "tool_call_id": call["id"], "content": res.stdout})
+    finally:
+        conn.conn.close()
+        await session.close()
+
+
+async def _minimal(port: int, tasks: int, turns: int, concurrency: int) -> float:
+    from acx.drivers import create_driver
+
+    driver = create_driver("host_process", {})
+    limiter = trio.CapacityLimiter(concurrency)
+    started = time.perf_counter()
+
+    async def one(i: int) -> None:
+        async with limiter:
+            await _minimal_task(driver, port, i, turns)
+
+    async with trio.open_nursery() as nursery:
+        for i in range(tasks):
+            nursery.start_soon(one, i)
+    return time.perf_counter() - started
+
+
+def _spec(root: Path, port: int, tasks: int, turns: int, concurrency: int) -> Path:
+    (root / "data.jsonl").write_text(
+        "".join(json.dumps({"id": f"t{i}", "question": f"task {i}", "answer": "x"}) + "\n" for i in range(tasks))
+    )
+    spec = root / "bench.yaml"
+    spec.write_text(
+        f"""version: 1
+name: bench
+task_concurrency: {concurrency}
+runtime: {{results_dir: {root / "results"}, progress: none}}
+requests:
+  - name: bench
+    benchmark: {{id: exact_match, dataset: data.jsonl}}
+    harness: {{id: react, max_turns: {turns}, tools: [bash, submit]}}
+    model: {{id: m, base_url: "http://127.0.0.1:{port}/v1", api_key: none}}
+    environment: {{id: host_process}}
+"""
+    )
+    return spec
+
+
+def _acx(port: int, tasks: int, turns: int, concurrency: int) -> float:
+    import acx
+
+    with tempfile.TemporaryDirectory() as tmp:
+        spec = _spec(Path(tmp), port, tasks, turns, concurrency)
+        started = time.perf_counter()
+        result = acx.run(spec, progress="none")
+        elapsed = time.perf_counter() - started
+    if result.exit_code not in (0, 1):
+        raise SystemExit(f"acx run failed with exit code {result.exit_code}")
+    return elapsed
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tasks", type=int, default=50)
+    ap.add_argument("--turns", type=int, default=20)
+    ap.add_argument("--concurrency", type=int, default=16)
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args()
+    ctx = multiprocessing.get_context("spawn")
+    parent, child = ctx.Pipe()
+    stop = ctx.Event()
+    server = ctx.Process(target=_serve, args=(child, stop), daemon=True)
+    server.start()
+    port = parent.recv()
+    try:
+        minimal, full = [], []
+        _acx(port, 4, 2, 4)  # warm-up: imports, parser tables
+        for _ in range(args.repeats):
+            minimal.append(trio.run(_minimal, port, args.tasks, args.turns, args.concurrency))
+            full.append(_acx(port, args.tasks, args.turns, args.concurrency))
+    finally:
+        stop.set()
+        server.join(5)
+    m, a = statistics.median(minimal), statistics.median(full)
+    calls = args.tasks * args.turns
+    print(f"episodes: {args.tasks} tasks x {args.turns} turns, concurrency {args.concurrency} ({calls} calls/execs)")
+    print(f"minimal loop : {m:7.2f} s  ({calls / m:6.0f} turns/s)")
+    print(f"acx react    : {a:7.2f} s  ({calls / a:6.0f} turns/s)")
+    print(f"ratio acx/minimal: {a / m:.2f}x (target <= 1.2x)")
+
+
+if __name__ == "__main__":
+    main()
