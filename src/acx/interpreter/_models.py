@@ -128,10 +128,15 @@ def merge_into_result(result: RunResult, session: Any, attempt_dir: Path, scrub:
         attempt_dir / "model_calls.json",
         scrub.tree({"schema_version": "acx.model_calls.v1", "calls": session.transcript()}),
     )
+    extra = dict(result.extra)
+    if trajectory is not None and result.trajectory is not None:
+        # The gateway's record is the attempt's trajectory; a harness's own view is kept beside it.
+        extra["harness_trajectory"] = result.trajectory
     return msgspec.structs.replace(
         result,
         issues=issues,
         telemetry=telemetry,
+        extra=extra,
         trajectory=scrub.tree(trajectory) if trajectory is not None else result.trajectory,
     )
 
