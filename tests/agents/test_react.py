@@ -227,3 +227,22 @@ def test_react_config_errors_are_located(tmp_path: Path) -> None:
         res = acx("compile", str(spec), "--dry-run", cwd=tmp_path)
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert "{prompt}" in res.stderr and "run.yaml:" in res.stderr, res.stderr
+
+
+def test_the_react_example_runs_offline(tmp_path: Path) -> None:
+    script = Path(__file__).resolve().parents[2] / "examples" / "react" / "run.py"
+    res = subprocess.run(
+        [sys.executable, str(script), "--results-dir", str(tmp_path / "results")],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    results = {
+        json.loads(p.read_text())["task_id"]: json.loads(p.read_text())
+        for p in (tmp_path / "results").rglob("attempt-1/result.json")
+    }
+    assert {t: r["metrics"]["correct"] for t, r in results.items()} == {"primes": True, "words": True}
+    primes = results["primes"]["trajectory"]["steps"][0]["observation"][0]
+    assert primes["tool"] == "python" and primes["content"].strip() == "168"
+    assert list((tmp_path / "results").rglob("report.html"))
