@@ -44,3 +44,19 @@ def test_definitions_are_unique_and_the_scan_finds_citations() -> None:
     cited = _cited()
     # The scan itself works: both citation forms are found (a broken pattern would pass vacuously).
     assert len(cited) > 50 and {"P7", "T3", "RC1", "M4"} <= set(cited)
+
+
+def test_every_defined_contract_is_cited_by_a_test() -> None:
+    # Each contract has at least one test that says it checks it (`# contract A9`); the scan is of
+    # tests/ only, so a citation in src/ does not count as a test.
+    tested: set[str] = set()
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        if path.name == Path(__file__).name:
+            continue
+        text = path.read_text(encoding="utf-8")
+        for pattern in (CITED, PAREN):
+            for match in pattern.finditer(text):
+                tested.update(re.findall(ID, match.group(1)))
+    untested = [cid for cid in _defined() if cid not in tested]
+    assert "A9" in _defined()
+    assert not untested, f"contracts in docs/contracts.md no test cites: {untested}"

@@ -34,6 +34,7 @@ def test_phase_order_and_release(tmp_path: Path) -> None:
         "run_harness",
         "collect_harness_result",
         "release",
+        "save_evaluation_checkpoint",  # contract A9: mode none checkpoints before evaluating
         "evaluate",
     ]
     assert driver.live_sessions() == [] and len(driver.closed) == 1

@@ -52,6 +52,14 @@ def register(sub: Any) -> None:
         help="new run that copies verified finished tasks of RUN_ID (default: the newest run)",
     )
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a killed or cancelled run in place")
+    p.add_argument(
+        "--no-checkpoint-resume",
+        dest="checkpoint_resume",
+        action="store_false",
+        default=None,
+        help="with --resume/--reuse: rerun attempts whose evaluation failed in full instead of "
+        "evaluating them again from their checkpoints (runtime.checkpoint_resume: false)",
+    )
     p.add_argument("--progress", choices=("auto", "plain", "none"), help="console progress (default auto)")
     p.add_argument("--format", choices=("text", "json"), default="text", help="final report format")
     p.add_argument(
@@ -273,6 +281,7 @@ def _handle(args: argparse.Namespace) -> int:
                     console=console.emit,
                     resume_dirs=resume_dirs,
                     reuse=reuse,
+                    checkpoint_resume=args.checkpoint_resume,
                     invocation=invocation,
                     cancel_scope_ready=lambda s: holder.__setitem__("scope", s),
                 )

@@ -37,13 +37,14 @@ import trio
 from acx.components import BaseHarness, HarnessContext
 from acx.drivers import Driver, OpenRequest, Session
 from acx.errors import AcxRuntimeError, AcxUserError, DriverError
+from acx.interpreter import _checkpoint
 from acx.interpreter._envvars import resolve_map
 from acx.interpreter._events import ProgressEvent
 from acx.interpreter._fs import PRIVATE, atomic_write_json, task_dir_name
 from acx.interpreter._limits import Limits
 from acx.interpreter._metrics import validate_observations
 from acx.interpreter._models import merge_into_result, session_scope
-from acx.interpreter._store import RunStore
+from acx.interpreter._store import RunStore, read_json
 from acx.ir import (
     EnvironmentSpec,
     ExecutionIssue,
@@ -95,6 +96,8 @@ class RequestContext:
     live_sessions: set[str] = field(default_factory=set)
     #: The run's model gateway (``acx.interpreter._models.RunModels``) when the harness calls models.
     models: Any = None
+    #: Where evaluation checkpoints are recovered from (``_checkpoint.RecoveryPolicy``), or None.
+    recovery: Any = None
 
     def bind_policy(self, policy: NetworkPolicy) -> NetworkPolicy:
         """A plan policy as the driver applies it (the model gateway's real address bound in)."""
@@ -193,6 +196,9 @@ class AttemptRunner:
             (self.eval_env, env.evaluation_env_variables),
         ):
             ctx.scrub.add(m, raw=raw, environ=ctx.environ)
+        #: Set by :meth:`find_recovery`: the checkpoint to evaluate from, or why there is none.
+        self.recovery: _checkpoint.Recovery | None = None
+        self.refused: str | None = None
 
     @functools.cached_property
     def attempt_dir(self) -> Path:
@@ -222,8 +228,128 @@ class AttemptRunner:
         code = getattr(exc, "code", None) if isinstance(exc, AcxRuntimeError) else None
         return code if isinstance(code, str) and code not in ("runtime_failed", "environment_failed") else default
 
+    # ---- evaluation-only recovery (A9) --------------------------------------------------------
+    def find_recovery(self) -> bool:
+        """Look for this attempt's checkpoint in the request's recovery source and check it; True
+        when the attempt will be evaluated from it (its directory must then be left as it is)."""
+        policy = self.ctx.recovery
+        if policy is None:
+            return False
+        key = (self.task.task_id, self.attempt)
+        path = _checkpoint.find(policy.source, *key)
+        # Only an evaluation that failed or never ran is redone from a checkpoint; an attempt left
+        # out of a reuse for another reason (corrupt artifacts, a retry) runs again.
+        evaluated = path is not None and (path.parent / "result.json").exists()
+        if evaluated and not policy.no_agent and key not in policy.eval_failed:
+            path = None
+        if path is None:
+            if key in policy.eval_failed:
+                mode = self.plan.evaluation_environment_mode
+                self.refused = (
+                    f"evaluation mode {mode!r} evaluates in the run sandbox, which is gone: the attempt reruns"
+                    if mode not in _checkpoint.RECOVERABLE_MODES
+                    else "its evaluation failed and it has no evaluation checkpoint: the attempt reruns"
+                )
+            elif policy.no_agent:
+                self.refused = "no evaluation checkpoint (the agent phase did not complete, or the run predates them)"
+            return False
+        inputs = _checkpoint.fingerprints(self.ctx.benchmark, self.task, self.ctx.request.benchmark)
+        outcome = _checkpoint.check(
+            path,
+            task=self.task,
+            attempt=self.attempt,
+            plan=self.plan,
+            inputs=inputs,
+            allow_evaluation_changes=policy.no_agent,
+        )
+        if isinstance(outcome, str):
+            self.refused = self.ctx.scrub(outcome)
+            log.warning(
+                "task %s attempt %d: evaluation checkpoint not used: %s",
+                self.task.task_id,
+                self.attempt,
+                self.refused,
+                extra={"request": self.ctx.name},
+            )
+            return False
+        self.recovery = outcome
+        return True
+
+    def _refusal_issue(self) -> ExecutionIssue | None:
+        if self.refused is None:
+            return None
+        if self.ctx.recovery is not None and self.ctx.recovery.no_agent:
+            return _issue("error", "run", "not_recoverable", f"not regraded: {self.refused}")
+        return _issue("warning", "setup", "checkpoint_refused", f"evaluation-only recovery refused: {self.refused}")
+
+    async def _recover(self, recovery: _checkpoint.Recovery) -> RunResult:
+        """Evaluate from the checkpoint: no sandbox for the agent, no harness, no agent command."""
+        t = _Try(0)
+        self.ctx.emit(
+            "attempt_started",
+            task_id=self.task.task_id,
+            category=self.task.category,
+            attempt=self.attempt,
+            payload={"try": 1, "recovered": True},
+        )
+        self.phase("recover_evaluation")
+        started = time.monotonic()
+        _checkpoint.restore_into(recovery, self.attempt_dir)
+        data = read_json(self.attempt_dir / _checkpoint.CHECKPOINT_NAME)
+        t.result, t.prepared = recovery.result, recovery.prepared
+        recorded = data.get("artifacts") or {}
+        if recorded.get("declared_artifacts") is not None:
+            t.artifacts["declared_artifacts"] = recorded["declared_artifacts"]
+        if recorded.get("manifest"):
+            t.artifacts["manifest"] = recorded["manifest"]["name"]
+        t.issues.extend(msgspec.convert(data.get("run_issues") or [], list[ExecutionIssue]))
+        policy = self.ctx.recovery
+        t.telemetry["recovered_from"] = {
+            "run_id": data.get("source_run_id"),
+            "kind": policy.kind if policy is not None else "resume",
+            "changed_evaluation_inputs": list(recovery.changed),
+        }
+        log.info(
+            "task %s attempt %d: run stage restored from checkpoint (%s)",
+            self.task.task_id,
+            self.attempt,
+            data.get("source_run_id"),
+            extra={"request": self.ctx.name},
+        )
+        async with self.ctx.limits.attempts:
+            if self.plan.evaluation_environment_mode == "fresh":
+                await self._fresh_evaluation(t)
+            else:
+                await self._evaluate(t, None, switch=False)
+        t.telemetry["wall_seconds"] = round(time.monotonic() - started, 3)
+        return self._final(t)
+
+    def _unrecoverable(self) -> RunResult:
+        """acx regrade: an attempt without a usable checkpoint is recorded, never run."""
+        issue = self._refusal_issue() or _issue("error", "run", "not_recoverable", "not regraded")
+        return RunResult(
+            task_id=self.task.task_id,
+            attempt=self.attempt,
+            category=self.task.category,
+            issues=[issue],
+            status=status_from_issues([issue]),
+        )
+
     # ---- the retry loop ----------------------------------------------------------------------
     async def run(self) -> RunResult:
+        if self.recovery is None and self.ctx.recovery is not None and self.refused is None:
+            self.find_recovery()
+        if self.recovery is not None:
+            return await self._recover(self.recovery)
+        if self.ctx.recovery is not None and self.ctx.recovery.no_agent:
+            return self._unrecoverable()
+        refusal = self._refusal_issue()
+        result = await self._run_tries()
+        if refusal is not None:  # the reason the attempt ran again is part of its record
+            result = msgspec.structs.replace(result, issues=[*result.issues, refusal])
+        return result
+
+    async def _run_tries(self) -> RunResult:
         ex = self.plan.execution
         retries = 0
         while True:
@@ -330,6 +456,8 @@ class AttemptRunner:
             finally:
                 if session is not None:
                     await self._release(t, session)
+        if t.run_ok and t.result is not None and mode in _checkpoint.RECOVERABLE_MODES:
+            self._save_checkpoint(t)
         if t.run_ok and t.result is not None and mode == "none":
             await self._evaluate(t, None, switch=False)
         elif t.run_ok and t.result is not None and mode == "fresh":
@@ -339,6 +467,32 @@ class AttemptRunner:
 
     def _baseline(self, env: EnvironmentSpec) -> NetworkPolicy:
         return env.baseline_network_policy or _PUBLIC
+
+    def _save_checkpoint(self, t: _Try) -> None:
+        """The evaluation checkpoint (A9): written once, before evaluation, so a failed scoring
+        never changes it. Not written when declared artifacts left no manifest (nothing to verify
+        a recovery against). Failing to write it costs only the recovery: a warning."""
+        assert t.result is not None and t.prepared is not None
+        if self.plan.collect_artifacts and not t.artifacts.get("manifest"):
+            return
+        self.phase("save_evaluation_checkpoint")
+        ctx = self.ctx
+        try:
+            data = _checkpoint.build(
+                run_id=ctx.store.run_id,
+                task=self.task,
+                attempt=self.attempt,
+                plan=self.plan,
+                result=t.result,
+                prepared=t.prepared,
+                artifacts=t.artifacts,
+                attempt_dir=self.attempt_dir,
+                inputs=_checkpoint.fingerprints(ctx.benchmark, self.task, ctx.request.benchmark),
+            )
+            data["run_issues"] = to_builtins(t.issues)
+            _checkpoint.write(self.attempt_dir, data, ctx.scrub)
+        except Exception as exc:  # any failure only costs the recovery (a full disk: see one())
+            t.add("warning", "collect", "checkpoint_failed", f"evaluation checkpoint not written: {self._msg(exc)}")
 
     def _open_request(
         self, env: EnvironmentSpec, role: str, policy: NetworkPolicy, startup_env: dict[str, str]

@@ -32,6 +32,7 @@ import trio
 from acx.components import BaseBenchmark, BaseHarness
 from acx.drivers import Driver
 from acx.errors import AcxResultsError, AcxUserError, DriverError
+from acx.interpreter import _checkpoint
 from acx.interpreter._attempt import AttemptRunner, RequestContext
 from acx.interpreter._envvars import MissingEnvError, missing_names, required_names, resolve_value
 from acx.interpreter._events import ProgressEvent, RunProgress
@@ -395,8 +396,8 @@ class _RequestRun:
         # Kept from the previous write (or the interrupted run's file): not re-read every time.
         if self._kept_info is None:
             prev = self.store.read_run_info()
-            self._kept_info = {k: prev[k] for k in ("reused_from", "resumes") if k in prev}
-        for keep in ("reused_from", "resumes"):
+            self._kept_info = {k: prev[k] for k in ("reused_from", "regraded_from", "resumes") if k in prev}
+        for keep in ("reused_from", "regraded_from", "resumes"):
             if keep in info:
                 self._kept_info[keep] = info[keep]
             elif keep in self._kept_info:
@@ -430,8 +431,11 @@ class _RequestRun:
                     payload={"applied_recipes": list(plan.applied_recipes)},
                 )
             store = self.store
-            await store.write(store.start_attempt, task.task_id, n)
-            result = await AttemptRunner(ctx, task, n, plan).run()
+            runner = AttemptRunner(ctx, task, n, plan)
+            # A9: an attempt evaluated from its checkpoint in this run's own directory keeps it.
+            recovered = runner.find_recovery() if ctx.recovery is not None else False
+            await store.write(store.start_attempt, task.task_id, n, archive=not recovered)
+            result = await runner.run()
             if store.fault is not None:
                 # The disk filled while the attempt ran: whatever it recorded may come from that
                 # (an artifact that could not be saved); it reruns on resume instead.
@@ -846,7 +850,46 @@ def _artifacts_intact(attempt_dir: Path) -> bool:
         return False
 
 
-def _reuse_into(run: _RequestRun, prog: RequestProgram, source: Path) -> int:
+def checkpoint_resume_enabled(prog: RequestProgram, override: bool | None) -> bool:
+    """``--no-checkpoint-resume`` (``override``) over ``runtime.checkpoint_resume`` (default true)."""
+    if override is not None:
+        return override
+    value = prog.request.runtime.checkpoint_resume
+    return True if value is None else bool(value)
+
+
+def _reopen_for_recovery(run: _RequestRun) -> None:
+    """``--resume``: finished tasks with attempts whose evaluation failed run again — only their
+    evaluation when a checkpoint allows it (A9)."""
+    policy = _checkpoint.RecoveryPolicy(run.store.run_dir, "resume", run.store.run_id)
+    selected = {t.task_id for t in run.prog.tasks}
+    for task_id, (_state, d) in run.store.finished_tasks().items():
+        if task_id not in selected:
+            continue
+        for n in _checkpoint.reopen_for_recovery(d, run.store.running_dir(task_id)):
+            policy.eval_failed.add((task_id, n))
+    if policy.eval_failed:
+        log.info(
+            "resume: %d attempt(s) whose evaluation failed are evaluated again",
+            len(policy.eval_failed),
+            extra={"request": run.prog.name},
+        )
+    run.ctx.recovery = policy
+
+
+def _eval_failed_attempts(task_dir: Path) -> list[int]:
+    out = []
+    for res in sorted(task_dir.glob("attempt-*/result.json")):
+        try:
+            data = read_json(res)
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and _checkpoint.evaluation_failed(data):
+            out.append(int(res.parent.name.split("-", 1)[1]))
+    return out
+
+
+def _reuse_into(run: _RequestRun, prog: RequestProgram, source: Path, *, recover: bool = False) -> int:
     """Copy verified finished tasks of ``source`` into the new run (reference §4 reuse rules)."""
     from acx.errors import AcxResultsError
 
@@ -876,9 +919,15 @@ def _reuse_into(run: _RequestRun, prog: RequestProgram, source: Path) -> int:
     src_store = RunStore(source, run_id=str(info.get("run_id")))
     selected = {t.task_id for t in prog.tasks}
     copied = with_errors = 0
+    policy = _checkpoint.RecoveryPolicy(source, "reuse", str(info.get("run_id"))) if recover else None
     for task_id, (state, d) in src_store.finished_tasks().items():
         if task_id not in selected:
             continue
+        if policy is not None:
+            failed = _eval_failed_attempts(d)
+            if failed:  # A9: not copied; its attempts are evaluated again from their checkpoints
+                policy.eval_failed.update((task_id, n) for n in failed)
+                continue
         results = sorted(d.glob("attempt-*/result.json"))
         try:
             task_json = read_json(d / "task.json")
@@ -923,10 +972,20 @@ def _reuse_into(run: _RequestRun, prog: RequestProgram, source: Path) -> int:
             run.plans_audit[task_id] = audit
         copied += 1
         with_errors += state in ("error", "fatal")
+    run.ctx.recovery = policy
     run.store.journal("reuse_loaded", source=str(source), tasks=copied)
     run._write_run_info("running", reused_from={"run_id": info.get("run_id"), "path": str(source)})
     run.ctx.emit("reuse_loaded", payload={"tasks": copied, "errors": with_errors, "source_run": info.get("run_id")})
     return copied
+
+
+def _regrade_from(run: _RequestRun, source: Path) -> None:
+    """``acx regrade``: every attempt of ``source`` is evaluated again from its checkpoint; no
+    agent runs (A9)."""
+    info = read_record(source / "run_info.json")
+    run.ctx.recovery = _checkpoint.RecoveryPolicy(source, "regrade", str(info.get("run_id")))
+    run.store.journal("regrade_loaded", source=str(source))
+    run._write_run_info("running", regraded_from={"run_id": info.get("run_id"), "path": str(source)})
 
 
 # ---- the orchestration --------------------------------------------------------------------------
@@ -940,6 +999,8 @@ async def run_orchestration(
     console: Callable[[ProgressEvent], None] = lambda e: None,
     resume_dirs: Mapping[str, str] | None = None,
     reuse: Mapping[str, str | None] | None = None,
+    regrade: Mapping[str, str] | None = None,
+    checkpoint_resume: bool | None = None,
     invocation: dict[str, Any] | None = None,
     cancel_scope_ready: Callable[[trio.CancelScope], None] | None = None,
     io_threads: bool = True,
@@ -979,11 +1040,17 @@ async def run_orchestration(
             run.start()
             if fd_warning is not None:
                 log.warning("%s", fd_warning, extra={"request": prog.name})
+            recover = checkpoint_resume_enabled(prog, checkpoint_resume)
             want_reuse = (reuse or {}).get(prog.name, "__no__")
-            if want_reuse != "__no__" and not run.resumed:
+            regrade_source = (regrade or {}).get(prog.name)
+            if regrade_source is not None:
+                _regrade_from(run, Path(regrade_source))
+            elif want_reuse != "__no__" and not run.resumed:
                 source = find_reuse_source(run.store.run_dir.parent, want_reuse, exclude=run.store.run_dir)
                 if source is not None:
-                    _reuse_into(run, prog, source)
+                    _reuse_into(run, prog, source, recover=recover)
+            elif run.resumed and recover:
+                _reopen_for_recovery(run)
     except (AcxUserError, OSError, ResultsDiskFull) as exc:
         # Refused before any task ran (a --reuse source that does not exist or does not fit, the
         # run id of a later request taken, a results disk already full): the run directories this

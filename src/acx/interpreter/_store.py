@@ -470,14 +470,14 @@ class RunStore:
                     continue
         return out
 
-    def start_attempt(self, task_id: str, attempt: int, *, fsync: bool = True) -> None:
+    def start_attempt(self, task_id: str, attempt: int, *, fsync: bool = True, archive: bool = True) -> None:
         """Journal an attempt's start; on a resumed run, archive an interrupted attempt's leftovers.
 
         Directories are created when something is written into them (a result, artifacts, a
         retry record), so a fresh attempt costs no metadata operation here. The journal line is
         buffered (``fsync`` is accepted for :meth:`write`).
         """
-        if self.resumed:
+        if self.resumed and archive:  # not an attempt recovered from its own checkpoint (A9)
             self.archive_partial_attempt(task_id, attempt)
         self.journal("attempt_started", fsync=False, task_id=task_id, attempt=attempt)
 

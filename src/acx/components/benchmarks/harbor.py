@@ -67,6 +67,13 @@ class HarborBenchmark(HarborRuntime, BaseBenchmark):
         selected = select_by_globs(selected, self.config.task_names)
         return apply_n_tasks(selected, self.config.n_tasks)
 
+    def recovery_inputs(self, task: TaskSpec) -> dict[str, str]:
+        """What an evaluation checkpoint fingerprints (A9): the task's files, and its tests —
+        evaluation inputs a regrade may change on purpose."""
+        meta = task.metadata
+        pairs = (("task_files", meta.get("task_dir")), ("tests", meta.get("tests_dir")))
+        return {kind: str(path) for kind, path in pairs if path}
+
     def build_plan(self, task: TaskSpec, req: RunRequest) -> BenchmarkPlan:
         error = getattr(self, "_load_errors", {}).get(task.task_id)
         if error is not None:  # a selected task whose directory did not load
