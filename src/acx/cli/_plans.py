@@ -265,7 +265,8 @@ def _budget_line(plan: Any, harness_free: bool, full: bool = False) -> str:
         watchdog = "watchdog none"
     else:
         watchdog = f"watchdog {format_seconds(run + plan.run_timer_compensation_seconds)}"
-    parts = [
+    parts = [f"install {format_seconds(plan.install_timeout_seconds)}"] if plan.install_timeout_seconds else []
+    parts += [
         f"run {format_seconds(run)} ({watchdog})",
         f"collect {format_seconds(plan.runresult_collect_timeout_seconds)}",
         f"evaluation {format_seconds(plan.evaluation_timeout_seconds)}",

@@ -400,6 +400,7 @@ class RequestPlan:
             run_timer_compensation_seconds=ex.run_timer_compensation_seconds,
             run_timeout_seconds=run_b.seconds,
             evaluation_timeout_seconds=eval_b.seconds,
+            install_timeout_seconds=self._install_budget(hplan, ex, prov),
         )
         if prov.enabled:
             self._artifact_prov(prov, task, supported)
@@ -476,6 +477,21 @@ class RequestPlan:
                 if getattr(renv, f) is not None:
                     prov.request("environment.resources", f"environment.{f}", getattr(renv, f))
         return env
+
+    def _install_budget(self, hplan: HarnessPlan, ex: Any, prov: _Prov) -> float | None:
+        """The ``install_agent`` phase's budget: the harness's (its config), scaled by the common
+        ``timeout_multiplier`` like the other stage budgets; None when the harness installs nothing."""
+        base = hplan.install_timeout_seconds
+        if base is None:
+            return None
+        seconds = float(base) * float(ex.timeout_multiplier)
+        if prov.enabled:
+            source = f"{self.request.harness.id} harness (install_timeout_seconds)"
+            prov.add("install_timeout_seconds", "harness", "harness", source, base)
+            if ex.timeout_multiplier != 1.0:
+                mult = f"× {ex.timeout_multiplier:g} (execution.timeout_multiplier)"
+                prov.add("install_timeout_seconds", "planner", "planner", mult, seconds)
+        return seconds
 
     def _budget_prov(self, prov: _Prov, path: str, b: Budget, tid: str) -> None:
         kind = {"task": "task", "benchmark": "benchmark", "harness": "harness"}.get(b.default_source, "default")

@@ -18,6 +18,7 @@ from acx.errors import AcxInternalError
 from acx.ir import (
     ArtifactSpec,
     BenchmarkPlan,
+    ExecutionIssue,
     ExecutionPlan,
     HarnessPlan,
     MetricContract,
@@ -144,6 +145,13 @@ class BaseHarness:
     async def start_session(self, ctx: HarnessContext) -> Any:
         """Per-attempt harness state; the interpreter stores it in ``ctx.state``."""
         return None
+
+    async def install_agent(self, ctx: HarnessContext) -> list[ExecutionIssue]:
+        """The ``install_agent`` phase (after ``start_session``, before ``execute_task``): runs
+        only when the plan has an ``install_timeout_seconds`` (from ``build_plan``'s
+        ``HarnessPlan.install_timeout_seconds``); ``ctx.deadline`` is that budget's end. Issues
+        returned with severity ``fatal`` stop the attempt before the agent runs."""
+        return []
 
     async def execute_task(self, ctx: HarnessContext) -> RunResult:
         raise AcxInternalError(f"harness {self.id} must override execute_task")

@@ -210,6 +210,39 @@ class ReactConfig(HarnessConfig, frozen=True, kw_only=True):
             raise ValueError("tools must name at least one tool")
 
 
+class InstalledAgentConfig(HarnessConfig, frozen=True, kw_only=True):
+    """An agent installed and run inside the sandbox (see docs/agents.md, "Installed agents")."""
+
+    agent: Annotated[
+        str | None,
+        _d("shipped definition (install/command/logs defaults): mini-swe-agent, claude-code, codex, aider, openhands"),
+    ] = None
+    upload: Annotated[
+        list[str], _d("files or directories to upload into agent_dir, relative to the spec file's directory")
+    ] = []
+    agent_dir: Annotated[str, _d("absolute sandbox directory the uploads land in (ACX_AGENT_DIR)")] = "/installed-agent"
+    install: Annotated[
+        str | list[str] | None, _d("install command (bash -c for a string), run in agent_dir in phase install_agent")
+    ] = None
+    install_timeout_seconds: Annotated[float, msgspec.Meta(gt=0, description="budget of the install_agent phase")] = (
+        600.0
+    )
+    command: Annotated[str | list[str] | None, _d("the agent's run command (bash -c for a string)")] = None
+    model_env_aliases: Annotated[
+        dict[str, str], _d("NAME = GATEWAY_VAR: also export a gateway variable under the name the agent reads")
+    ] = {}
+    logs: Annotated[list[str], _d("sandbox files or directories of the agent's logs, collected after the run")] = []
+    max_log_bytes: Annotated[int, msgspec.Meta(ge=1, description="bytes kept per collected log file (the tail)")] = (
+        65536
+    )
+    prompt_file: Annotated[
+        str | None, _d("where the prompt is written in the sandbox (also passed on stdin); relative to cwd")
+    ] = "prompt.txt"
+    answer_file: Annotated[str | None, _d("read the answer from this file instead of stdout; relative to cwd")] = None
+    cwd: Annotated[str | None, _d("working directory of the run command; default the environment workdir")] = None
+    strip_output: Annotated[bool, _d("strip surrounding whitespace from the answer")] = True
+
+
 class OpenAIChatConfig(HarnessConfig, frozen=True, kw_only=True):
     """A single OpenAI-compatible chat completion per task."""
 

@@ -113,6 +113,15 @@ HARNESSES.register(
         "acx.components.harnesses.react:ReactHarness",
     )
 )
+HARNESSES.register(
+    ComponentInfo(
+        "harness",
+        "installed_agent",
+        "Uploads, installs (phase install_agent, own budget) and runs an agent inside the sandbox.",
+        f"{_CONFIGS}:InstalledAgentConfig",
+        "acx.components.harnesses.installed_agent:InstalledAgentHarness",
+    )
+)
 
 
 def registry(kind: str) -> Registry:

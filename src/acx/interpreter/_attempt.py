@@ -692,8 +692,10 @@ class AttemptRunner:
             return
         partial: RunResult | None = None
         watchdog = None if T is None else T + plan.run_timer_compensation_seconds
-        self.phase("run_harness")
         try:
+            if plan.install_timeout_seconds is not None and not await self._install_agent(t, session, hctx):
+                return  # a fatal install issue: the agent never runs (close_session still does)
+            self.phase("run_harness")
             # The agent's own budget is T from now (its deadline); the watchdog adds the
             # compensation for a harness that overruns it.
             hctx.deadline = None if T is None else trio.current_time() + T
@@ -740,6 +742,36 @@ class AttemptRunner:
         t.result = partial or RunResult(task_id=self.task.task_id)
         if models is not None:
             t.result = merge_into_result(t.result, models, self.attempt_dir, ctx.scrub)
+
+    async def _install_agent(self, t: _Try, session: Session, hctx: HarnessContext) -> bool:
+        """The ``install_agent`` phase: its own budget B from the plan (the harness clips its
+        commands to ``hctx.deadline``, killing them in the sandbox at B); the watchdog adds the
+        run's timer compensation for a harness that overruns it. False = the agent must not run."""
+        plan = self.plan
+        budget = plan.install_timeout_seconds
+        assert budget is not None
+        self.phase("install_agent")
+        watchdog = budget + plan.run_timer_compensation_seconds
+        hctx.deadline = trio.current_time() + budget
+        issues: list[ExecutionIssue] = []
+        with trio.move_on_after(watchdog) as scope, session.env_scope(self.run_env):
+            try:
+                issues = await self.ctx.harness.install_agent(hctx)
+            except Exception as exc:
+                t.add("fatal", "setup", self._code(exc, "install_failed"), self._msg(exc))
+                return False
+        hctx.deadline = None
+        if scope.cancelled_caught:
+            t.add(
+                "fatal",
+                "setup",
+                "install_timeout",
+                f"installing the agent exceeded its watchdog of {watchdog:g} s (budget {budget:g} s + compensation)",
+            )
+            return False
+        for issue in issues:
+            t.add(issue.severity, issue.phase, issue.code, issue.message)
+        return not any(i.severity == "fatal" for i in issues)
 
     def _harness_context(self, prepared: PreparedTask, session: Session, models: Any) -> HarnessContext:
         """The one object the harness's run-time methods get (the deadline is set when it runs)."""

@@ -87,6 +87,8 @@ class HarnessPlan(IRStruct, frozen=True):
 
     inject_network_restriction_notice: bool = True
     default_run_timeout_seconds: float | None = None
+    #: Budget of the harness's ``install_agent`` phase (installed agents); None = no install phase.
+    install_timeout_seconds: float | None = None
     params: dict[str, Any] = {}
 
 
@@ -115,6 +117,9 @@ class ExecutionPlan(IRStruct, frozen=True):
     run_timer_compensation_seconds: float = 120.0
     run_timeout_seconds: float | None = None
     evaluation_timeout_seconds: float | None = None
+    #: Budget of the ``install_agent`` phase (before ``run_harness``), scaled by the common
+    #: ``timeout_multiplier``; None = the harness installs nothing.
+    install_timeout_seconds: float | None = None
     #: Names of process env vars the provider must resolve right before use (V1); names only.
     required_env: list[str] = []
 

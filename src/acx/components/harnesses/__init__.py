@@ -1,3 +1,3 @@
-"""Built-in harnesses: ``none``, ``command``, ``oracle``, ``openai_chat`` (imported lazily)."""
+"""Built-in harnesses: ``none``, ``command``, ``oracle``, ``openai_chat``, ``installed_agent`` (imported lazily)."""
 
 __all__: list[str] = []

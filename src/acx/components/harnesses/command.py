@@ -70,6 +70,11 @@ class CommandHarness(BaseHarness):
             return name
         return posixpath.join(c.cwd, name)
 
+    def agent_env(self, ctx: HarnessContext, models: dict[str, str]) -> dict[str, str]:
+        """The agent command's variables beyond the ACX_* defaults: the model's (a subclass adds
+        its own, e.g. ``installed_agent``'s definitions and aliases)."""
+        return models
+
     async def execute_task(self, ctx: HarnessContext) -> RunResult:
         c = self.config
         session, prepared, req, plan = ctx.session, ctx.prepared, ctx.request, ctx.plan
@@ -80,7 +85,7 @@ class CommandHarness(BaseHarness):
         env = {
             "ACX_TASK_ID": prepared.task_id,
             "ACX_ATTEMPT": str(plan.attempt),
-            **model_env(req, ctx.models),
+            **self.agent_env(ctx, model_env(req, ctx.models)),
         }
         if self.spec_dir:
             env["ACX_SPEC_DIR"] = self.spec_dir
@@ -89,8 +94,7 @@ class CommandHarness(BaseHarness):
         if c.prompt_file:
             await session.write_text(self._path(c.prompt_file), prompt)
             env["ACX_PROMPT_FILE"] = c.prompt_file
-        shell = isinstance(c.command, str)
-        argv: Any = ["bash", "-c", c.command] if shell else list(c.command)
+        argv: Any = ["bash", "-c", c.command] if isinstance(c.command, str) else list(c.command)
         started = time.monotonic()
         res = await session.exec(
             argv, cwd=c.cwd, env=env, timeout=plan.run_timeout_seconds, stdin=prompt.encode("utf-8")

@@ -1,0 +1,100 @@
+"""Shipped definitions of widely used CLI agents for the ``installed_agent`` harness.
+
+Each is the defaults of an ``installed_agent`` config (``agent = "NAME"``): how the agent is
+installed, the command line that runs it non-interactively on the task prompt, which gateway
+variables it reads under which names, and where it writes its logs. Any field the user sets in
+the harness config replaces the definition's. The install commands fetch from the public package
+registries (PyPI, npm): under ``no-network`` they cannot, so real use either bakes the agent into
+the task image (set ``install = "true"`` or a version check) or installs from uploaded wheels or
+tarballs (``upload`` + an offline install command). See docs/agents.md.
+
+Pure data: imported at plan time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["AGENTS", "AgentDefinition"]
+
+#: Where the definitions write their logs; collected after the run (``logs``).
+LOG_DIR = "/logs/agent"
+
+
+@dataclass(frozen=True)
+class AgentDefinition:
+    name: str
+    install: str
+    command: str
+    #: NAME = gateway variable (``OPENAI_BASE_URL``, ``ACX_MODEL_ID``…) the agent reads as NAME.
+    model_env_aliases: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    logs: list[str] = field(default_factory=list)
+    #: The protocol the agent speaks (the gateway translates to the model's own).
+    protocol: str = "openai-chat"
+
+
+_MKDIR = f"mkdir -p {LOG_DIR} && "
+
+AGENTS: dict[str, AgentDefinition] = {
+    "mini-swe-agent": AgentDefinition(
+        name="mini-swe-agent",
+        install="python3 -m pip install --no-input mini-swe-agent",
+        # -y: execute actions without confirmation; --exit-immediately: no "continue?" prompt at the
+        # end; -o: the agent's own trajectory file. litellm routes "openai/<model>" to
+        # OPENAI_API_BASE/OPENAI_BASE_URL.
+        command=_MKDIR + 'mini -y --exit-immediately -m "openai/$ACX_MODEL_ID" -t "$(cat "$ACX_PROMPT_FILE")" '
+        f"-o {LOG_DIR}/mini.traj.json",
+        model_env_aliases={"OPENAI_API_BASE": "OPENAI_BASE_URL", "MSWEA_MODEL_NAME": "ACX_MODEL_ID"},
+        # MSWEA_CONFIGURED skips the first-run setup wizard; unknown models have no litellm price.
+        env={"MSWEA_CONFIGURED": "true", "MSWEA_COST_TRACKING": "ignore_errors"},
+        logs=[f"{LOG_DIR}/mini.traj.json"],
+    ),
+    "claude-code": AgentDefinition(
+        name="claude-code",
+        install="npm install -g @anthropic-ai/claude-code",
+        # -p: print mode (one task, then exit); stream-json (needs --verbose) is the session log.
+        command=_MKDIR + 'claude -p "$(cat "$ACX_PROMPT_FILE")" --model "$ACX_MODEL_ID" '
+        "--dangerously-skip-permissions --output-format stream-json --verbose "
+        f"| tee {LOG_DIR}/claude.jsonl",
+        # ANTHROPIC_BASE_URL/ANTHROPIC_API_KEY come from the gateway as they are.
+        env={
+            "DISABLE_AUTOUPDATER": "1",
+            "DISABLE_TELEMETRY": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "IS_SANDBOX": "1",
+        },
+        logs=[f"{LOG_DIR}/claude.jsonl"],
+        protocol="anthropic",
+    ),
+    "codex": AgentDefinition(
+        name="codex",
+        install="npm install -g @openai/codex",
+        # exec: non-interactive; the sandbox is acx's, so codex's own is off; --json: event log on
+        # stdout; -o: the final message (the answer) in a file.
+        command=_MKDIR + 'codex exec --skip-git-repo-check --sandbox danger-full-access --json -m "$ACX_MODEL_ID" '
+        f'-o {LOG_DIR}/codex-last-message.txt "$(cat "$ACX_PROMPT_FILE")" | tee {LOG_DIR}/codex.jsonl',
+        env={"CODEX_HOME": f"{LOG_DIR}/codex-home"},
+        logs=[f"{LOG_DIR}/codex.jsonl", f"{LOG_DIR}/codex-last-message.txt"],
+        protocol="openai-responses",
+    ),
+    "aider": AgentDefinition(
+        name="aider",
+        install="python3 -m pip install --no-input aider-chat",
+        command=_MKDIR + 'aider --message-file "$ACX_PROMPT_FILE" --model "openai/$ACX_MODEL_ID" --yes-always '
+        "--no-git --no-auto-commits --no-check-update --no-show-model-warnings --analytics-disable "
+        f"--chat-history-file {LOG_DIR}/aider.chat.md --llm-history-file {LOG_DIR}/aider.llm.log",
+        model_env_aliases={"OPENAI_API_BASE": "OPENAI_BASE_URL"},
+        logs=[f"{LOG_DIR}/aider.chat.md", f"{LOG_DIR}/aider.llm.log"],
+    ),
+    "openhands": AgentDefinition(
+        name="openhands",
+        install="python3 -m pip install --no-input openhands",
+        # --override-with-envs: LLM_* variables apply (else ignored); --json: JSONL events.
+        command=_MKDIR + 'LLM_MODEL="openai/$ACX_MODEL_ID" openhands --headless --json --override-with-envs '
+        f'-f "$ACX_PROMPT_FILE" | tee {LOG_DIR}/openhands.jsonl',
+        model_env_aliases={"LLM_BASE_URL": "OPENAI_BASE_URL", "LLM_API_KEY": "OPENAI_API_KEY"},
+        env={},
+        logs=[f"{LOG_DIR}/openhands.jsonl"],
+    ),
+}

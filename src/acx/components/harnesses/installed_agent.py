@@ -1,0 +1,206 @@
+"""``installed_agent``: an agent uploaded, installed and run inside the sandbox.
+
+Phases (docs/agents.md, "Installed agents"):
+
+1. ``install_agent`` (after ``start_harness``, before ``run_harness``; its own budget
+   ``install_timeout_seconds`` in the plan, scaled by ``execution.timeout_multiplier``): each
+   ``upload`` path (relative to the spec file's directory) is copied into ``agent_dir`` under its
+   own name, then ``install`` runs there with ``ACX_AGENT_DIR``, ``ACX_TASK_ID`` and the run
+   scope's variables (``environment.run_env_variables``) — no model variables (nothing installs
+   with the attempt's gateway token). It is killed in the
+   sandbox when the budget ends (``install_timeout``); a non-zero exit is ``install_failed``;
+   both are fatal: the agent never runs.
+2. ``run_harness``: ``command`` runs as the ``command`` harness runs its command (prompt on stdin
+   and in ``prompt_file``, answer from stdout or ``answer_file``, the run budget T) with the
+   gateway's variables (``OPENAI_BASE_URL``, ``ANTHROPIC_BASE_URL``, … with a per-attempt token),
+   ``model_env_aliases`` (the same values under the names the agent reads).
+3. ``collect_harness_result``: the tails of the ``logs`` files (a directory: its files) go into
+   ``telemetry.agent_logs``; the gateway's record of the agent's calls becomes the trajectory and
+   usage (interpreter).
+
+``agent = "NAME"`` takes the defaults of a shipped definition (``_agents.AGENTS``).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+import msgspec
+
+from acx.components._configs import InstalledAgentConfig
+from acx.components._context import HarnessContext
+from acx.components.harnesses._agents import AGENTS
+from acx.components.harnesses._common import tail
+from acx.components.harnesses.command import CommandHarness
+from acx.errors import AcxPlanError
+from acx.ir import ExecutionIssue, HarnessPlan, RunRequest, RunResult, TaskSpec
+
+__all__ = ["InstalledAgentHarness", "resolve_config"]
+
+#: Files collected from one log directory, at most.
+_MAX_LOG_FILES = 50
+
+
+def resolve_config(config: InstalledAgentConfig) -> InstalledAgentConfig:
+    """The config with the named definition's defaults filled in (the user's fields win); a
+    located plan error for an unknown definition or a config without a run command."""
+    if config.agent is not None:
+        if config.agent not in AGENTS:
+            raise AcxPlanError(
+                f"unknown installed agent {config.agent!r}",
+                code="E0433",
+                path="harness.params.agent",
+                help=f"known agents: {', '.join(sorted(AGENTS))}; or leave `agent` unset and give `install`/`command`",
+            )
+        d = AGENTS[config.agent]
+        defaults = msgspec.structs.asdict(InstalledAgentConfig())
+        mine = msgspec.structs.asdict(config)
+        changes: dict[str, Any] = {}
+        for name, value in (
+            ("install", d.install),
+            ("command", d.command),
+            ("logs", list(d.logs)),
+        ):
+            if mine[name] == defaults[name]:
+                changes[name] = value
+        changes["model_env_aliases"] = {**d.model_env_aliases, **config.model_env_aliases}
+        config = msgspec.structs.replace(config, **changes)
+    if config.command is None:
+        raise AcxPlanError(
+            "the installed_agent harness has no run command",
+            code="E0433",
+            path="harness.params.command",
+            help="set `command` (the agent's command line) or `agent` (a shipped definition)",
+        )
+    if not posixpath.isabs(config.agent_dir):
+        raise AcxPlanError(
+            f"agent_dir {config.agent_dir!r} is not an absolute sandbox path",
+            code="E0433",
+            path="harness.params.agent_dir",
+            help="give an absolute path such as /installed-agent",
+        )
+    return config
+
+
+class InstalledAgentHarness(CommandHarness):
+    id: ClassVar[str] = "installed_agent"
+    description: ClassVar[str] = (
+        "Uploads, installs (phase install_agent, own budget) and runs an agent inside the sandbox; "
+        "it reaches the model only through the run's gateway."
+    )
+    # Not a CommandHarnessConfig subclass (``command`` is optional here), but every field the
+    # inherited execute_task reads has the same name, type and meaning.
+    config_class = InstalledAgentConfig  # type: ignore[assignment]
+
+    config: InstalledAgentConfig  # type: ignore[assignment]
+
+    def __init__(self, config: InstalledAgentConfig) -> None:
+        super().__init__(resolve_config(config))
+
+    @property
+    def _installs(self) -> bool:
+        return bool(self.config.upload) or self.config.install is not None
+
+    def build_plan(self, task: TaskSpec, req: RunRequest) -> HarnessPlan:
+        plan = super().build_plan(task, req)
+        if not self._installs:
+            return plan
+        return msgspec.structs.replace(plan, install_timeout_seconds=self.config.install_timeout_seconds)
+
+    def _base_env(self, ctx: HarnessContext) -> dict[str, str]:
+        # The definition's fixed settings (no update checks, no telemetry); the user's own
+        # variables come from environment.run_env_variables (the session's run scope, V4).
+        fixed = AGENTS[self.config.agent].env if self.config.agent else {}
+        return {**fixed, "ACX_AGENT_DIR": self.config.agent_dir, "ACX_TASK_ID": ctx.prepared.task_id}
+
+    def agent_env(self, ctx: HarnessContext, models: dict[str, str]) -> dict[str, str]:
+        aliases = {name: models[var] for name, var in self.config.model_env_aliases.items() if var in models}
+        return {**self._base_env(ctx), **models, **aliases}
+
+    # ---- install_agent ------------------------------------------------------------------------
+    async def install_agent(self, ctx: HarnessContext) -> list[ExecutionIssue]:
+        c = self.config
+        session = ctx.session
+        assert session is not None
+        started = time.monotonic()
+        base = Path(self.spec_dir or ".")
+        for name in c.upload:
+            local = base / name
+            if not local.exists():
+                return [_install_issue("install_failed", f"upload {name!r}: {local} does not exist")]
+            remote = posixpath.join(c.agent_dir, local.resolve().name)
+            if local.is_dir():
+                await session.upload_dir(str(local), remote)
+            else:
+                await session.exec(["mkdir", "-p", c.agent_dir], timeout=ctx.clip(60.0))
+                await session.upload(str(local), remote)
+        issues: list[ExecutionIssue] = []
+        if c.install is not None:
+            argv = ["bash", "-c", c.install] if isinstance(c.install, str) else list(c.install)
+            await session.exec(["mkdir", "-p", c.agent_dir], timeout=ctx.clip(60.0))
+            budget = ctx.remaining()
+            if budget is not None and budget <= 0:
+                return [_install_issue("install_timeout", "no install budget left after the upload")]
+            res = await session.exec(argv, cwd=c.agent_dir, env=self._base_env(ctx), timeout=budget)
+            if res.timed_out:
+                issues.append(
+                    _install_issue(
+                        "install_timeout",
+                        f"the install command exceeded its budget of {ctx.plan.install_timeout_seconds:g} s",
+                    )
+                )
+            elif res.returncode != 0:
+                issues.append(
+                    _install_issue(
+                        "install_failed",
+                        f"the install command exited with {res.returncode}: {tail(res.stderr or res.stdout)}",
+                    )
+                )
+        ctx.state = {"install_seconds": round(time.monotonic() - started, 3)}
+        ctx.emit("agent_installed", {"ok": not issues, "seconds": ctx.state["install_seconds"]})
+        return issues
+
+    # ---- collect_result -----------------------------------------------------------------------
+    async def collect_result(self, ctx: HarnessContext, partial: RunResult | None) -> RunResult | None:
+        """The tails of the agent's log files into ``telemetry.agent_logs`` (also after a timeout)."""
+        if partial is None:
+            partial = RunResult(task_id=ctx.prepared.task_id)
+        telemetry = dict(partial.telemetry)
+        if isinstance(ctx.state, dict) and "install_seconds" in ctx.state:
+            telemetry["install_seconds"] = ctx.state["install_seconds"]
+        logs = await self._read_logs(ctx)
+        if logs:
+            telemetry["agent_logs"] = logs
+        return msgspec.structs.replace(partial, telemetry=telemetry)
+
+    async def _read_logs(self, ctx: HarnessContext) -> dict[str, str]:
+        session = ctx.session
+        assert session is not None
+        out: dict[str, str] = {}
+        for path in self.config.logs:
+            for f in await self._log_files(ctx, path):
+                try:
+                    data = await session.read_bytes(f)
+                except (FileNotFoundError, IsADirectoryError, OSError):
+                    continue
+                limit = self.config.max_log_bytes
+                text = data[-limit:].decode("utf-8", "replace")
+                out[f] = text if len(data) <= limit else f"[{len(data) - limit} bytes elided]\n{text}"
+        return out
+
+    async def _log_files(self, ctx: HarnessContext, path: str) -> list[str]:
+        session = ctx.session
+        assert session is not None
+        if await session.is_file(path):
+            return [path]
+        if not await session.is_dir(path):
+            return []
+        res = await session.exec(["find", path, "-type", "f"], timeout=30.0)
+        return sorted(res.stdout.split("\n"))[:_MAX_LOG_FILES] if res.ok else []
+
+
+def _install_issue(code: str, message: str) -> ExecutionIssue:
+    return ExecutionIssue(severity="fatal", phase="setup", code=code, message=message)
