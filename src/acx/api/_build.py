@@ -196,6 +196,7 @@ def build_programs(
     run_id: str | None = None,
     environ: Mapping[str, str] | None = None,
     report: Reporter | None = None,
+    benchmark_params: Mapping[str, Any] | None = None,
 ) -> tuple[Orchestration, list[RequestProgram]]:
     """``(orchestration, [RequestProgram])`` from a spec (compile + plan here) or a compiled
     program (its plans as compiled). A compiled program runs exactly as compiled: compile-time
@@ -213,9 +214,11 @@ def build_programs(
             runtime=runtime,
             report=report,
         )
+        if benchmark_params:
+            compiled = _with_benchmark_params(compiled, benchmark_params)
         return compiled.orchestration, _from_compiled(compiled, tasks=tasks, run_id=run_id, environ=env)
     program = load_program(source) if isinstance(source, str | os.PathLike) else source
-    if configs or execution or task_concurrency or tasks or environment:
+    if configs or execution or task_concurrency or tasks or environment or benchmark_params:
         raise AcxConfigError(
             "a compiled program runs exactly as compiled",
             code="E0614",
@@ -223,6 +226,20 @@ def build_programs(
             help="pass configs/environment/execution/task concurrency/tasks when compiling, or run the spec instead",
         )
     return _from_program(program, runtime=runtime, run_id=run_id, environ=env, report=report)
+
+
+def _with_benchmark_params(compiled: Compiled, params: Mapping[str, Any]) -> Compiled:
+    """Every request's benchmark params with ``params`` merged over them (keys replaced), as
+    ``acx regrade --benchmark-params`` asks; the benchmark's config validates them when planned."""
+    import dataclasses
+
+    runs = []
+    for run in compiled.orchestration.requests:
+        bench = run.request.benchmark
+        new = msgspec.structs.replace(bench, params={**bench.params, **params})
+        runs.append(msgspec.structs.replace(run, request=msgspec.structs.replace(run.request, benchmark=new)))
+    orch = msgspec.structs.replace(compiled.orchestration, requests=runs)
+    return dataclasses.replace(compiled, orchestration=orch)
 
 
 def _with_run_id(req: Any, run_id: str | None) -> Any:

@@ -22,6 +22,7 @@ _COMMAND_MODULES = (
     "acx.cli._validate",
     "acx.cli._lang",
     "acx.cli._run",
+    "acx.cli._regrade",
     "acx.cli._results",
     "acx.cli._report",
     "acx.cli._envcmd",

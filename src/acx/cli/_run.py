@@ -16,7 +16,7 @@ from typing import Any
 
 from acx.errors import AcxConfigError
 
-__all__ = ["build_programs", "register"]
+__all__ = ["build_programs", "register", "run_programs"]
 
 
 def register(sub: Any) -> None:
@@ -140,6 +140,7 @@ def build_programs(args: argparse.Namespace, spec: str) -> tuple[Any, list[Any]]
             tasks=args.tasks,
             run_id=args.run_id,
             report=_stderr,
+            benchmark_params=getattr(args, "benchmark_params_override", None),
         )
     except AcxConfigError as exc:
         if exc.code == "E0614":  # say it in terms of the flags
@@ -217,7 +218,6 @@ def _handle(args: argparse.Namespace) -> int:
 
     from acx.api import prepare_drivers, reuse_map
     from acx.errors import AcxUserError
-    from acx.interpreter import run_orchestration
     from acx.interpreter._events import make_console
 
     if not args.spec and not args.resume:
@@ -255,6 +255,35 @@ def _handle(args: argparse.Namespace) -> int:
     trio.run(prepare_drivers, programs, _stderr)
     console = make_console(orch.runtime.progress if args.progress is None else args.progress)
 
+    with console:
+        result = run_programs(
+            orch,
+            programs,
+            console.emit,
+            resume_dirs=resume_dirs,
+            reuse=reuse,
+            checkpoint_resume=args.checkpoint_resume,
+            invocation=invocation,
+        )
+    from acx.cli._run_report import write_run_reports
+
+    reports = write_run_reports(result.requests, enabled=not args.no_report)
+    try:
+        _report(result, args.format, reports)
+    except BrokenPipeError:
+        # The reader went away (`acx run ... | head`): the run itself is done and recorded; its
+        # exit code says how it went. Later flushes of the dead pipe go to /dev/null.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return int(result.exit_code)
+
+
+def run_programs(orch: Any, programs: list[Any], emit: Any, **kwargs: Any) -> Any:
+    """Run the orchestration with Ctrl-C/SIGTERM handling (first: cancel and release the
+    sandboxes; second: exit at once); ``kwargs`` go to :func:`acx.interpreter.run_orchestration`."""
+    import trio
+
+    from acx.interpreter import run_orchestration
+
     async def main() -> Any:
         import signal
 
@@ -278,31 +307,17 @@ def _handle(args: argparse.Namespace) -> int:
                     orch,
                     programs,
                     environ=os.environ,
-                    console=console.emit,
-                    resume_dirs=resume_dirs,
-                    reuse=reuse,
-                    checkpoint_resume=args.checkpoint_resume,
-                    invocation=invocation,
+                    console=emit,
                     cancel_scope_ready=lambda s: holder.__setitem__("scope", s),
+                    **kwargs,
                 )
                 nursery.cancel_scope.cancel()
         return result
 
-    with console:
-        try:
-            result = trio.run(main)
-        except BaseExceptionGroup as group:
-            raise _unwrap(group) from None
-    from acx.cli._run_report import write_run_reports
-
-    reports = write_run_reports(result.requests, enabled=not args.no_report)
     try:
-        _report(result, args.format, reports)
-    except BrokenPipeError:
-        # The reader went away (`acx run ... | head`): the run itself is done and recorded; its
-        # exit code says how it went. Later flushes of the dead pipe go to /dev/null.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    return int(result.exit_code)
+        return trio.run(main)
+    except BaseExceptionGroup as group:
+        raise _unwrap(group) from None
 
 
 def _unwrap(group: BaseExceptionGroup) -> BaseException:

@@ -1000,6 +1000,7 @@ async def run_orchestration(
     resume_dirs: Mapping[str, str] | None = None,
     reuse: Mapping[str, str | None] | None = None,
     regrade: Mapping[str, str] | None = None,
+    run_dirs: Mapping[str, str] | None = None,
     checkpoint_resume: bool | None = None,
     invocation: dict[str, Any] | None = None,
     cancel_scope_ready: Callable[[trio.CancelScope], None] | None = None,
@@ -1022,6 +1023,9 @@ async def run_orchestration(
             resume_dir = (resume_dirs or {}).get(prog.name)
             if resume_dir:
                 store = RunStore.open_existing(resume_dir)
+            elif (run_dirs or {}).get(prog.name):
+                store = RunStore.create_at((run_dirs or {})[prog.name])
+                created.append(store)
             else:
                 store = RunStore.create(
                     runtime.results_dir,

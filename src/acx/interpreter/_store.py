@@ -152,6 +152,24 @@ class RunStore:
         )
 
     @classmethod
+    def create_at(cls, run_dir: str | Path) -> RunStore:
+        """A new run directory at exactly ``run_dir`` (``acx regrade -o``); it must not exist."""
+        target = Path(run_dir)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.mkdir()
+        except FileExistsError:
+            raise AcxResultsError(
+                f"run directory {target} already exists",
+                code="E0601",
+                path="-o",
+                help="choose a directory that does not exist yet",
+            ) from None
+        except OSError as exc:
+            raise _unwritable(target.parent, exc) from None
+        return cls._init(target, safe_name(target.name))
+
+    @classmethod
     def _init(cls, run_dir: Path, run_id: str) -> RunStore:
         store = cls(run_dir, run_id=run_id)
         for d in (*(store.details / sub for sub in ("running", *FINAL_STATES)), store.resources, run_dir / ".acx"):
