@@ -8,13 +8,16 @@
 #   ACX_REQUIRE_BROWSER=1 a missing headless Chromium (Debian's `chromium`, driven through the
 #                         playwright package; no browser download) fails the run instead of
 #                         skipping the browser tests (set by .ci/run).
+#   ray (acx-eval[cluster]) is installed here; the cluster tests start their own local Ray clusters
+#                         (scripts/ray-local-cluster.sh) and stop them.
 #   ACX_REQUIRE_BWRAP=1   a missing or unusable bubblewrap fails the run instead of
 #                         skipping the bwrap tests (set by .ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-echo "==> installing acx-eval with test extras"
-python3 -m pip install -q --disable-pip-version-check -e '.[test]'
+echo "==> installing acx-eval with test and cluster extras"
+python3 -m pip install -q --disable-pip-version-check -e '.[test,cluster]'
+export ACX_REQUIRE_RAY=1  # the cluster tests fail, not skip, without ray
 
 echo "==> Docker engine and test images"
 if bash scripts/setup-docker.sh; then

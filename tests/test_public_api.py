@@ -192,6 +192,12 @@ PUBLIC_API: dict[str, list[str]] = {
         "parse_file",
         "print_module",
     ],
+    "acx.cluster": [
+        "PROTOCOL_VERSION",
+        "attach",
+        "parse_address",
+        "remote_driver",
+    ],
     "acx.drivers": [
         "DRIVERS",
         "Driver",

@@ -51,6 +51,11 @@ def register(sub: Any) -> None:
         metavar="RUN_ID",
         help="new run that copies verified finished tasks of RUN_ID (default: the newest run)",
     )
+    p.add_argument(
+        "--cluster",
+        metavar="ray[://HOST:PORT]",
+        help="open sandboxes on the nodes of a Ray cluster (docs/cluster.md); needs acx-eval[cluster]",
+    )
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a killed or cancelled run in place")
     p.add_argument(
         "--no-checkpoint-resume",
@@ -177,6 +182,7 @@ _REPLAYED = (
     "k",
     "attempt_strategy",
     "keep_environment",
+    "cluster",
 )
 
 
@@ -247,6 +253,10 @@ def _handle(args: argparse.Namespace) -> int:
         "cwd": os.getcwd(),
     }
     orch, programs = build_programs(args, spec)
+    if args.cluster:
+        from acx.cluster import attach
+
+        attach(programs, args.cluster)
     if only is not None:
         programs = [p for p in programs if p.name == only]
         _check_resume_hash(args.resume, programs)

@@ -1,0 +1,225 @@
+"""The Ray edge: the only module that imports ``ray``.
+
+One long-lived, detached :class:`AcxWorker` actor per node that advertises ``acx_slots`` (named
+after the node, so a resumed driver re-attaches to the same workers and the sessions they hold).
+Actors are created with ``max_restarts=0`` and ``max_task_retries=0``: Ray never re-runs anything
+on its own; every re-run is the interpreter's decision (its retries), journaled by it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+
+from acx.errors import DriverError, EnvironmentSetupError
+
+__all__ = ["Node", "RayCluster", "connect"]
+
+log = logging.getLogger("acx.cluster")
+
+#: Resource a node advertises to host an acx worker (its sandbox capacity).
+SLOTS = "acx_slots"
+#: Prefix of a custom resource naming a node (``acx_node_<name>``): its label in reports and gc.
+NODE_LABEL = "acx_node_"
+NAMESPACE = "acx"
+
+
+class NodeLost(Exception):
+    """The worker of a node is gone (node killed, actor died): its calls may or may not have run."""
+
+
+@dataclass
+class Node:
+    node_id: str
+    name: str
+    address: str
+    slots: int
+    labels: dict[str, float]
+    handle: Any = None
+    alive: bool = True
+
+
+def _worker_class() -> Any:
+    import ray
+
+    from acx.cluster._worker import TrioThread, WorkerCore
+
+    class AcxWorker:
+        """Hosts a :class:`WorkerCore` in its own trio loop; sync methods run in the actor's
+        thread pool (``max_concurrency``), each blocking on its call in the trio thread."""
+
+        def __init__(self, node: str) -> None:
+            self.core = WorkerCore(node)
+            self.loop = TrioThread()
+
+        def handle(self, data: bytes) -> bytes:
+            return self.loop.call(self.core.handle, data)  # type: ignore[no-any-return]
+
+        def ping(self) -> str:
+            return self.core.node
+
+    return ray.remote(AcxWorker)
+
+
+_CONNECTED: str | None = None
+
+
+def _init(address: str) -> None:
+    global _CONNECTED
+    import ray
+
+    if address == _CONNECTED and ray.is_initialized():
+        return
+    if ray.is_initialized():
+        ray.shutdown()
+    _probe(address)
+    try:
+        ray.init(
+            address=address,
+            namespace=NAMESPACE,
+            logging_level=logging.WARNING,
+            log_to_driver=False,
+        )
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        raise EnvironmentSetupError(
+            f"cannot connect to the Ray cluster at {address}: {exc}",
+            help="start one with `bash scripts/ray-local-cluster.sh start` or pass --cluster ray://HEAD:PORT",
+        ) from None
+    _CONNECTED = address
+
+
+def _probe(address: str) -> None:
+    """A head that does not answer is refused in seconds (ray.init would retry for minutes)."""
+    import socket
+
+    if address == "auto":
+        return
+    host, _, port = address.rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except OSError as exc:
+        raise EnvironmentSetupError(
+            f"cannot connect to the Ray cluster at {address}: {exc.strerror or exc}",
+            help="start one with `bash scripts/ray-local-cluster.sh start` or pass --cluster ray://HEAD:PORT",
+        ) from None
+
+
+def _discover() -> list[Node]:
+    import ray
+
+    nodes = []
+    for n in ray.nodes():  # type: ignore[no-untyped-call]
+        res = n.get("Resources") or {}
+        slots = int(res.get(SLOTS, 0))
+        if not n.get("Alive") or slots <= 0:
+            continue
+        labels = {k: v for k, v in res.items() if k.startswith(NODE_LABEL)}
+        name = next((k[len(NODE_LABEL) :] for k in sorted(labels)), None) or n["NodeID"][:12]
+        nodes.append(Node(n["NodeID"], name, n.get("NodeManagerAddress", "?"), slots, labels))
+    return nodes
+
+
+def _start_workers(nodes: list[Node]) -> None:
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    cls = _worker_class()
+    for node in nodes:
+        node.handle = cls.options(
+            name=f"acx-worker-{node.node_id}",
+            namespace=NAMESPACE,
+            get_if_exists=True,
+            lifetime="detached",
+            num_cpus=0,
+            max_restarts=0,
+            max_task_retries=0,
+            max_concurrency=max(64, 4 * node.slots),
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False),
+        ).remote(node.name)
+    # One round trip each: the actor is up (its __init__ ran) before the first sandbox is asked for.
+    ray.get([n.handle.ping.remote() for n in nodes], timeout=120)
+
+
+def connect(address: str) -> list[Node]:
+    """Connect (blocking: call it in a thread) and make sure every ``acx_slots`` node has its worker."""
+    import ray
+
+    _init(address)
+    nodes = _discover()
+    if not nodes:
+        raise EnvironmentSetupError(
+            f"no node of the Ray cluster at {address} advertises {SLOTS}",
+            help="start worker nodes with --resources '{\"acx_slots\": N}' (scripts/ray-local-cluster.sh does)",
+        )
+    try:
+        _start_workers(nodes)
+    except (ray.exceptions.RayError, TimeoutError) as exc:
+        raise EnvironmentSetupError(f"acx workers did not start on the Ray cluster: {exc}") from None
+    return nodes
+
+
+class RayCluster:
+    """Driver-side handle: sends encoded calls to node workers from trio without blocking it."""
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+        self.nodes: list[Node] = []
+
+    async def connect(self) -> list[Node]:
+        if not self.nodes:
+            # In the calling (main) thread: Ray installs its signal handlers only there. Blocking
+            # the loop is fine here: this runs before any sandbox (Driver.prepare, gc).
+            self.nodes = connect(self.address)
+        return self.nodes
+
+    async def send(self, node: Node, data: bytes, on_late: Callable[[], None]) -> bytes:
+        """One call to ``node``'s worker. Raises :class:`NodeLost` when the worker is gone. If the
+        caller is cancelled, the reply that may still come is handed to nobody: ``on_late`` counts it."""
+        import ray
+
+        if not node.alive:
+            raise NodeLost(node.name)
+        ref = node.handle.handle.remote(data)
+        fut = ref.future()
+        token = trio.lowlevel.current_trio_token()
+        done = trio.Event()
+        state = {"waiting": True}
+
+        def finished(_: Any) -> None:
+            try:
+                token.run_sync_soon(_settle)
+            except trio.RunFinishedError:
+                pass
+
+        def _settle() -> None:
+            if state["waiting"]:
+                done.set()
+            elif fut.exception() is None:
+                on_late()  # a reply nobody waits for any more: discarded, counted
+
+        fut.add_done_callback(finished)
+        try:
+            await done.wait()
+        except BaseException:
+            state["waiting"] = False
+            raise
+        state["waiting"] = False
+        exc = fut.exception()
+        if exc is not None:
+            if isinstance(exc, ray.exceptions.RayActorError | ray.exceptions.ActorUnavailableError):
+                node.alive = False
+                raise NodeLost(node.name) from None
+            raise DriverError(f"acx worker on node {node.name} failed: {exc}", code="sandbox_stopped") from None
+        return fut.result()  # type: ignore[no-any-return]
+
+    def send_nowait(self, node: Node, data: bytes) -> None:
+        """Fire and forget (a cancel): its reply is never read."""
+        if node.alive:
+            try:
+                node.handle.handle.remote(data)
+            except Exception as exc:  # a node that just died: nothing left to cancel there
+                log.debug("cancel to %s not sent: %s", node.name, exc)

@@ -1,0 +1,246 @@
+"""acx.cluster without Ray: the message protocol, and RemoteDriver/RemoteSession against a worker
+core in its own thread (what the Ray actor hosts) — the whole driver conformance suite passes
+through the protocol. Contracts: issue 18 item 1 (typed versioned protocol; deterministic call
+keys; late replies discarded and counted) and the Driver/Session contract (E1, E2, T3, V2)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+import trio
+
+from acx.cluster import _protocol as P
+from acx.cluster import parse_address
+from acx.cluster._driver import RemoteDriver
+from acx.cluster._ray import Node, NodeLost
+from acx.cluster._worker import TrioThread, WorkerCore
+from acx.drivers import OpenRequest
+from acx.errors import AcxConfigError, DriverError
+from acx.testing import driver_conformance as dc
+
+
+class LoopbackCluster:
+    """A one-node "cluster" whose worker core runs in its own trio thread, reached the way the
+    actor is: a blocking call from another thread; a cancel is fire-and-forget."""
+
+    def __init__(self, node_name: str = "n1", slots: int = 4) -> None:
+        self.address = "loopback"
+        self.core = WorkerCore(node_name)
+        self.thread = TrioThread()
+        self.nodes = [Node("id-" + node_name, node_name, "127.0.0.1", slots, {})]
+        self.sent: list[P.Call] = []
+
+    async def connect(self) -> list[Node]:
+        return self.nodes
+
+    async def send(self, node: Node, data: bytes, on_late: Any) -> bytes:
+        if not node.alive:
+            raise NodeLost(node.name)
+        self.sent.append(P.decode_call(data))
+        return await trio.to_thread.run_sync(self.thread.call, self.core.handle, data, abandon_on_cancel=True)  # type: ignore[no-any-return]
+
+    def send_nowait(self, node: Node, data: bytes) -> None:
+        threading.Thread(target=self.thread.call, args=(self.core.handle, data), daemon=True).start()
+
+
+def _driver(cluster: LoopbackCluster) -> RemoteDriver:
+    return RemoteDriver(cluster, "host_process")  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def cluster() -> LoopbackCluster:
+    return LoopbackCluster()
+
+
+# The class-level probe() is the registry's plan-time hook; plans are probed against the node's
+# provider (the same registered driver), never against RemoteDriver: checked below instead.
+CHECKS = [c for c in dc.CHECKS if c.name != "capabilities"]
+
+
+# contract E1 E2 T3 V2 (through the protocol): the driver conformance checks.
+@pytest.mark.parametrize("check", CHECKS, ids=dc.check_id)
+def test_remote_driver_conformance(check: dc.Check, cluster: LoopbackCluster, tmp_path: Path) -> None:
+    dc.run_check(check, lambda: _driver(cluster), scratch=tmp_path)
+
+
+def test_capabilities_are_the_providers(cluster: LoopbackCluster) -> None:
+    from acx.drivers import create_driver
+
+    assert _driver(cluster).capabilities() == create_driver("host_process").capabilities()
+
+
+def test_calls_are_typed_versioned_and_keyed_by_session() -> None:
+    # issue 18 item 1: the plan's environment and the open request travel, as msgspec structs.
+    cluster = LoopbackCluster()
+    driver = _driver(cluster)
+
+    async def main() -> None:
+        await driver.prepare()
+        s = await driver.open(OpenRequest(session_id="run1-abc-1", labels={"acx.run_id": "run1"}))
+        assert (await s.exec(["echo", "hi"])).stdout == "hi\n"
+        await s.close()
+
+    trio.run(main)
+    keys = [c.key for c in cluster.sent]
+    assert keys == sorted(set(keys), key=keys.index)  # unique
+    session_calls = [c for c in cluster.sent if c.session_id == "run1-abc-1"]
+    assert [type(c.op).__name__ for c in session_calls] == ["Open", "Exec", "Close"]
+    assert all(c.key.startswith("run1-abc-1/") for c in session_calls)
+    assert all(c.v == P.PROTOCOL_VERSION and c.driver.env_id == "host_process" for c in cluster.sent)
+    opened = session_calls[0].op
+    assert isinstance(opened, P.Open)
+    assert opened.request.labels["acx.node"] == "n1"  # the sandbox names its node (gc by label)
+
+
+def test_other_protocol_version_is_refused_clearly() -> None:
+    call = P.Call(key="k/1", driver=P.DriverRef(env_id="host_process"), op=P.Hello())
+    data = msgspec.msgpack.encode({**msgspec.to_builtins(call), "v": P.PROTOCOL_VERSION + 1})
+    with pytest.raises(P.ProtocolError, match="same acx version on every node"):
+        P.decode_call(data)
+    reply = P.decode_reply(trio.run(WorkerCore("n").handle, data))
+    assert reply.error is not None and reply.error.kind == "protocol"
+    with pytest.raises(P.ProtocolError):
+        P.decode_call(b"\x00garbage")
+
+
+def test_node_lost_is_sandbox_stopped_and_close_leaves_a_record() -> None:
+    # issue 18 item 3: a lost node fails the attempt's calls with sandbox_stopped (fatal → the
+    # interpreter's retry runs it elsewhere); close does not pretend the sandbox was released.
+    cluster = LoopbackCluster()
+    driver = _driver(cluster)
+
+    async def main() -> None:
+        await driver.prepare()
+        s = await driver.open(OpenRequest(session_id="r-lost-1"))
+        cluster.nodes[0].alive = False
+        with pytest.raises(DriverError) as exc:
+            await s.exec(["true"])
+        assert exc.value.code == "sandbox_stopped"
+        with pytest.raises(DriverError, match="acx gc --cluster"):
+            await s.close()
+        assert driver.stats.nodes_lost == {"n1"}
+        assert driver._slots[cluster.nodes[0].node_id].value == 4  # its slot is free again
+        cluster.nodes[0].alive = True  # the node comes back: its sandbox is found and released by id
+        await driver.close_session("r-lost-1")
+        with pytest.raises(DriverError) as gone:
+            await driver.close_session("r-lost-1")
+        assert gone.value.code == "session_not_found"
+
+    trio.run(main)
+
+
+def test_back_pressure_waits_for_a_free_slot() -> None:
+    # issue 18 item 2: a full node makes open wait, not queue more sandboxes on it.
+    cluster = LoopbackCluster(slots=1)
+    driver = _driver(cluster)
+
+    async def main() -> None:
+        await driver.prepare()
+        first = await driver.open(OpenRequest(session_id="bp-1"))
+        with trio.move_on_after(0.3) as waited:
+            await driver.open(OpenRequest(session_id="bp-2"))
+        assert waited.cancelled_caught
+        async with trio.open_nursery() as n:
+            got: list[Any] = []
+
+            async def second() -> None:
+                got.append(await driver.open(OpenRequest(session_id="bp-3")))
+
+            n.start_soon(second)
+            await trio.sleep(0.1)
+            assert not got
+            await first.close()
+        assert got and got[0].id == "bp-3"
+        await got[0].close()
+
+    trio.run(main)
+
+
+def test_cancelled_call_kills_the_command_on_the_worker() -> None:
+    cluster = LoopbackCluster()
+    driver = _driver(cluster)
+
+    async def main() -> None:
+        await driver.prepare()
+        s = await driver.open(OpenRequest(session_id="cx-1"))
+        started = trio.current_time()
+        with trio.move_on_after(0.5):
+            await s.exec(["sh", "-c", "echo $$ > pid; sleep 30"])
+        pid = (await s.read_text("pid")).strip()
+        # the worker cancelled the call, which kills the command in the sandbox
+        for _ in range(100):
+            if not Path(f"/proc/{pid}").exists():
+                break
+            await trio.sleep(0.05)
+        assert not Path(f"/proc/{pid}").exists()
+        assert trio.current_time() - started < 10
+        await s.close()
+
+    trio.run(main)
+
+
+def test_late_reply_is_discarded_and_counted() -> None:
+    from acx.cluster._ray import RayCluster
+
+    class FakeFuture:
+        def __init__(self) -> None:
+            self.cbs: list[Any] = []
+
+        def add_done_callback(self, cb: Any) -> None:
+            self.cbs.append(cb)
+
+        def exception(self) -> None:
+            return None
+
+        def result(self) -> bytes:
+            return b""
+
+    fut = FakeFuture()
+
+    class Handle:
+        class handle:
+            @staticmethod
+            def remote(data: bytes) -> Any:
+                return type("Ref", (), {"future": lambda self: fut})()
+
+    node = Node("x", "x", "127.0.0.1", 1, {}, handle=Handle())
+    late: list[int] = []
+
+    async def main() -> None:
+        rc = RayCluster("loopback")
+        with trio.move_on_after(0.05):
+            await rc.send(node, b"", lambda: late.append(1))
+        for cb in fut.cbs:  # the reply arrives after the caller gave up
+            cb(fut)
+        await trio.sleep(0.05)
+
+    trio.run(main)
+    assert late == [1]
+
+
+@pytest.mark.parametrize("text", ["ray:/x", "ray://host", "ray://:1", "ray://h:0", "dask://h:1", ""])
+def test_bad_cluster_address_is_a_located_error(text: str) -> None:
+    with pytest.raises(AcxConfigError) as exc:
+        parse_address(text)
+    assert exc.value.code == "E0704"
+
+
+def test_cluster_addresses() -> None:
+    assert parse_address("ray") == "auto"
+    assert parse_address("ray://127.0.0.1:6379") == "127.0.0.1:6379"
+
+
+def test_ray_is_imported_only_in_acx_cluster() -> None:
+    import re
+
+    src = Path(__file__).resolve().parents[2] / "src" / "acx"
+    users = [
+        str(p.relative_to(src))
+        for p in src.rglob("*.py")
+        if re.search(r"^\s*(import ray|from ray)", p.read_text(), re.M)
+    ]
+    assert users and all(u.startswith("cluster/") for u in users), users
