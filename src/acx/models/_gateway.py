@@ -16,9 +16,7 @@ client's auth header; it is never in a record, an env map or a message.
 
 from __future__ import annotations
 
-import base64
 import json
-import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -582,9 +580,9 @@ class Gateway:
 
 
 def _new_token() -> str:
-    # os.urandom rather than the `secrets` module: a `tests/secrets` directory on sys.path (pytest
-    # rootdir insertion) shadows the stdlib module of that name in test processes.
-    return TOKEN_PREFIX + base64.urlsafe_b64encode(os.urandom(24)).decode().rstrip("=")
+    import secrets
+
+    return TOKEN_PREFIX + secrets.token_urlsafe(24)
 
 
 _URLS = {
