@@ -174,7 +174,7 @@ def test_upload_install_and_run_on_host(tmp_path: Path, monkeypatch, capsys) -> 
         "r = urllib.request.Request(b + '/chat/completions', data=body, headers={'Authorization': 'Bearer ' + k,"
         " 'Content-Type': 'application/json'})\n"
         "a = json.loads(urllib.request.urlopen(r).read())['choices'][0]['message']['content']\n"
-        "open(os.environ['ACX_AGENT_DIR'] + '/agent.log', 'w').write('answered ' + a)\n"
+        "open(os.environ['ACX_AGENT_DIR'] + '/agent.log', 'w').write('answered ' + a + ' with ' + k)\n"
         "print(a)\n"
     )
     agent_dir = tmp_path / "agent-dir"
@@ -183,7 +183,7 @@ def test_upload_install_and_run_on_host(tmp_path: Path, monkeypatch, capsys) -> 
             "id": "installed_agent",
             "agent_dir": str(agent_dir),
             "upload": ["bundle"],
-            "install": "cp bundle/agent.py installed.py",
+            "install": "cp bundle/agent.py installed.py && env > install.env",
             "command": 'python3 "$ACX_AGENT_DIR/installed.py"',
             "logs": [str(agent_dir / "agent.log")],
         }
@@ -191,6 +191,11 @@ def test_upload_install_and_run_on_host(tmp_path: Path, monkeypatch, capsys) -> 
     out = capsys.readouterr().out
     assert "correct.avg@1 = 1.000" in out, out
     result = _attempt(tmp_path)
-    assert result["telemetry"]["agent_logs"] == {str(agent_dir / "agent.log"): "answered 0"}
+    # The token the agent logged is replaced (it is dead by now, but a credential all the same).
+    assert result["telemetry"]["agent_logs"] == {str(agent_dir / "agent.log"): "answered 0 with [acx-gateway-token]"}
+    # The install ran in agent_dir with ACX_AGENT_DIR and without any model variable.
+    install_env = (agent_dir / "install.env").read_text()
+    assert f"ACX_AGENT_DIR={agent_dir}" in install_env
+    assert not any(n in install_env for n in ("OPENAI_", "ANTHROPIC_", "ACX_MODEL_")), install_env
     assert result["telemetry"]["model_usage"]["model_calls"] == 1
     assert result["trajectory"]["steps"][0]["assistant_content"]["content"] == "0"

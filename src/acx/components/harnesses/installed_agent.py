@@ -15,8 +15,8 @@ Phases (docs/agents.md, "Installed agents"):
    gateway's variables (``OPENAI_BASE_URL``, ``ANTHROPIC_BASE_URL``, … with a per-attempt token),
    ``model_env_aliases`` (the same values under the names the agent reads).
 3. ``collect_harness_result``: the tails of the ``logs`` files (a directory: its files) go into
-   ``telemetry.agent_logs``; the gateway's record of the agent's calls becomes the trajectory and
-   usage (interpreter).
+   ``telemetry.agent_logs`` (the attempt's gateway token replaced by ``[acx-gateway-token]``);
+   the gateway's record of the agent's calls becomes the trajectory and usage (interpreter).
 
 ``agent = "NAME"`` takes the defaults of a shipped definition (``_agents.AGENTS``).
 """
@@ -179,6 +179,7 @@ class InstalledAgentHarness(CommandHarness):
     async def _read_logs(self, ctx: HarnessContext) -> dict[str, str]:
         session = ctx.session
         assert session is not None
+        tokens = _gateway_tokens(ctx)
         out: dict[str, str] = {}
         for path in self.config.logs:
             for f in await self._log_files(ctx, path):
@@ -188,6 +189,8 @@ class InstalledAgentHarness(CommandHarness):
                     continue
                 limit = self.config.max_log_bytes
                 text = data[-limit:].decode("utf-8", "replace")
+                for token in tokens:  # an agent that logs its environment: the token stays out
+                    text = text.replace(token, _TOKEN_MARK)
                 out[f] = text if len(data) <= limit else f"[{len(data) - limit} bytes elided]\n{text}"
         return out
 
@@ -200,6 +203,20 @@ class InstalledAgentHarness(CommandHarness):
             return []
         res = await session.exec(["find", path, "-type", "f"], timeout=30.0)
         return sorted(res.stdout.split("\n"))[:_MAX_LOG_FILES] if res.ok else []
+
+
+_TOKEN_MARK = "[acx-gateway-token]"
+
+
+def _gateway_tokens(ctx: HarnessContext) -> list[str]:
+    """The attempt's gateway tokens the agent was given (none without a model)."""
+    if ctx.models is None:
+        return []
+    try:
+        env = ctx.models.env()
+    except (KeyError, AttributeError):
+        return []
+    return sorted({v for k, v in env.items() if k.endswith("API_KEY") and v})
 
 
 def _install_issue(code: str, message: str) -> ExecutionIssue:
