@@ -193,9 +193,45 @@ def test_upload_install_and_run_on_host(tmp_path: Path, monkeypatch, capsys) -> 
     result = _attempt(tmp_path)
     # The token the agent logged is replaced (it is dead by now, but a credential all the same).
     assert result["telemetry"]["agent_logs"] == {str(agent_dir / "agent.log"): "answered 0 with [acx-gateway-token]"}
+    progress = next((tmp_path / "results").rglob("progress.jsonl")).read_text().splitlines()
+    phases = [e["phase"] for e in map(json.loads, progress) if e["event"] == "phase_changed"]
+    assert phases[phases.index("start_harness") :][:3] == ["start_harness", "install_agent", "run_harness"]
+    installed = [e for e in map(json.loads, progress) if e["event"] == "harness_event"]
+    assert installed and installed[0]["payload"]["event"] == "agent_installed" and installed[0]["payload"]["ok"]
     # The install ran in agent_dir with ACX_AGENT_DIR and without any model variable.
     install_env = (agent_dir / "install.env").read_text()
     assert f"ACX_AGENT_DIR={agent_dir}" in install_env
     assert not any(n in install_env for n in ("OPENAI_", "ANTHROPIC_", "ACX_MODEL_")), install_env
     assert result["telemetry"]["model_usage"]["model_calls"] == 1
     assert result["trajectory"]["steps"][0]["assistant_content"]["content"] == "0"
+
+
+class HangingInstallHarness(InstalledAgentHarness):
+    """An install phase that never returns and ignores its deadline (a harness bug)."""
+
+    id = "hanging_install"
+
+    async def install_agent(self, ctx):  # type: ignore[no-untyped-def]
+        import trio
+
+        await trio.sleep(3600)
+        return []
+
+
+def test_interpreter_watchdog_stops_an_overrunning_install(tmp_path: Path, monkeypatch, capsys) -> None:  # T3
+    with FakeModelServer([text("0")]) as srv:
+        harness = {
+            "id": "agents.test_installed_agent:HangingInstallHarness",
+            "agent_dir": str(tmp_path / "agent-dir"),
+            "install": "true",
+            "install_timeout_seconds": 0.5,
+            "command": "true",
+        }
+        spec = _host_spec(tmp_path, srv.base_url, harness)
+        spec.write_text(spec.read_text() + "    execution: {run_timer_compensation_seconds: 0.5}\n")
+        _run(spec, monkeypatch)
+    capsys.readouterr()
+    issues = _attempt(tmp_path)["issues"]
+    assert [(i["severity"], i["code"]) for i in issues] == [("fatal", "install_timeout")], issues
+    assert "watchdog of 1 s (budget 0.5 s + compensation)" in issues[0]["message"]
+    assert srv.requests == []
