@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from acx.testing.fake_models import FakeModelServer, error, text
+
 
 def acx(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -85,3 +87,29 @@ def test_regrade_refuses_bad_input(tmp_path: Path) -> None:
     taken = acx("regrade", str(src), "-o", str(src), cwd=tmp_path)
     assert taken.returncode == 2 and "E0601" in taken.stderr
     assert len(list((tmp_path / "r" / "qa").iterdir())) == 1  # nothing half-made left behind
+
+
+def test_grader_fails_once_then_resume_grades_without_the_agent(tmp_path: Path) -> None:
+    # contract A9, S2: the model grader is down during the run (judge_failed → eval_error); after
+    # `acx run --resume` the attempts are graded, and the agent's own log shows no second run
+    (tmp_path / "data.jsonl").write_text(
+        '{"id": "a", "input": "What is 2 + 3?", "target": "5"}\n{"id": "b", "input": "What is 1 + 1?", "target": "2"}\n'
+    )
+    with FakeModelServer([error(500, "overloaded"), error(500, "overloaded")], default=text("GRADE: C")) as srv:
+        (tmp_path / "qa.acx").write_text(
+            'run qa {\n  benchmark dataset {\n    path = "data.jsonl"\n'
+            f'    scorers = [{{ id = "model_graded", max_retries = 0, model = {{ id = "judge", base_url = '
+            f'"{srv.base_url}", api_key = "k-not-secret" }} }}]\n  }}\n'
+            f'  harness command {{\n    command = "echo ran >> {tmp_path}/agent.log; echo 5"\n  }}\n'
+            "  environment host_process {\n    evaluation_environment_mode = none\n  }\n}\n"
+        )
+        first = acx("run", "qa.acx", "--results-dir", "r", "--progress", "none", "--no-report", cwd=tmp_path)
+        assert first.returncode in (0, 1), first.stdout + first.stderr
+        (run_dir,) = (tmp_path / "r" / "qa").iterdir()
+        statuses = {json.loads(p.read_text())["status"] for p in run_dir.glob("details/*/*/attempt-1/result.json")}
+        assert statuses == {"eval_error"} and _runs(tmp_path) == 2
+        resumed = acx("run", "--resume", str(run_dir), "--progress", "none", "--no-report", cwd=tmp_path)
+        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert _runs(tmp_path) == 2
+    assert _metrics(run_dir) == {"a": True, "b": True}
+    assert len(srv.requests) == 4  # two failed gradings, two successful ones

@@ -50,6 +50,9 @@ def test_a_secret_embedded_in_a_larger_value_never_reaches_any_output(tmp_path: 
     assert TOKEN not in printed and URL_PW not in printed
     answers = "".join(p.read_text() for p in d.rglob("result.json"))
     assert "my token is ********" in answers
+    # contract A9: evaluation checkpoints hold the answer too, scrubbed like result.json
+    checkpoints = "".join(p.read_text() for p in d.rglob("checkpoint.json"))
+    assert "my token is ********" in checkpoints
 
 
 def test_cli_run_never_prints_or_writes_a_secret_embedded_in_a_larger_value(tmp_path: Path) -> None:
