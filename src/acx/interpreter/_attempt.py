@@ -294,8 +294,12 @@ class AttemptRunner:
         )
         self.phase("recover_evaluation")
         started = time.monotonic()
-        _checkpoint.restore_into(recovery, self.attempt_dir)
-        data = read_json(self.attempt_dir / _checkpoint.CHECKPOINT_NAME)
+        try:
+            _checkpoint.restore_into(recovery, self.attempt_dir)
+            data = read_json(self.attempt_dir / _checkpoint.CHECKPOINT_NAME)
+        except (OSError, ValueError) as exc:  # the copy from the source run failed (disk, permissions)
+            t.add("error", "evaluate", "evaluation_setup_failed", f"cannot restore the checkpoint: {self._msg(exc)}")
+            return self._final(t)
         t.result, t.prepared = recovery.result, recovery.prepared
         recorded = data.get("artifacts") or {}
         if recorded.get("declared_artifacts") is not None:
