@@ -16,8 +16,11 @@ loop's time), a spawn-only bare loop (no temporary directories) and the bare loo
 durable per-task result files (``bare+files``: what the results contract alone costs), the
 same without the ``syncfs`` (``bare+layout``) and with the files written by a separate
 idle-priority process (``bare+writer``: the best case for taking them off the loop), for
-reference, CPU seconds per side, peak RSS and the load average. Usage:
-``python bench/run_overhead.py [--tasks N] [--concurrency C] [--repeats R]``.
+reference, CPU seconds per side, peak RSS and the load average. ``--containment`` picks the
+host_process containment of acx's side: the default ``auto`` puts every session in its own cgroup
+where the machine allows, which costs a cgroup migration per command (a few ms on kernels that do
+not mount cgroup2 with ``favordynmods``); ``process_group`` measures without it. Usage:
+``python bench/run_overhead.py [--tasks N] [--concurrency C] [--repeats R] [--containment MODE]``.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ import trio
 COMMAND = ["echo", "1"]
 
 
-def write_spec(root: Path, n: int, concurrency: int) -> Path:
+def write_spec(root: Path, n: int, concurrency: int, containment: str = "auto") -> Path:
     root.mkdir(parents=True, exist_ok=True)
     (root / "data.jsonl").write_text(
         "".join(json.dumps({"id": f"t{i}", "question": "1?", "answer": "1"}) + "\n" for i in range(n))
@@ -55,7 +58,7 @@ requests:
   - name: overhead
     benchmark: {{id: exact_match, dataset: data.jsonl}}
     harness: {{id: command, command: {json.dumps(COMMAND)}, prompt_file: null}}
-    environment: {{id: host_process, evaluation_environment_mode: none}}
+    environment: {{id: host_process, evaluation_environment_mode: none, containment: {containment}}}
     execution: {{run_timeout_seconds: 60}}
 """
     )
@@ -328,6 +331,13 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=1000)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--containment",
+        choices=["auto", "cgroup", "process_group"],
+        default="auto",
+        help="host_process containment of acx's side (auto: a cgroup per session where available, which "
+        "costs a cgroup migration per command; process_group: the pre-cgroup behaviour)",
+    )
     ns = parser.parse_args()
     _warm_up()
     load_before = os.getloadavg()
@@ -338,7 +348,7 @@ def main() -> None:
     headline = ""
     with tempfile.TemporaryDirectory(prefix="acx-bench-") as tmp:
         for i in range(ns.repeats):
-            spec = write_spec(Path(tmp) / f"r{i}", ns.tasks, ns.concurrency)
+            spec = write_spec(Path(tmp) / f"r{i}", ns.tasks, ns.concurrency, ns.containment)
 
             def acx_once(spec: Path = spec) -> float:
                 nonlocal headline
