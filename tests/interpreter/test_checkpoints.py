@@ -301,3 +301,18 @@ def test_resume_evaluates_an_attempt_killed_between_checkpoint_and_result(tmp_pa
     assert _agent_runs(log) == 1
     (res,) = read_results(d)["t0"]
     assert res["status"] == "completed" and res["telemetry"]["recovered_from"]["kind"] == "resume"
+
+
+def test_a_checkpoint_that_cannot_be_written_is_a_warning(tmp_path: Path, monkeypatch: Any) -> None:
+    # contract A9: failing to save the checkpoint costs only the recovery; the attempt is evaluated
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise OSError(28, "No space left on device (simulated)")
+
+    monkeypatch.setattr(_checkpoint, "write", refuse)
+    log = tmp_path / "agent.log"
+    d = run_dir(run([program(FakeBench(), _agent(log), tasks(1))], tmp_path))
+    (res,) = read_results(d)["t0"]
+    assert res["status"] == "completed" and res["metrics"] == {"correct": True}
+    (issue,) = res["issues"]
+    assert issue["code"] == "checkpoint_failed" and issue["severity"] == "warning"
+    assert not list(d.glob("details/*/*/attempt-1/checkpoint.json"))
