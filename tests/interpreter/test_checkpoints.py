@@ -316,3 +316,18 @@ def test_a_checkpoint_that_cannot_be_written_is_a_warning(tmp_path: Path, monkey
     (issue,) = res["issues"]
     assert issue["code"] == "checkpoint_failed" and issue["severity"] == "warning"
     assert not list(d.glob("details/*/*/attempt-1/checkpoint.json"))
+
+
+def test_changed_benchmark_params_refuse_recovery_on_reuse(tmp_path: Path) -> None:
+    # contract A9, B2: the benchmark params are an evaluation input; reuse with other params reruns
+    from acx.ir import BenchmarkSpec
+
+    log = tmp_path / "agent.log"
+    tests_dir = _tests_dir(tmp_path, broken=False)
+    src = run_dir(run([program(_FakeFixed(tests_dir, _crash), _agent(log), tasks(1))], tmp_path))
+    again = program(_FakeFixed(tests_dir, None), _agent(log), tasks(1))
+    again.request = msgspec.structs.replace(again.request, benchmark=BenchmarkSpec(id="fakebench", params={"x": 1}))
+    (res,) = read_results(run_dir(run([again], tmp_path, reuse={"req": src.name})))["t0"]
+    assert _agent_runs(log) == 2
+    (issue,) = [i for i in res["issues"] if i["code"] == "checkpoint_refused"]
+    assert issue["message"] == "evaluation-only recovery refused: benchmark params changed"

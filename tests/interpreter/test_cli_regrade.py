@@ -108,6 +108,10 @@ def test_grader_fails_once_then_resume_grades_without_the_agent(tmp_path: Path) 
         (run_dir,) = (tmp_path / "r" / "qa").iterdir()
         statuses = {json.loads(p.read_text())["status"] for p in run_dir.glob("details/*/*/attempt-1/result.json")}
         assert statuses == {"eval_error"} and _runs(tmp_path) == 2
+        off = ("run", "--resume", str(run_dir), "--no-checkpoint-resume", "--progress", "none", "--no-report")
+        kept = acx(*off, cwd=tmp_path)  # recovery disabled: the finished tasks stay as they were
+        assert kept.returncode in (0, 1), kept.stdout + kept.stderr
+        assert len(srv.requests) == 2 and _runs(tmp_path) == 2
         resumed = acx("run", "--resume", str(run_dir), "--progress", "none", "--no-report", cwd=tmp_path)
         assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert _runs(tmp_path) == 2
