@@ -38,3 +38,11 @@ INSTALL = (
     "printf '#!/bin/sh\\nPYTHONPATH=/opt/standin exec python3 -m standin_agent \"$@\"\\n' > /usr/local/bin/mini; "
     "chmod +x /usr/local/bin/mini; mini --version"
 )
+
+
+#: Installs tests/agents/standin/fake_cli.py (uploaded as $ACX_AGENT_DIR/standin) under the name of
+#: every shipped agent's CLI.
+FAKE_CLIS_INSTALL = (
+    "set -e; chmod +x $ACX_AGENT_DIR/standin/fake_cli.py; "
+    "for n in mini claude codex aider openhands; do ln -sf $ACX_AGENT_DIR/standin/fake_cli.py /usr/local/bin/$n; done"
+)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import trio
 
+from acx.components.harnesses._agents import AGENTS
 from acx.testing.fake_models import FakeModelServer, text
 from agents.wheel import INSTALL, build_wheel
 
@@ -121,3 +122,59 @@ def test_hanging_install_is_stopped_at_its_budget(tmp_path: Path, run_label: str
     assert ("fatal", "install_timeout") in codes, result["issues"]
     assert "budget of 3 s" in next(i["message"] for i in result["issues"] if i["code"] == "install_timeout")
     assert res.returncode != 0 or "0.000" in res.stdout or "unavailable" in res.stdout.lower(), res.stdout
+
+
+def test_every_shipped_definition_runs_its_cli_through_the_gateway(tmp_path: Path, run_label: str) -> None:  # M4
+    """Each definition's command line, model variables and log paths, against a stand-in CLI of its
+    name (tests/agents/standin/fake_cli.py) that insists on the definition's non-interactive flags
+    and speaks the real CLI's protocol: all five solve the Harbor task through the gateway."""
+    from contextlib import ExitStack
+
+    from agents.wheel import FAKE_CLIS_INSTALL
+
+    host = _bridge_address()
+    shutil.copytree(EXAMPLE, tmp_path / "tasks" / EXAMPLE.name)
+    shutil.copytree(Path(__file__).resolve().parents[1] / "agents" / "standin", tmp_path / "standin")
+    agents = {
+        "mini-swe-agent": "mini",
+        "claude-code": "claude",
+        "codex": "codex",
+        "aider": "aider",
+        "openhands": "openhands",
+    }
+    with ExitStack() as stack:
+        servers = {a: stack.enter_context(FakeModelServer([text(SOLVE), text("Done.")], host=host)) for a in agents}
+        requests = "".join(
+            f"""  - name: {cli}
+    benchmark: {{id: harbor, path: tasks}}
+    harness: {{id: installed_agent, agent: {a}, upload: [standin], install: {json.dumps(FAKE_CLIS_INSTALL)}}}
+    model: {{id: standin-model, base_url: "{servers[a].base_url}", api_key: "${{MKEY}}"}}
+"""
+            for a, cli in agents.items()
+        )
+        spec = tmp_path / "run.yaml"
+        spec.write_text(
+            f"""version: 1
+name: ia
+runtime: {{results_dir: results, progress: none}}
+defaults:
+  environment: {{id: docker}}
+  output: {{run_id: {run_label}}}
+requests:
+{requests}"""
+        )
+        res = _run(tmp_path, spec)
+    assert res.returncode == 0, res.stdout + res.stderr
+    for a, cli in agents.items():
+        srv = servers[a]
+        # Two calls each, arriving upstream as the model's own protocol (the gateway translated
+        # claude's messages and codex's responses), with the real key.
+        assert [r.path for r in srv.requests] == ["/v1/chat/completions"] * 2, (a, [r.path for r in srv.requests])
+        assert all(r.headers["authorization"] == f"Bearer {KEY}" for r in srv.requests), a
+        (run_dir,) = (tmp_path / "results" / cli).iterdir()
+        result = json.loads(next(run_dir.rglob("attempt-1/result.json")).read_text())
+        assert result["metrics"]["score"] == 1.0, (a, result["issues"])
+        assert len(result["trajectory"]["steps"]) == 2, a
+        logs = result["telemetry"]["agent_logs"]
+        assert set(logs) == set(AGENTS[a].logs), (a, set(logs))
+        assert "Done." in logs[AGENTS[a].logs[0]], (a, logs)  # the agent's own record of the episode
