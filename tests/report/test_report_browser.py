@@ -224,6 +224,19 @@ def test_report_of_a_real_model_run(page: Any, tmp_path: Path, shots: Path) -> N
     assert page.errors == []
 
 
+def _reload(page: Any) -> None:
+    """Load the page again. A live page may be navigating itself (its refresh timer) at that very
+    moment, which aborts our navigation (net::ERR_ABORTED, seen in CI): try again."""
+    for attempt in range(5):
+        try:
+            page.goto(page.url, wait_until="load")
+            return
+        except Exception as exc:
+            if "ERR_ABORTED" not in str(exc) or attempt == 4:
+                raise
+            time.sleep(0.3)
+
+
 def test_live_view_follows_a_real_run(page: Any, tmp_path: Path, shots: Path) -> None:
     """`acx view` over a real `acx run` in progress (its lock held by the running process): the
     run's page shows it in progress and follows it to completion."""
@@ -264,7 +277,7 @@ def test_live_view_follows_a_real_run(page: Any, tmp_path: Path, shots: Path) ->
             "document.getElementById('live-banner').textContent.includes('status: completed')", timeout=60_000
         )
         assert proc.wait(timeout=60) == 0
-        page.reload()
+        _reload(page)
         assert "6 shown of 6" in page.inner_text("#page-run-0 table.kv")
         page.screenshot(path=str(shots / "real-done.png"), full_page=True)
         assert page.errors == []
