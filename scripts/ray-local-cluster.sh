@@ -71,30 +71,38 @@ case "$cmd" in
         echo "127.0.0.1:$PORT"
         ;;
     stop)
-        pids="$(ours "$DIR/t" | tr '\n' ' ')"
-        if [ -n "$pids" ]; then
+        # TERM, then KILL whatever is left; rescanned each round (Ray may start a process late).
+        for round in 1 2 3; do
+            pids="$(ours "$DIR/t" | tr '\n' ' ')"
+            [ -z "$pids" ] && break
+            if [ "$round" = 1 ]; then sig=TERM; else sig=KILL; fi
             # shellcheck disable=SC2086
-            kill -TERM $pids 2>/dev/null || true
+            kill -$sig $pids 2>/dev/null || true
             for _ in $(seq 1 20); do
-                left="$(for p in $pids; do [ -d "/proc/$p" ] && echo "$p"; done | tr '\n' ' ')"
+                left="$(for p in $pids; do [ -d "/proc/$p" ] && ! grep -q '^State:.*Z' /proc/$p/status 2>/dev/null && echo "$p"; done | tr '\n' ' ')"
                 [ -z "$left" ] && break
                 sleep 0.25
             done
-            # shellcheck disable=SC2086
-            [ -n "${left:-}" ] && kill -KILL $left 2>/dev/null || true
-        fi
+        done
         rm -rf "$DIR"
         ;;
     kill-node)
         [ -n "${NODE:-}" ] || { echo "usage: $0 kill-node DIR NAME" >&2; exit 2; }
-        # A worker node's processes: its raylet names its resources (acx_node_NAME), and the
-        # processes it started name the raylet's node manager port.
-        raylet="$(for p in $(ours "acx_node_$NODE"); do tr '\0' ' ' < /proc/$p/cmdline | grep -q raylet && echo $p; done | head -1)"
+        # A worker node's processes: its raylet (whose command line names acx_node_NAME), every
+        # process the raylet started (its workers, the acx worker actor among them) and the
+        # node's agents (their command lines name its node id).
+        raylet="$(for p in $(ours "acx_node_$NODE"); do { tr '\0' ' ' < /proc/$p/cmdline; } 2>/dev/null | grep -q raylet && echo $p; done | head -1)"
         [ -n "$raylet" ] || { echo "no node $NODE" >&2; exit 1; }
-        port="$(tr '\0' '\n' < /proc/$raylet/cmdline | sed -n 's/^--node_manager_port=//p')"
-        kids="$(ours "$port" | tr '\n' ' ')"
+        node_id="$({ tr '\0' '\n' < /proc/$raylet/cmdline; } 2>/dev/null | sed -n 's/^--node_id=//p')"
+        victims="$raylet $(ours "$node_id" | tr '\n' ' ')"
+        for _ in 1 2 3; do  # children of children (a worker's own subprocesses)
+            for pid in $(ls /proc | grep -E '^[0-9]+$'); do
+                ppid="$({ cut -d' ' -f4 < /proc/$pid/stat; } 2>/dev/null || true)"
+                case " $victims " in *" $ppid "*) case " $victims " in *" $pid "*) ;; *) victims="$victims $pid" ;; esac ;; esac
+            done
+        done
         # shellcheck disable=SC2086
-        kill -KILL $raylet $kids 2>/dev/null || true
+        kill -KILL $victims 2>/dev/null || true
         ;;
     *)
         echo "usage: $0 start [DIR] [--workers N] [--slots S] | stop [DIR] | kill-node DIR NAME" >&2

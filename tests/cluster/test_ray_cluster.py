@@ -90,3 +90,77 @@ def test_bad_cluster_flag(tmp_path: Path) -> None:
     spec = _spec(tmp_path, 1)
     out = _acx("run", str(spec), "--cluster", "dask://x:1", cwd=tmp_path)
     assert out.returncode == 2 and "E0704" in out.stderr and "Traceback" not in out.stderr
+
+
+def _wait_for(predicate: Any, timeout: float) -> bool:
+    import time
+
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _started(results_dir: Path) -> int:
+    return sum(1 for _ in results_dir.glob("cl/*/details/*/*/attempt-*/result.json"))
+
+
+# issue 18 item 3: a worker node killed mid-run → its attempts are retried on the other node within
+# the retry budget; every task exactly once in the results; the driver killed → --resume
+# re-attaches and finishes with nothing lost or duplicated.
+def test_node_loss_and_driver_kill_then_resume(two_workers: Any, tmp_path: Path) -> None:
+    import signal
+    import time
+
+    spec = _spec(tmp_path, 40, command="sleep 2; echo 1", max_retries=3)
+    results = tmp_path / "r"
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    args = [sys.executable, "-m", "acx", "run", str(spec), "--results-dir", str(results), "--no-report"]
+    proc = subprocess.Popen(
+        [*args, "--cluster", two_workers.url], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert _wait_for(lambda: _started(results) >= 4, 120), "no task finished on the cluster"
+        two_workers.kill_node("w1")
+        # the attempts that were on w1 fail with sandbox_stopped and are retried (on w2)
+        assert _wait_for(lambda: any(results.glob("cl/*/details/*/*/attempt-1/retries/*.json")), 120)
+        assert _wait_for(lambda: _started(results) >= 20, 120)
+        proc.send_signal(signal.SIGKILL)  # the driver killed once
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    run_dir = next(results.glob("cl/*"))
+    # --resume re-attaches to the cluster (--cluster is replayed from the run's invocation)
+    resumed = _acx("run", "--resume", str(run_dir), "--no-report", cwd=tmp_path, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    got = _results(results)
+    assert sorted(got) == [f"t{i:03d}" for i in range(40)]
+    assert all(len(v) == 1 for v in got.values())  # every task exactly once (k = 1)
+    assert all(v[0]["metrics"].get("correct") is True for v in got.values()), {
+        k: v[0]["issues"] for k, v in got.items() if v[0]["metrics"].get("correct") is not True
+    }
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert "40" in json.dumps(metrics)
+    log = (run_dir / "run.log").read_text()
+    retried = list(run_dir.glob("details/*/*/attempt-1/retries/*.json"))
+    assert any("sandbox_stopped" in p.read_text() and "w1" in p.read_text() for p in retried)
+    assert "cluster: " in log  # the resumed run's cluster summary
+    started = time.monotonic()
+    # nothing of the run is left running on the surviving node
+    assert _wait_for(lambda: not _run_processes(run_dir.name), 30), time.monotonic() - started
+
+
+def _run_processes(run_id: str) -> list[str]:
+    out = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                cmd = (p / "environ").read_bytes()
+            except OSError:
+                continue
+            if run_id.encode() in cmd and b"sleep" in (p / "cmdline").read_bytes():
+                out.append(p.name)
+    return out

@@ -117,6 +117,9 @@ class RemoteDriver(Driver):
         ]
         for node in nodes:
             self._slots[node.node_id] = trio.Semaphore(node.slots)
+            if not node.alive:
+                notes.append(f"{node.name}: does not answer; no sandbox goes there")
+                continue
             try:
                 notes += [f"{node.name}: {n}" for n in await self.call(node, P.Hello())]
             except DriverError as exc:

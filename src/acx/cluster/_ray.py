@@ -140,14 +140,19 @@ def _start_workers(nodes: list[Node]) -> None:
             max_concurrency=max(64, 4 * node.slots),
             scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False),
         ).remote(node.name)
-    # One round trip each: the actor is up (its __init__ ran) before the first sandbox is asked for.
-    ray.get([n.handle.ping.remote() for n in nodes], timeout=120)
+    # One round trip each: the actor is up (its __init__ ran) before the first sandbox is asked
+    # for. A node that does not answer (killed, not yet known dead to the head) gets no sandbox.
+    pings = {n.node_id: n.handle.ping.remote() for n in nodes}
+    for node in nodes:
+        try:
+            ray.get(pings[node.node_id], timeout=60)
+        except (ray.exceptions.RayError, TimeoutError) as exc:
+            node.alive = False
+            log.warning("cluster node %s does not answer; no sandbox goes there: %s", node.name, exc)
 
 
 def connect(address: str) -> list[Node]:
-    """Connect (blocking: call it in a thread) and make sure every ``acx_slots`` node has its worker."""
-    import ray
-
+    """Connect (blocking) and make sure every ``acx_slots`` node has its worker."""
     _init(address)
     nodes = _discover()
     if not nodes:
@@ -155,10 +160,9 @@ def connect(address: str) -> list[Node]:
             f"no node of the Ray cluster at {address} advertises {SLOTS}",
             help="start worker nodes with --resources '{\"acx_slots\": N}' (scripts/ray-local-cluster.sh does)",
         )
-    try:
-        _start_workers(nodes)
-    except (ray.exceptions.RayError, TimeoutError) as exc:
-        raise EnvironmentSetupError(f"acx workers did not start on the Ray cluster: {exc}") from None
+    _start_workers(nodes)
+    if not any(n.alive for n in nodes):
+        raise EnvironmentSetupError(f"no acx worker of the Ray cluster at {address} answers")
     return nodes
 
 
