@@ -33,12 +33,13 @@ RAY="${RAY:-$(command -v ray || true)}"
 PY="$(dirname "$RAY")/python"
 [ -x "$PY" ] || PY=python3
 
-ours() {  # PIDs of processes whose command line names DIR (this cluster's, and only them)
-    local pat="$1" pid
-    for pid in $(ls /proc | grep -E '^[0-9]+$'); do
-        [ "$pid" = "$$" ] && continue
-        if { tr '\0' ' ' < "/proc/$pid/cmdline"; } 2>/dev/null | grep -qF -- "$pat"; then echo "$pid"; fi
+ours() {  # PIDs of processes whose command line names the pattern (this cluster's, and only them)
+    local pid
+    for pid in $(grep -laF -- "$1" /proc/[0-9]*/cmdline 2>/dev/null | cut -d/ -f3); do
+        # not this script, nor the grep that found the pattern in its own command line
+        [ "$pid" != "$$" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" != grep ] && echo "$pid"
     done
+    return 0
 }
 
 free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -79,7 +80,10 @@ case "$cmd" in
             # shellcheck disable=SC2086
             kill -$sig $pids 2>/dev/null || true
             for _ in $(seq 1 20); do
-                left="$(for p in $pids; do [ -d "/proc/$p" ] && ! grep -q '^State:.*Z' /proc/$p/status 2>/dev/null && echo "$p"; done | tr '\n' ' ')"
+                left=""
+                for p in $pids; do
+                    if [ -d "/proc/$p" ] && ! grep -q '^State:.*Z' "/proc/$p/status" 2>/dev/null; then left="$left $p"; fi
+                done
                 [ -z "$left" ] && break
                 sleep 0.25
             done
@@ -91,14 +95,14 @@ case "$cmd" in
         # A worker node's processes: its raylet (whose command line names acx_node_NAME), every
         # process the raylet started (its workers, the acx worker actor among them) and the
         # node's agents (their command lines name its node id).
-        raylet="$(for p in $(ours "acx_node_$NODE"); do { tr '\0' ' ' < /proc/$p/cmdline; } 2>/dev/null | grep -q raylet && echo $p; done | head -1)"
+        raylet="$(for p in $(ours "acx_node_$NODE"); do { tr '\0' ' ' < /proc/$p/cmdline; } 2>/dev/null | grep -q raylet && echo $p; done | head -1 || true)"
         [ -n "$raylet" ] || { echo "no node $NODE" >&2; exit 1; }
-        node_id="$({ tr '\0' '\n' < /proc/$raylet/cmdline; } 2>/dev/null | sed -n 's/^--node_id=//p')"
+        node_id="$({ tr '\0' '\n' < /proc/$raylet/cmdline; } 2>/dev/null | sed -n 's/^--node_id=//p' || true)"
         victims="$raylet $(ours "$node_id" | tr '\n' ' ')"
+        table="$(ps -eo pid=,ppid=)"
         for _ in 1 2 3; do  # children of children (a worker's own subprocesses)
-            for pid in $(ls /proc | grep -E '^[0-9]+$'); do
-                ppid="$({ cut -d' ' -f4 < /proc/$pid/stat; } 2>/dev/null || true)"
-                case " $victims " in *" $ppid "*) case " $victims " in *" $pid "*) ;; *) victims="$victims $pid" ;; esac ;; esac
+            for pid in $(echo "$table" | awk -v v=" $victims " 'index(v, " " $2 " ") { print $1 }'); do
+                case " $victims " in *" $pid "*) ;; *) victims="$victims $pid" ;; esac
             done
         done
         # shellcheck disable=SC2086

@@ -49,7 +49,7 @@ class LocalCluster:
         subprocess.run(["bash", str(SCRIPT), "kill-node", self.dir, name], check=True, env=self.env, timeout=30)
 
     def stop(self) -> None:
-        subprocess.run(["bash", str(SCRIPT), "stop", self.dir], env=self.env, timeout=60)
+        subprocess.run(["bash", str(SCRIPT), "stop", self.dir], env=self.env, timeout=120)
 
 
 @pytest.fixture(scope="module")
