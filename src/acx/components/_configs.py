@@ -123,6 +123,20 @@ class DatasetConfig(BenchmarkConfig, frozen=True, kw_only=True):
     ] = None
     system_prompt: Annotated[str | None, _d("system prompt given to the harness")] = None
 
+    def __post_init__(self) -> None:
+        # Refused rather than silently ignored (B2): without {input} the question never reaches the
+        # agent; the multiple-choice options only act when `fields.choices` is mapped.
+        template = self.prompt_template
+        if template is not None and "{input}" not in template:
+            raise ValueError("prompt_template must contain {input} (where the task's input goes)")
+        if self.fields.choices is None:
+            if self.shuffle_choices:
+                raise ValueError("shuffle_choices needs multiple choice: map the choices column with fields.choices")
+            if template is not None and ("{choices}" in template or "{letters}" in template):
+                raise ValueError(
+                    "prompt_template uses {choices}/{letters}, which need multiple choice: map fields.choices"
+                )
+
 
 class HarborConfig(BenchmarkConfig, frozen=True, kw_only=True):
     path: Annotated[str, _d("a Harbor task directory or a directory of them; relative to the spec file")]
