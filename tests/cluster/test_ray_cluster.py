@@ -148,6 +148,15 @@ def test_node_loss_and_driver_kill_then_resume(two_workers: Any, tmp_path: Path)
     retried = list(run_dir.glob("details/*/*/attempt-1/retries/*.json"))
     assert any("sandbox_stopped" in p.read_text() and "w1" in p.read_text() for p in retried)
     assert "cluster: " in log  # the resumed run's cluster summary
+    # the killed node's sandboxes (host_process: session directories on this machine) are reclaimed
+    # by `acx gc --cluster` through the surviving node's worker: their owner (w1's worker) is gone
+    gc = _acx("gc", "--env", "host_process", "--cluster", two_workers.url, cwd=tmp_path)
+    assert gc.returncode == 0, gc.stderr[-2000:]
+    listed = _acx(
+        "env", "list", "--env", "host_process", "--format", "json", "--cluster", two_workers.url, cwd=tmp_path
+    )
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    assert [r for r in json.loads(listed.stdout) if run_dir.name in r["id"]] == []
     started = time.monotonic()
     # nothing of the run is left running on the surviving node
     assert _wait_for(lambda: not _run_processes(run_dir.name), 30), time.monotonic() - started

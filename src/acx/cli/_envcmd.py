@@ -60,6 +60,11 @@ def _provider_args(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="provider params for the one --env given, as a JSON object (see `acx config docs env ID`)",
     )
+    parser.add_argument(
+        "--cluster",
+        metavar="ray[://HOST:PORT]",
+        help="the sandboxes on every node of a Ray cluster, through its acx workers (docs/cluster.md)",
+    )
 
 
 def _usage(parser: argparse.ArgumentParser) -> int:
@@ -100,6 +105,12 @@ def _drivers(args: argparse.Namespace) -> list[tuple[str, Driver, bool]]:
                 )
             continue
         out.append((env_id, _create(env_id, params, create_driver), named))
+    if getattr(args, "cluster", None):
+        # The same providers, asked on every node of the cluster through its acx workers.
+        from acx.cluster import parse_address, remote_driver
+
+        address = parse_address(args.cluster)
+        out = [(env_id, remote_driver(address, env_id, params), n) for env_id, _, n in out]
     return out
 
 
