@@ -261,6 +261,14 @@ def _handle(args: argparse.Namespace) -> int:
         programs = [p for p in programs if p.name == only]
         _check_resume_hash(args.resume, programs)
     reuse = None if resume_dirs else reuse_map(programs, args.reuse)
+    if args.checkpoint_resume is False and not resume_dirs and not reuse:
+        # It only acts when earlier attempts are recovered: refused, not silently ignored.
+        raise AcxUserError(
+            "--no-checkpoint-resume needs --resume or --reuse (or runtime.reuse)",
+            code="E0616",
+            path="--no-checkpoint-resume",
+            help="a new run has no checkpoints to recover from: drop the flag, or add --resume RUN_DIR / --reuse",
+        )
     # Before any run directory exists: a provider that cannot serve is E0701 (exit 2).
     trio.run(prepare_drivers, programs, _stderr)
     console = make_console(orch.runtime.progress if args.progress is None else args.progress)
