@@ -22,6 +22,8 @@ from acx.components._configs import DatasetConfig
         ({"prompt_template": "Answer briefly."}, "prompt_template must contain {input}"),
         ({"prompt_template": "{input}\n{choices}"}, "{choices}/{letters}, which need multiple choice"),
         ({"prompt_template": "{input} one of {letters}"}, "{choices}/{letters}, which need multiple choice"),
+        ({"scorers": ["exact", "choice"]}, "scorer `choice` needs multiple choice"),
+        ({"scorers": [{"id": "choice", "name": "mc"}]}, "scorer `choice` needs multiple choice"),
     ],
 )
 def test_options_without_effect_are_refused(params: dict[str, object], message: str) -> None:
@@ -38,6 +40,7 @@ def test_multiple_choice_options_still_accepted() -> None:
             "fields": {"choices": "options"},
             "shuffle_choices": True,
             "prompt_template": "{input}\n{choices}\nOne of {letters}",
+            "scorers": ["choice"],
         },
         DatasetConfig,
     )

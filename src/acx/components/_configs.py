@@ -136,6 +136,9 @@ class DatasetConfig(BenchmarkConfig, frozen=True, kw_only=True):
                 raise ValueError(
                     "prompt_template uses {choices}/{letters}, which need multiple choice: map fields.choices"
                 )
+            if any((s.get("id") if isinstance(s, dict) else s) == "choice" for s in self.scorers or ()):
+                # Every task would end in a scorer_target_invalid evaluation error: say it at planning.
+                raise ValueError("scorer `choice` needs multiple choice: map the choices column with fields.choices")
 
 
 class HarborConfig(BenchmarkConfig, frozen=True, kw_only=True):
