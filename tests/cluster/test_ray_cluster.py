@@ -173,3 +173,51 @@ def _run_processes(run_id: str) -> list[str]:
             if run_id.encode() in cmd and b"sleep" in (p / "cmdline").read_bytes():
                 out.append(p.name)
     return out
+
+
+def _docker_problem() -> str | None:
+    try:
+        from acx.drivers.docker import docker_client
+
+        client = docker_client()
+        client.ping()
+        client.images.get("acx-test/busybox:latest")
+    except Exception as exc:
+        return f"no Docker engine or test image ({type(exc).__name__}: {exc}); run: bash scripts/setup-docker.sh"
+    return None
+
+
+# issue 18 item 1 with Docker sandboxes: the node's worker opens them on its own engine; the same
+# results as without the cluster; no container of the run left afterwards.
+@pytest.mark.docker
+def test_docker_tasks_through_the_cluster(one_node: Any, tmp_path: Path) -> None:
+    problem = _docker_problem()
+    if problem is not None:
+        if os.environ.get("ACX_REQUIRE_DOCKER") == "1":
+            pytest.fail(problem)
+        pytest.skip("!!! " + problem)
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    spec = str(examples / "docker-smoke.acx")
+    common = ["--no-report", "--format", "json"]
+    local = _acx("run", spec, "--results-dir", str(tmp_path / "local"), *common, cwd=tmp_path)
+    remote = _acx(
+        "run", spec, "--results-dir", str(tmp_path / "remote"), *common, "--cluster", one_node.url, cwd=tmp_path
+    )
+    assert local.returncode == remote.returncode, (local.stderr[-2000:], remote.stderr[-2000:])
+
+    def results(root: Path) -> dict[str, Any]:
+        out = {}
+        for p in root.rglob("attempt-*/result.json"):
+            d = json.loads(p.read_text())
+            out[d["task_id"]] = (d["status"], d["metrics"], sorted(i["code"] for i in d["issues"]))
+        return out
+
+    a, b = results(tmp_path / "local"), results(tmp_path / "remote")
+    assert len(a) == 2 and a == b
+    request = json.loads(remote.stdout)["requests"][0]
+    assert "'head': 2" in (Path(request["run_dir"]) / "run.log").read_text()  # both sandboxes on the node
+    run_id = request["run_id"]
+    left = subprocess.run(
+        ["docker", "ps", "-aq", "--filter", f"label=acx.run_id={run_id}"], capture_output=True, text=True, check=True
+    )
+    assert left.stdout.strip() == ""
