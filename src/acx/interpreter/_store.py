@@ -114,6 +114,14 @@ class RunStore:
         run_name: str | None = None,
         run_id: str | None = None,
     ) -> RunStore:
+        if run_id is not None and (safe_name(run_id) != run_id or run_id in (".", "..")):
+            # Refused, not silently renamed: the directory must be the id the user asked for.
+            raise AcxResultsError(
+                f"run id {run_id!r} is not a plain directory name",
+                code="E0601",
+                path="output.run_id",
+                help="use letters, digits and . _ = - only (at most 80 characters), e.g. --run-id baseline-1",
+            )
         base = Path(results_dir)
         if run_name:
             base = base / Path(*[safe_name(p) for p in run_name.split("/") if p])
