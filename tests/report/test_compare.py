@@ -106,6 +106,16 @@ def test_results_compare_bad_dir(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "E0603" in err and "Traceback" not in err
 
 
+def test_results_compare_limit_is_validated(runs: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    # QA: a negative --limit was accepted and cut the id lists from the end; now a usage error (exit 2)
+    with pytest.raises(SystemExit) as info:
+        main(["results", "compare", str(runs[0]), str(runs[1]), "--limit", "-1"])
+    assert info.value.code == 2
+    assert "argument --limit: expected a whole number >= 0" in capsys.readouterr().err
+    assert main(["results", "compare", str(runs[0]), str(runs[1]), "--limit", "0"]) == 0
+    assert "better in B (2):  … (+2; --format json lists all)" in capsys.readouterr().out
+
+
 def _run_data(values: dict[str, dict[str, float]]) -> RunData:
     return RunData(
         path="x",

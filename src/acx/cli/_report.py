@@ -14,7 +14,7 @@ def register(sub: Any) -> None:
         "report",
         help="write a self-contained HTML report of one or more runs",
         description="Write one self-contained HTML file (no network access needed to open it) with the "
-        "runs' overview, headline metrics with 95 %% intervals, charts, a filterable task table and a "
+        "runs' overview, headline metrics with 95 % intervals, charts, a filterable task table and a "
         "page per task (instruction, plan and provenance, attempts, retries, trajectory, issues, "
         "artifacts, verifier output, timings). With two or more runs it also compares each with the "
         "first (paired differences, flipped tasks). See docs/report.md.",

@@ -47,13 +47,15 @@ def register(sub: Any) -> None:
         "compare",
         help="compare two runs task by task (paired differences, flips)",
         description="Match the tasks of RUN_A (baseline) and RUN_B by id; per metric, the mean per-task "
-        "difference B - A with a paired 95 %% interval, the tasks that got better or worse, and the tasks "
+        "difference B - A with a paired 95 % interval, the tasks that got better or worse, and the tasks "
         "present in only one run. See docs/report.md for the statistics.",
     )
     compare.add_argument("run_a", metavar="RUN_A")
     compare.add_argument("run_b", metavar="RUN_B")
     compare.add_argument("--format", choices=("text", "json"), default="text")
-    compare.add_argument("--limit", type=int, default=20, metavar="N", help="task ids listed per group (text)")
+    compare.add_argument(
+        "--limit", type=_count, default=20, metavar="N", help="task ids listed per group (text; 0 lists none)"
+    )
     compare.set_defaults(handler=_compare)
     p.set_defaults(handler=lambda a: (p.print_help(), 2)[1])
 
@@ -216,3 +218,14 @@ def _compare(args: argparse.Namespace) -> int:
         ids("only in A", cmp["only_a"])
         ids("only in B", cmp["only_b"])
     return 0
+
+
+def _count(text: str) -> int:
+    """``--limit N``: a whole number >= 0 (a negative one used to cut the list from the end)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return value
