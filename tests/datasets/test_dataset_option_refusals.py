@@ -65,3 +65,32 @@ def test_refusal_is_located_exit_2(tmp_path: Path) -> None:
     assert "s.yaml:5:62: error[E0204]" in out
     assert "shuffle_choices needs multiple choice" in out
     assert "Traceback" not in out
+
+
+@pytest.mark.parametrize(
+    ("reducer", "k", "refused"), [("pass_at_5", 1, True), ("at_least_2", 1, True), ("pass_at_2", 2, False)]
+)
+def test_reducers_over_more_attempts_than_planned_are_refused(
+    tmp_path: Path, reducer: str, k: int, refused: bool
+) -> None:
+    # contract B2 (a param that cannot act is an error): pass_at_5 with 1 attempt was "unavailable"
+    # for every task; now E0406 at planning, naming the reducer list
+    (tmp_path / "d.jsonl").write_text('{"id": "a", "input": "q", "target": "x"}\n')
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        "version: 1\nname: t\nrequests:\n  - name: t\n"
+        f"    benchmark: {{id: dataset, path: d.jsonl, scorers: [{{id: exact, reducers: [{reducer}]}}]}}\n"
+        '    harness: {id: command, command: "echo x"}\n'
+        "    environment: {id: host_process}\n"
+        f"    execution: {{attempts: {{k: {k}}}}}\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "acx", "compile", str(spec), "--plans"], capture_output=True, text=True, timeout=60
+    )
+    out = proc.stdout + proc.stderr
+    if refused:
+        assert proc.returncode == 2, out
+        assert "benchmark.params.scorers[0].reducers: error[E0406]" in out
+        assert f"reducer `{reducer}` needs at least" in out and "Traceback" not in out
+    else:
+        assert proc.returncode == 0, out

@@ -59,7 +59,24 @@ class DatasetBenchmark(DatasetRuntime, BaseBenchmark):
         return list(self.config.scorers) if self.config.scorers is not None else self.default_scorers()
 
     def load_tasks(self, req: RunRequest) -> list[TaskSpec]:
+        self._check_reducers(req.execution.attempts.k)
         return load_dataset(self.config, self.base_dir, benchmark=self.id)
+
+    def _check_reducers(self, attempts: int) -> None:
+        """``pass_at_<k>``/``at_least_<m>`` over more attempts than planned: refused at planning,
+        not a metric that is unavailable (or 0) for every task."""
+        from acx.errors import AcxPlanError
+
+        for i, bound in enumerate(self.scorers):
+            for reducer in bound.reducers:
+                head, _, n = reducer.rpartition("_")
+                if head in ("pass_at", "at_least") and int(n) > attempts:
+                    raise AcxPlanError(
+                        f"reducer `{reducer}` needs at least {n} attempts per task; the request plans {attempts}",
+                        code="E0406",
+                        path=f"benchmark.params.scorers[{i}].reducers",
+                        help=f"set execution.attempts.k to {n} or more, or drop the reducer",
+                    )
 
     def select_tasks(self, tasks: list[TaskSpec], req: RunRequest) -> list[TaskSpec]:
         return tasks  # selection is applied while loading (only selected rows become tasks)
