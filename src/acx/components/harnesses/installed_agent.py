@@ -44,6 +44,20 @@ __all__ = ["InstalledAgentHarness", "resolve_config"]
 _MAX_LOG_FILES = 50
 
 
+#: The variables the gateway gives an in-sandbox agent (``GatewaySession.env``, docs/models.md):
+#: the only valid targets of ``model_env_aliases``.
+GATEWAY_VARS = (
+    "OPENAI_BASE_URL",
+    "OPENAI_API_KEY",
+    "ANTHROPIC_BASE_URL",
+    "ANTHROPIC_API_KEY",
+    "ACX_MODEL_ID",
+    "ACX_MODEL_PROTOCOL",
+    "ACX_MODEL_BASE_URL",
+    "ACX_MODEL_API_KEY",
+)
+
+
 def resolve_config(config: InstalledAgentConfig) -> InstalledAgentConfig:
     """The config with the named definition's defaults filled in (the user's fields win); a
     located plan error for an unknown definition or a config without a run command."""
@@ -74,6 +88,15 @@ def resolve_config(config: InstalledAgentConfig) -> InstalledAgentConfig:
             code="E0433",
             path="harness.params.command",
             help="set `command` (the agent's command line) or `agent` (a shipped definition)",
+        )
+    unknown = sorted(var for var in config.model_env_aliases.values() if var not in GATEWAY_VARS)
+    if unknown:
+        # Such an alias used to be dropped without a word (the agent then missed its variable).
+        raise AcxPlanError(
+            f"model_env_aliases names {', '.join(map(repr, unknown))}, which the model gateway does not set",
+            code="E0433",
+            path="harness.params.model_env_aliases",
+            help=f"alias one of {', '.join(GATEWAY_VARS)}; set other variables with environment.run_env_variables",
         )
     if not posixpath.isabs(config.agent_dir):
         raise AcxPlanError(
