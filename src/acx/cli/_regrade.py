@@ -50,7 +50,7 @@ def _handle(args: argparse.Namespace) -> int:
 
     from acx.api import prepare_drivers
     from acx.cli._run import _REPLAYED, _resume_inputs, _stderr, build_programs, run_programs
-    from acx.errors import AcxResultsError
+    from acx.errors import AcxResultsError, AcxUserError
     from acx.interpreter._events import make_console
 
     params = _overrides(args)  # bad JSON is refused before anything is read or written
@@ -62,7 +62,19 @@ def _handle(args: argparse.Namespace) -> int:
     spec, name, _ = _resume_inputs(run_args)  # E0603/E0604/E0610 for a directory that is no run
     run_args.run_id = None  # a new run: never the source's id
     run_args.benchmark_params_override = params
-    orch, programs = build_programs(run_args, spec)
+    try:
+        orch, programs = build_programs(run_args, spec)
+    except AcxUserError as exc:
+        if args.scorer is not None and exc.code == "E0200" and "`scorers`" in str(exc):
+            # Say it in terms of the flag: only dataset-style benchmarks take a scorer list.
+            raise AcxUserError(
+                f"--scorer {args.scorer}: the run's benchmark takes no `scorers` param",
+                code="E0200",
+                path="--scorer",
+                help="--scorer works for the dataset benchmark and its presets; "
+                "use --benchmark-params for other benchmarks",
+            ) from None
+        raise
     programs = [p for p in programs if p.name == name]
     if not programs:
         raise AcxResultsError(
