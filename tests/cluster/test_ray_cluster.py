@@ -168,10 +168,10 @@ def _run_processes(run_id: str) -> list[str]:
         if p.name.isdigit():
             try:
                 cmd = (p / "environ").read_bytes()
-            except OSError:
+                if run_id.encode() in cmd and b"sleep" in (p / "cmdline").read_bytes():
+                    out.append(p.name)
+            except OSError:  # ended meanwhile
                 continue
-            if run_id.encode() in cmd and b"sleep" in (p / "cmdline").read_bytes():
-                out.append(p.name)
     return out
 
 
@@ -221,3 +221,42 @@ def test_docker_tasks_through_the_cluster(one_node: Any, tmp_path: Path) -> None
         ["docker", "ps", "-aq", "--filter", f"label=acx.run_id={run_id}"], capture_output=True, text=True, check=True
     )
     assert left.stdout.strip() == ""
+
+
+# issue 18 item 3: Ctrl-C releases every sandbox on the node within the grace period.
+def test_ctrl_c_releases_the_sandboxes_on_the_node(one_node: Any, tmp_path: Path) -> None:
+    import signal
+    import time
+
+    spec = _spec(tmp_path, 6, command="sleep 60; echo 1")
+    results = tmp_path / "r"
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    cmd = [sys.executable, "-m", "acx", "run", str(spec), "--results-dir", str(results), "--no-report"]
+    proc = subprocess.Popen([*cmd, "--cluster", one_node.url], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        # the agents run (on the node): 6 `sleep 60` of this run
+        assert _wait_for(lambda: len(_sleepers(results)) >= 6, 120), "the tasks did not start"
+        started = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == 130
+        assert time.monotonic() - started < 30  # within the grace period, not after the sleeps
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert _wait_for(lambda: not _sleepers(results), 10), _sleepers(results)
+    listed = _acx("env", "list", "--env", "host_process", "--format", "json", "--cluster", one_node.url, cwd=tmp_path)
+    run_id = next(results.glob("cl/*")).name
+    assert [r for r in json.loads(listed.stdout) if run_id in r["id"]] == []
+
+
+def _sleepers(results: Path) -> list[str]:
+    """`sleep 60` processes started for the run whose results go to ``results``."""
+    runs = [p.name for p in results.glob("cl/*")]
+    out = []
+    for pid in _run_processes(runs[0]) if runs else []:
+        try:
+            if b"60" in (Path("/proc") / pid / "cmdline").read_bytes():
+                out.append(pid)
+        except OSError:  # ended meanwhile
+            continue
+    return out
