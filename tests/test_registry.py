@@ -131,13 +131,17 @@ def test_module_class_ids_resolve_and_explain_failures(plugin: Path) -> None:
     reasons = {
         "nosuchmod_xyz:Thing": "cannot import module `nosuchmod_xyz`",
         "acxtestplug:Missing": "has no attribute `Missing`",
-        "acxtestplug:NotAHarness": "must subclass acx.components._base.BaseHarness",
+        # QA: the public name the docs use, not the private defining module
+        "acxtestplug:NotAHarness": "is not a harness class (it must subclass acx.components.BaseHarness)",
     }
     for cid, reason in reasons.items():
         assert cid not in HARNESSES
         with pytest.raises(ComponentLookupError) as exc:
             HARNESSES[cid]
         assert reason in exc.value.reason
+    with pytest.raises(ComponentLookupError) as exc:
+        DRIVERS["json:JSONDecoder"]
+    assert "is not an environment class (it must subclass acx.drivers.Driver)" in exc.value.reason
 
 
 def test_entry_point_plugins_are_listed_and_broken_ones_reported(plugin: Path, capsys) -> None:

@@ -189,7 +189,9 @@ class Registry(Mapping[str, ComponentInfo]):
         base = import_ref(self.base)
         if not isinstance(cls, type) or not issubclass(cls, base):
             raise ComponentLookupError(
-                cid, f"`{cid}` is not a {self.kind} class (it must subclass {base.__module__}.{base.__qualname__})"
+                cid,
+                f"`{cid}` is not {'an' if self.kind[0] in 'aeiou' else 'a'} {self.kind} class "
+                f"(it must subclass {_public_name(base)})",
             )
         config = getattr(cls, "config_class", None)
         if not isinstance(config, type):
@@ -271,3 +273,15 @@ class Registry(Mapping[str, ComponentInfo]):
             self._plugins = None
             self._broken = {}
             self._refs = {}
+
+
+def _public_name(cls: type) -> str:
+    """``acx.components.BaseHarness`` rather than ``acx.components._base.BaseHarness``: the name the
+    docs use, when the public package exports the same class."""
+    public = ".".join(part for part in cls.__module__.split(".") if not part.startswith("_"))
+    try:
+        if import_ref(f"{public}:{cls.__qualname__}") is cls:
+            return f"{public}.{cls.__qualname__}"
+    except (ImportError, AttributeError, ValueError):  # not exported there: the defining module
+        pass
+    return f"{cls.__module__}.{cls.__qualname__}"
