@@ -156,6 +156,8 @@ class Scrubber:
         self._values: set[str] = set()
         self._secret_re: re.Pattern[str] | None = None
         self._value_re: re.Pattern[str] | None = None
+        #: The secrets' JSON encodings (``False``: one does not encode), for :meth:`tree`'s check.
+        self._escaped_re: re.Pattern[bytes] | bool | None = None
 
     # ---- adding ------------------------------------------------------------------------------
     def _usable(self, values: Iterable[object]) -> set[str]:
@@ -169,7 +171,7 @@ class Scrubber:
         if fresh:
             self._secrets |= fresh
             self._values |= fresh
-            self._secret_re = self._value_re = None
+            self._secret_re = self._value_re = self._escaped_re = None
 
     def add(
         self,
@@ -237,7 +239,33 @@ class Scrubber:
         """``obj`` (JSON-like data) with every secret replaced in every string, keys included."""
         if not self._secrets:
             return obj
+        if not self._may_hold_secret(obj):
+            return obj
         return self._tree(obj)
+
+    def _may_hold_secret(self, obj: Any) -> bool:
+        """False only when no string of ``obj`` holds a secret: one search over its JSON encoding
+        (msgspec, C speed) instead of a regex per string (a run's transcripts hold the growing
+        conversation once per call). JSON escapes and UTF-8 encodes each character on its own, so
+        a string holding a secret holds the secret's encoding in the bytes. Data that does not
+        encode (not plain JSON, lone surrogates) is walked."""
+        import msgspec
+
+        if self._escaped_re is None:
+            try:
+                escaped = {msgspec.json.encode(v)[1:-1] for v in self._secrets}
+            except (TypeError, ValueError):
+                self._escaped_re = False  # a secret that does not encode: always walk
+            else:
+                alternatives = sorted(escaped, key=lambda v: (-len(v), v))
+                self._escaped_re = re.compile(b"|".join(re.escape(v) for v in alternatives))
+        if not isinstance(self._escaped_re, re.Pattern):
+            return True
+        try:
+            data = msgspec.json.encode(obj)
+        except (TypeError, ValueError, OverflowError, RecursionError):
+            return True
+        return self._escaped_re.search(data) is not None
 
     def _tree(self, obj: Any) -> Any:
         if isinstance(obj, str):

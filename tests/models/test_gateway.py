@@ -345,3 +345,20 @@ def test_streaming_across_protocols_is_refused() -> None:  # contract M4
         r = trio.run(with_gateway, roles(srv), fn)
     assert r.status_code == 400 and "streaming across protocols" in r.json()["error"]["message"]
     assert srv.requests == []
+
+
+def test_a_transcript_holds_no_key_even_escaped_and_is_not_copied_without_one() -> None:  # contract M6
+    # The record's fast check (one search in the JSON encoding) must find the key wherever a
+    # string holds it, escaped characters around it included; a record without it is kept as is.
+    from acx.models import CallRecord
+
+    key = 'sk-"quoted"\\é-key'
+    rec = CallRecord(seq=1, role="agent", model="m", protocol="openai-chat", via="http", started_at=0.0)
+    rec.secrets = (key, KEY)
+    rec.request = {"messages": [{"role": "user", "content": f"\n<{key}>\u2028"}], "n": [1, 2.5, None]}
+    rec.response = {"choices": [{"message": {"content": "no secret here \"x\""}}]}
+    out = rec.to_dict()
+    assert key not in json.dumps(out, ensure_ascii=False) and "***" in out["request"]["messages"][0]["content"]
+    assert out["response"] is rec.response
+    rec.response = {"k": [KEY[:-1], {"deep": f"x{KEY}"}]}
+    assert KEY not in json.dumps(rec.to_dict())

@@ -90,3 +90,34 @@ def test_overlapping_secrets_and_completed_ones_do_not_survive() -> None:
     assert scrub.text("abcde") == "********e" or "bcde" not in scrub.text("abcde")
     out = scrub.text("xabcdy**")
     assert "*y**" not in out and "abcd" not in out
+
+
+json_leaf = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | noise
+json_tree = st.recursive(
+    json_leaf, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(noise, inner, max_size=4), max_leaves=20
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(secrets=st.lists(secret, min_size=1, max_size=3), tree=json_tree, where=noise, put=st.booleans())
+def test_the_tree_fast_path_changes_nothing(secrets: list[str], tree: object, where: str, put: bool) -> None:
+    # contract V1: the one-search pre-check over the JSON text (a tree with no secret is returned
+    # as it is) gives the same data as walking every string, with or without a secret inside,
+    # whatever the strings hold (quotes, backslashes, control characters: JSON escapes).
+    scrub = Scrubber()
+    scrub.add_secret(secrets)
+    obj = {where + secrets[0]: tree, "k": [where, tree]} if put else {"k": [where, tree]}
+    assert json.dumps(scrub.tree(obj)) == json.dumps(scrub._tree(obj))
+    if put:
+        assert scrub.tree(obj) is not obj
+
+
+def test_trees_that_do_not_encode_are_still_walked() -> None:
+    # contract V1: the fast check cannot encode these; the walk still scrubs every string.
+    scrub = Scrubber()
+    scrub.add_secret(["sk-abcdef"])
+    assert scrub.tree({"a": ["x sk-abcdef \ud800", object]})["a"][0] == f"x {REDACTED} \ud800"
+    surrogate = Scrubber()
+    surrogate.add_secret(["sk-\udc00-key"])
+    assert surrogate.tree({"k": "<sk-\udc00-key>", "n": 1}) == {"k": f"<{REDACTED}>", "n": 1}
+    assert scrub.tree({"k": ("a", "sk-abcdef")}) == {"k": ["a", REDACTED]}

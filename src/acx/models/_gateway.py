@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import msgspec
 import trio
 
 from acx.models._accounting import Limits, Price, UsageTotals, cost_of
@@ -108,11 +109,15 @@ class CallRecord:
     def _scrubbed(self, obj: Any) -> Any:
         if not self.secrets or obj is None:
             return obj
-        text = json.dumps(obj)
-        if not any(s in text for s in self.secrets):
+        if not _may_hold(obj, self.secrets):
             return obj
-        for s in self.secrets:
-            text = text.replace(json.dumps(s)[1:-1], "***")
+        text = json.dumps(obj)
+        # Looked for as encoded (a key with a quote or a non-ASCII character is escaped in the text).
+        escaped = [json.dumps(s)[1:-1] for s in self.secrets]
+        if not any(e in text for e in escaped):
+            return obj
+        for e in escaped:
+            text = text.replace(e, "***")
         return json.loads(text)
 
     @property
@@ -231,6 +236,17 @@ class GatewaySession:
             t.merge(_one(c))
         out["by_role"] = {r: t.to_dict() for r, t in sorted(by_role.items())}
         return out
+
+
+def _may_hold(obj: Any, secrets: tuple[str, ...]) -> bool:
+    """False only when no string of ``obj`` holds one of ``secrets``: a search in its msgspec JSON
+    encoding (C speed; a transcript holds the growing conversation once per call). Escaping and
+    UTF-8 are per character, so a string holding a secret holds the secret's encoding."""
+    try:
+        data = msgspec.json.encode(obj)
+        return any(msgspec.json.encode(s)[1:-1] in data for s in secrets)
+    except (TypeError, ValueError, OverflowError, RecursionError):
+        return True  # not plain JSON: the full check decides
 
 
 def _one(c: CallRecord) -> UsageTotals:
