@@ -356,7 +356,7 @@ def test_a_transcript_holds_no_key_even_escaped_and_is_not_copied_without_one() 
     rec = CallRecord(seq=1, role="agent", model="m", protocol="openai-chat", via="http", started_at=0.0)
     rec.secrets = (key, KEY)
     rec.request = {"messages": [{"role": "user", "content": f"\n<{key}>\u2028"}], "n": [1, 2.5, None]}
-    rec.response = {"choices": [{"message": {"content": "no secret here \"x\""}}]}
+    rec.response = {"choices": [{"message": {"content": 'no secret here "x"'}}]}
     out = rec.to_dict()
     assert key not in json.dumps(out, ensure_ascii=False) and "***" in out["request"]["messages"][0]["content"]
     assert out["response"] is rec.response
