@@ -251,7 +251,14 @@ class AttemptRunner:
                     else "its evaluation failed and it has no evaluation checkpoint: the attempt reruns"
                 )
             elif policy.no_agent:
-                self.refused = "no evaluation checkpoint (the agent phase did not complete, or the run predates them)"
+                mode = self.plan.evaluation_environment_mode
+                self.refused = (
+                    # Say why: a reuse-mode attempt completed its agent phase but never gets one.
+                    f"no evaluation checkpoint: evaluation mode {mode!r} evaluates in the run sandbox, "
+                    "which is gone (only none/fresh attempts are recoverable)"
+                    if mode not in _checkpoint.RECOVERABLE_MODES
+                    else "no evaluation checkpoint (the agent phase did not complete, or the run predates them)"
+                )
             return False
         inputs = _checkpoint.fingerprints(self.ctx.benchmark, self.task, self.ctx.request.benchmark)
         outcome = _checkpoint.check(
