@@ -10,8 +10,10 @@ task) and one ``Session.exec`` on an opened host_process session; nothing record
 written. acx's side is everything a user gets: compile and plan, the gateway (tokens, limits,
 transcript, usage), trajectories, durable result files, metrics and the report.
 
-Prints both wall times (median of ``--repeats``) and the ratio acx / minimal (target <= 1.2x).
-On a loaded machine compare the ratio within one run only.
+Prints both wall times (median of ``--repeats``) and the ratio acx / minimal (target <= 1.2x),
+and each side's own CPU time (this process's, without the commands it ran): on a loaded machine
+a CPU-bound side waits for a core, so the wall ratio swings from run to run while the CPU ratio
+stays put. Compare ratios within one run only.
 Usage: ``python bench/agent_overhead.py [--tasks 50] [--turns 20] [--concurrency 16] [--repeats 3]``.
 """
 
@@ -21,6 +23,7 @@ import argparse
 import http.client
 import json
 import multiprocessing
+import resource
 import statistics
 import tempfile
 import time
@@ -120,17 +123,30 @@ requests:
     return spec
 
 
-def _acx(port: int, tasks: int, turns: int, concurrency: int) -> float:
+def _acx(port: int, tasks: int, turns: int, concurrency: int) -> tuple[float, float]:
     import acx
 
     with tempfile.TemporaryDirectory() as tmp:
         spec = _spec(Path(tmp), port, tasks, turns, concurrency)
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), _cpu()
         result = acx.run(spec, progress="none")
-        elapsed = time.perf_counter() - started
+        elapsed, cpu = time.perf_counter() - started, _cpu() - cpu
     if result.exit_code not in (0, 1):
         raise SystemExit(f"acx run failed with exit code {result.exit_code}")
-    return elapsed
+    return elapsed, cpu
+
+
+def _cpu() -> float:
+    """This process's CPU seconds so far (user + system; the commands it ran are not counted)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def _timed(fn: Any, *args: Any) -> tuple[float, float]:
+    """(wall seconds ``fn`` reports, CPU seconds it took)."""
+    before = _cpu()
+    wall = fn(*args)
+    return wall, _cpu() - before
 
 
 def main() -> None:
@@ -150,17 +166,18 @@ def main() -> None:
         minimal, full = [], []
         _acx(port, 4, 2, 4)  # warm-up: imports, parser tables
         for _ in range(args.repeats):
-            minimal.append(trio.run(_minimal, port, args.tasks, args.turns, args.concurrency))
+            minimal.append(_timed(trio.run, _minimal, port, args.tasks, args.turns, args.concurrency))
             full.append(_acx(port, args.tasks, args.turns, args.concurrency))
     finally:
         stop.set()
         server.join(5)
-    m, a = statistics.median(minimal), statistics.median(full)
+    m, a = statistics.median(w for w, _ in minimal), statistics.median(w for w, _ in full)
+    mc, ac = statistics.median(c for _, c in minimal), statistics.median(c for _, c in full)
     calls = args.tasks * args.turns
     print(f"episodes: {args.tasks} tasks x {args.turns} turns, concurrency {args.concurrency} ({calls} calls/execs)")
-    print(f"minimal loop : {m:7.2f} s  ({calls / m:6.0f} turns/s)")
-    print(f"acx react    : {a:7.2f} s  ({calls / a:6.0f} turns/s)")
-    print(f"ratio acx/minimal: {a / m:.2f}x (target <= 1.2x)")
+    print(f"minimal loop : {m:7.2f} s  ({calls / m:6.0f} turns/s)  cpu {mc:6.2f} s")
+    print(f"acx react    : {a:7.2f} s  ({calls / a:6.0f} turns/s)  cpu {ac:6.2f} s")
+    print(f"ratio acx/minimal: {a / m:.2f}x (target <= 1.2x); own CPU {ac / mc:.2f}x")
 
 
 if __name__ == "__main__":
