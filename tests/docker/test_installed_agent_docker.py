@@ -55,7 +55,7 @@ requests:
       install_timeout_seconds: {install_budget}
     model: {{id: standin-model, base_url: "{base_url}", api_key: "${{MKEY}}"}}
     environment: {{id: docker}}
-    output: {{run_id: {run_label}}}
+    output: {{run_id: "{run_label}"}}
 """
     )
     return spec
@@ -159,7 +159,7 @@ name: ia
 runtime: {{results_dir: results, progress: none}}
 defaults:
   environment: {{id: docker}}
-  output: {{run_id: {run_label}}}
+  output: {{run_id: "{run_label}"}}
 requests:
 {requests}"""
         )

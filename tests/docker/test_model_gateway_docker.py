@@ -79,7 +79,7 @@ requests:
       run_network_policy: no-network
       run_env_variables: {{REAL_HOST: "{host}", REAL_PORT: "{srv.port}"}}
     execution: {{keep_environment: true}}
-    output: {{run_id: {run_label}}}
+    output: {{run_id: "{run_label}"}}
 """
         )
         res = subprocess.run(

@@ -224,17 +224,23 @@ def test_report_of_a_real_model_run(page: Any, tmp_path: Path, shots: Path) -> N
     assert page.errors == []
 
 
-def _reload(page: Any) -> None:
-    """Load the page again. A live page may be navigating itself (its refresh timer) at that very
-    moment, which aborts our navigation (net::ERR_ABORTED, seen in CI): try again."""
+_NAVIGATION_RACES = ("ERR_ABORTED", "interrupted by another navigation", "Execution context was destroyed")
+
+
+def _reload_and_read(page: Any, selector: str) -> str:
+    """Load the page again and read ``selector``. A live page may be navigating itself (its
+    refresh timer) at that very moment, which aborts or interrupts our navigation or our read (all
+    seen in CI): try again."""
     for attempt in range(5):
         try:
             page.goto(page.url, wait_until="load")
-            return
+            text: str = page.inner_text(selector)
+            return text
         except Exception as exc:
-            if "ERR_ABORTED" not in str(exc) or attempt == 4:
+            if not any(race in str(exc) for race in _NAVIGATION_RACES) or attempt == 4:
                 raise
             time.sleep(0.3)
+    raise AssertionError("unreachable")
 
 
 def test_live_view_follows_a_real_run(page: Any, tmp_path: Path, shots: Path) -> None:
@@ -277,8 +283,7 @@ def test_live_view_follows_a_real_run(page: Any, tmp_path: Path, shots: Path) ->
             "document.getElementById('live-banner').textContent.includes('status: completed')", timeout=60_000
         )
         assert proc.wait(timeout=60) == 0
-        _reload(page)
-        assert "6 shown of 6" in page.inner_text("#page-run-0 table.kv")
+        assert "6 shown of 6" in _reload_and_read(page, "#page-run-0 table.kv")
         page.screenshot(path=str(shots / "real-done.png"), full_page=True)
         assert page.errors == []
     finally:
