@@ -43,6 +43,7 @@ import signal
 import stat
 import subprocess
 import tempfile
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -391,7 +392,9 @@ def _build_rootfs(config: BwrapConfig, context: str, timeout: float) -> _RootFs:
 
 def _write_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    # Unique per writer, not per process: sessions of one run open concurrently (worker threads)
+    # and may record the same cache entry at once (a shared pid-named temp file raced in CI).
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
     tmp.write_text(text)
     os.replace(tmp, path)
 
