@@ -464,8 +464,11 @@ class _Resolver:
         prov.update(p)
         benchmark, p = self.component("benchmark", section("benchmark"), label, req_span, used)
         prov.update(p)
-        harness, p = self.component("harness", section("harness"), label, req_span, used)
+        harness_frags = section("harness")
+        harness, p = self.component("harness", harness_frags, label, req_span, used)
         prov.update(p)
+        if model is not None and harness is not None:
+            self.require_model(model, harness, harness_frags, label, req_span, format_path((*base, "model")))
         environment, p = self.environment(section("environment"), label, req_span, used)
         prov.update(p)
         execution, p = self.execution(section("execution"), tc, label, req_span, used)
@@ -497,6 +500,42 @@ class _Resolver:
             metadata=metadata,
         )
         return name, request, prov
+
+    def require_model(
+        self,
+        model: ModelSpec,
+        harness: HarnessSpec,
+        frags: list[_Frag],
+        label: str,
+        fallback: Span | None,
+        path: str,
+    ) -> None:
+        """E0306 for a harness that cannot run without a model when the request configures none:
+        compiled, it would fail every task at run time. An endpoint given as ``${VAR}`` counts as
+        configured (resolved when the run starts)."""
+        from acx.components import HARNESSES
+
+        if model.id or model.base_url or "agent" in model.roles:
+            return
+        info = HARNESSES.get(harness.id)
+        try:
+            cls = info.load() if info is not None else None
+        except (ImportError, AttributeError):
+            return  # the planner reports a harness that does not load
+        if not (getattr(cls, "requires_model", False) or getattr(cls, "calls_model", False)):
+            return
+        id_frag = next((f for f in reversed(frags) if "id" in f.data), None)
+        span = id_frag.span(("id",)) if id_frag is not None else None
+        by = "" if span is not None or id_frag is None else f" (set by {id_frag.source(('id',))})"
+        self.diagnostics.append(
+            Diagnostic(
+                code="E0306",
+                message=f"{label}: harness `{harness.id}` needs a model{by}, but no model is configured",
+                span=span or fallback,
+                path=path,
+                help=_model_help(self.spec.path),
+            )
+        )
 
     def _recipe_dirs(self) -> list[str]:
         dirs: list[str] = []
@@ -939,6 +978,17 @@ def _semantic_prefix(doc: SourceDoc, base: Path_) -> Path_:
     if doc.kind == "orchestration" and base[:1] == ("defaults",):
         return tuple(base[1:])
     return base
+
+
+def _model_help(doc_path: str) -> str:
+    """How to configure the request's model, in the syntax of the spec (.acx or YAML)."""
+    if doc_path.endswith(".acx"):
+        where = 'add `model { id = "MODEL"  base_url = env("URL") }` to the run or to `defaults`'
+    elif doc_path == "<command line>":
+        where = "pass `model` (and `model_params` with `base_url`) to compile_run"
+    else:
+        where = 'add `model: {id: MODEL, base_url: URL, api_key: "${KEY}"}` to the request or to `defaults`'
+    return f"{where}; a program that needs no model runs with harness `command`"
 
 
 def _stem(path: str) -> str:

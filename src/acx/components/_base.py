@@ -122,6 +122,10 @@ class BaseHarness:
     calls_model: ClassVar[bool] = False
     #: Protocol used when ``model.api_protocol`` is unset or ``auto``.
     default_protocol: ClassVar[str] = "openai-chat"
+    #: Cannot run a task without a model (implied by ``calls_model``): a request that configures
+    #: none (no ``model.id``, ``model.base_url`` or ``model.roles.agent``) is refused when it is
+    #: compiled (E0306) instead of failing every task at run time.
+    requires_model: ClassVar[bool] = False
 
     def __init__(self, config: HarnessConfig) -> None:
         self.config = config

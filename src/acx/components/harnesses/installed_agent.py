@@ -117,6 +117,9 @@ class InstalledAgentHarness(CommandHarness):
     # Not a CommandHarnessConfig subclass (``command`` is optional here), but every field the
     # inherited execute_task reads has the same name, type and meaning.
     config_class = InstalledAgentConfig  # type: ignore[assignment]
+    #: The agent exists to call a model through the run's gateway (a program that needs no model
+    #: is the ``command`` harness).
+    requires_model: ClassVar[bool] = True
 
     config: InstalledAgentConfig  # type: ignore[assignment]
 
