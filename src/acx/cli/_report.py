@@ -103,11 +103,19 @@ def _view(args: argparse.Namespace) -> int:
     try:
         server = ViewServer(root, host=args.host, port=args.port)
     except OSError as exc:
+        import errno
+        import socket
+
+        if isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL:
+            # The host is the problem (unknown name, not this machine's address), not the port.
+            where, help_text = "--host", "use an address of this machine: 127.0.0.1 (the default) or 0.0.0.0 (all)"
+        else:
+            where, help_text = "--port", "choose another --port (0 picks a free one) or stop what uses it"
         raise AcxUserError(
             f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}",
             code="E0642",
-            path="--port",
-            help="choose another --port (0 picks a free one) or stop what uses it",
+            path=where,
+            help=help_text,
         ) from None
     if not is_loopback(args.host):
         sys.stderr.write(

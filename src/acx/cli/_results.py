@@ -33,7 +33,12 @@ def register(sub: Any) -> None:
     )
     tasks.add_argument("run_dir", metavar="RUN_DIR")
     tasks.add_argument("--state", choices=("normal", "error", "fatal", "running"), help="task state")
-    tasks.add_argument("--status", help="final attempt status (completed, run_error, eval_error, ...)")
+    tasks.add_argument(
+        "--status",
+        type=_status,
+        metavar="STATUS",
+        help="final attempt status: " + ", ".join(_STATUSES),
+    )
     tasks.add_argument("--category", help="task category")
     tasks.add_argument("--code", metavar="ERROR_CODE", help="tasks with an error or fatal issue of this code")
     tasks.add_argument(
@@ -136,6 +141,8 @@ def _tasks(args: argparse.Namespace) -> int:
         score=args.score,
         search=args.search,
     )
+    _note_absent(run.rows, args.category, 2, "category")
+    _note_absent(run.rows, args.code, 5, "error code")
     if args.format == "json":
         payload = {
             "run_dir": run.path,
@@ -180,6 +187,21 @@ def _tasks(args: argparse.Namespace) -> int:
     return 0
 
 
+def _note_absent(rows: list[list[Any]], value: str | None, column: int, what: str) -> None:
+    """A filter value no task of the run has: say so and list the values there are (categories
+    and error codes are the run's own, so a typo is no error, but it must not pass unnoticed)."""
+    if value is None:
+        return
+    seen: set[str] = set()
+    for r in rows:
+        cell = r[column]
+        seen.update(str(c) for c in (cell if isinstance(cell, list) else [cell]) if c)
+    if value in seen:
+        return
+    there = ", ".join(sorted(seen)[:20]) + (" …" if len(seen) > 20 else "") if seen else "none"
+    sys.stderr.write(f"acx: note: no task of this run has {what} {value!r} ({what}s in the run: {there})\n")
+
+
 def _compare(args: argparse.Namespace) -> int:
     from acx.report import compare_runs, load_run
 
@@ -218,6 +240,27 @@ def _compare(args: argparse.Namespace) -> int:
         ids("only in A", cmp["only_a"])
         ids("only in B", cmp["only_b"])
     return 0
+
+
+#: The final attempt statuses a task row can show (``acx.ir.TaskStatus``, and ``running`` for a
+#: task still in progress); a test pins the two together (the CLI does not import acx.ir to start).
+_STATUSES = (
+    "completed",
+    "run_error",
+    "eval_error",
+    "run_error_or_eval_error",
+    "skipped",
+    "cancelled",
+    "interrupted",
+    "running",
+)
+
+
+def _status(text: str) -> str:
+    """``--status``: one of the statuses a row can have (a typo used to list no task, silently)."""
+    if text not in _STATUSES:
+        raise argparse.ArgumentTypeError(f"unknown status {text!r}; valid: {', '.join(_STATUSES)}")
+    return text
 
 
 def _count(text: str) -> int:
