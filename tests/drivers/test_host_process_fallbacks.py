@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 import acx.drivers.host_process as hp
+from acx.drivers import _procs
 from acx.drivers._specs import HostProcessConfig
 from acx.testing import driver_conformance as dc
 
@@ -35,7 +36,7 @@ def test_conformance_without_epoll_or_pidfd(
     check: dc.Check, mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     for name, value in MODES[mode].items():
-        monkeypatch.setattr(hp, name, value)
+        monkeypatch.setattr(_procs, name, value)
     root = tmp_path / "sessions"
     dc.run_check(check, lambda: hp.HostProcessDriver(HostProcessConfig(workdir_root=str(root))), scratch=tmp_path)
     assert not any(root.iterdir())
@@ -50,7 +51,7 @@ def test_large_stdin_and_background_child_without_epoll_or_pidfd(
     from acx.drivers._base import OpenRequest
 
     for name, value in MODES[mode].items():
-        monkeypatch.setattr(hp, name, value)
+        monkeypatch.setattr(_procs, name, value)
     payload = b"x" * (1 << 20)
 
     async def go() -> tuple[str, str, float]:

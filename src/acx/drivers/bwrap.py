@@ -561,7 +561,7 @@ class BwrapSession(Session):
     ) -> ExecResult:
         import trio
 
-        from acx.drivers import host_process as hp
+        from acx.drivers import _procs
 
         where = self._sandbox_path(cwd or self.workdir or "/")
         if not await self.is_dir(where):
@@ -579,9 +579,9 @@ class BwrapSession(Session):
             if stdin is not None:
                 in_r, in_w = os.pipe()
                 os.set_blocking(in_w, False)
-                rest = hp._prefill(in_w, stdin)
+                rest = _procs.prefill(in_w, stdin)
                 if rest is None:
-                    in_w = hp._closed(in_w)
+                    in_w = _procs.closed(in_w)
             await trio.lowlevel.checkpoint()
             proc = subprocess.Popen(
                 self._argv(where, argv),
@@ -592,13 +592,13 @@ class BwrapSession(Session):
                 start_new_session=True,
             )
         except BaseException:
-            hp._close_fds(out_r, err_r, in_w)
+            _procs.close_fds(out_r, err_r, in_w)
             raise
         finally:
-            hp._close_fds(out_w, err_w, in_r)
+            _procs.close_fds(out_w, err_w, in_r)
         pid = proc.pid
         self._live.add(pid)
-        cmd = hp._Command(proc, out_r, err_r, in_w, rest, max_output_bytes)
+        cmd = _procs.Command(proc, out_r, err_r, in_w, rest, max_output_bytes)
         try:
             with trio.CancelScope() as scope:
                 if timeout is not None:
@@ -606,11 +606,11 @@ class BwrapSession(Session):
                 await cmd.watch(scope)
         finally:
             # Success, timeout and cancellation alike: the command's process group does not outlive exec().
-            if hp._signal_group(pid, signal.SIGTERM) or proc.returncode is None:
+            if _procs.signal_group(pid, signal.SIGTERM) or proc.returncode is None:
                 with trio.CancelScope(shield=True):
                     await self._kill_group(proc, cmd.pidfd)
             self._live.discard(pid)
-            hp._close_fds(out_r, err_r, cmd.pidfd, cmd.in_w)
+            _procs.close_fds(out_r, err_r, cmd.pidfd, cmd.in_w)
         timed_out = not cmd.exited
         returncode = proc.returncode if proc.returncode is not None else -signal.SIGKILL
         if timed_out:
@@ -629,14 +629,14 @@ class BwrapSession(Session):
     async def _kill_group(self, proc: subprocess.Popen[bytes], pidfd: int) -> None:
         import trio
 
-        from acx.drivers import host_process as hp
+        from acx.drivers import _procs
 
         with trio.move_on_after(self.kill_grace_seconds):
-            while proc.poll() is None or hp._group_alive(proc.pid):
+            while proc.poll() is None or _procs.group_alive(proc.pid):
                 await trio.sleep(0.02)
-        hp._signal_group(proc.pid, signal.SIGKILL)
+        _procs.signal_group(proc.pid, signal.SIGKILL)
         if proc.returncode is None:
-            await hp._wait_exit(proc, pidfd)
+            await _procs.wait_exit(proc, pidfd)
 
     async def kill_stray_processes(self) -> None:
         """SIGKILL every process in the sandbox except its init and holder (a phase boundary):
@@ -972,11 +972,11 @@ class BwrapDriver(Driver):
         return session
 
     def _make_dir(self, session_id: str) -> str:
-        from acx.drivers import host_process as hp
+        from acx.drivers import _procs
 
         parent = self._parent()
         os.makedirs(parent, exist_ok=True)
-        return tempfile.mkdtemp(prefix=f"{_SESSION_PREFIX}{hp._safe(session_id)}-", dir=parent)
+        return tempfile.mkdtemp(prefix=f"{_SESSION_PREFIX}{_procs.safe_name(session_id)}-", dir=parent)
 
     def _prepare(self, directory: str, root: _RootFs, workdir: str, nsenter: str) -> _State:
         """Lay out the session's host directory: an overlay's upper layer over the root filesystem
@@ -1138,15 +1138,15 @@ class BwrapDriver(Driver):
         """Remove a crashed session's directory and cgroups (its processes died with its sandbox)."""
         import trio
 
-        from acx.drivers import host_process as hp
+        from acx.drivers import _procs
 
         parent = self._parent()
-        names = await trio.to_thread.run_sync(_session_dirs, parent, hp._safe(session_id))
+        names = await trio.to_thread.run_sync(_session_dirs, parent, _procs.safe_name(session_id))
         if not names:
             raise DriverError(f"bwrap: no session {session_id} under {parent}", code="session_not_found")
         for name in names:
             await trio.to_thread.run_sync(functools.partial(shutil.rmtree, os.path.join(parent, name), True))
-        await trio.to_thread.run_sync(_remove_cgroups, hp._safe(session_id))
+        await trio.to_thread.run_sync(_remove_cgroups, _procs.safe_name(session_id))
 
 
 def _session_dirs(parent: str, safe_id: str | None) -> list[str]:
@@ -1275,11 +1275,11 @@ def _session_limits(resources: ResourceRequirements | None, pids_limit: int | No
 
 
 def _make_cgroups(state: _State, session_id: str, wanted: dict[str, dict[str, str]]) -> None:
-    from acx.drivers import host_process as hp
+    from acx.drivers import _procs
 
     groups = _cgroups()
     assert groups is not None
-    name = f"{hp._safe(session_id)}-{os.path.basename(state.directory)[-8:]}"
+    name = f"{_procs.safe_name(session_id)}-{os.path.basename(state.directory)[-8:]}"
     dirs: dict[str, str] = {}
     for controller, settings in wanted.items():
         path = os.path.join(groups.parents[controller], name)

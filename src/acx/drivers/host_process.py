@@ -51,11 +51,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import os
 import random
 import re
-import select
 import shutil
 import signal
 import stat
@@ -69,275 +67,38 @@ import trio
 
 from acx.drivers._base import Driver, ExecResult, OpenRequest, Session, SessionRecord
 from acx.drivers._owner import held_dirs
+from acx.drivers._procs import (
+    PIPE_BUF,
+    Command,
+    close_fds,
+    closed,
+    group_alive,
+    prefill,
+    resolve,
+    safe_name,
+    signal_group,
+    spawn,
+    wait_exit,
+)
 from acx.drivers._specs import DriverCapabilities, HostProcessConfig, probe_host_process
 from acx.errors import CapabilityError, DriverError, EnvironmentSetupError
 from acx.ir import NetworkPolicy
 
 __all__ = ["HostProcessDriver", "HostProcessSession"]
 
-_READ_CHUNK = 65536
 #: Environment entry ``ACX_SESSION_ID=<session id>`` of every command: finds a crashed session's processes.
 _MARKER_KEY = b"ACX_SESSION_ID"
 #: What a command inherits from acx unless ``inherit_env = true`` (issue 11 item 6): enough to
 #: find programs, a home, a locale and a temp directory; the plan declares everything else.
 MINIMAL_ENV = ("PATH", "HOME", "LANG", "TMPDIR")
-_SAFE_ID = re.compile(r"[A-Za-z0-9_.-]{0,40}")
-#: A session directory's name: ``acx-<id as _safe makes it>-<8 hex digits>``.
+#: A session directory's name: ``acx-<id as safe_name makes it>-<8 hex digits>``.
 _SESSION_DIR = re.compile(r"acx-([A-Za-z0-9_.-]{0,40})-[0-9a-f]{8}")
-_DRAIN_SECONDS = 2.0
-
-
-class _Capture:
-    """Keeps at most ``limit`` bytes of a stream; drains the rest so the writer never blocks."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.chunks: list[bytes] = []
-        self.size = 0
-        self.truncated = False
-
-    def feed(self, data: bytes) -> None:
-        room = self.limit - self.size
-        if room <= 0:
-            self.truncated = True
-            return
-        if len(data) > room:
-            data = data[:room]
-            self.truncated = True
-        self.chunks.append(data)
-        self.size += len(data)
-
-    def text(self) -> str:
-        return b"".join(self.chunks).decode("utf-8", errors="replace")
-
-
-class _Command:
-    """A started command, watched from the exec task alone: its output pipes, the rest of its
-    stdin, its exit (a pidfd where there is one, else polling)."""
-
-    def __init__(
-        self, proc: subprocess.Popen[bytes], out_r: int, err_r: int, in_w: int, rest: memoryview | None, limit: int
-    ) -> None:
-        self.proc = proc
-        self.pidfd = _pidfd(proc.pid)
-        self.out, self.err = _Capture(limit), _Capture(limit)
-        self.readers = {out_r: self.out, err_r: self.err}
-        self.in_w = in_w
-        self.rest = rest
-        self.exited = False
-
-    def _on_exit(self, scope: trio.CancelScope) -> None:
-        self.exited = True
-        if self.readers or self.in_w >= 0:
-            # Output still held open by a background child must not hang exec(): give the pipes a
-            # moment to drain, then the group is killed.
-            scope.deadline = min(scope.deadline, trio.current_time() + _DRAIN_SECONDS)
-
-    async def watch(self, scope: trio.CancelScope) -> None:
-        """Read both pipes, feed stdin, notice the exit; return when all are done."""
-        if not _EPOLL:
-            await self._watch_with_tasks(scope)
-            return
-        # One private epoll set for the command's descriptors, itself waited on through trio: a
-        # single task and (usually) a single wake-up per command, instead of a nursery, a reader
-        # task per pipe and a trio registration per descriptor.
-        ep = select.epoll(4)
-        try:
-            for fd in self.readers:
-                ep.register(fd, _IN_ONCE)
-            if self.pidfd >= 0:
-                ep.register(self.pidfd, _IN_ONCE)
-            if self.in_w >= 0:
-                ep.register(self.in_w, _OUT_ONCE)
-            epfd = ep.fileno()
-            delay = 0.001
-            while self.readers or self.in_w >= 0 or not self.exited:
-                if self.pidfd < 0 and not self.exited:  # no pidfd: poll for the exit
-                    with trio.move_on_after(delay):
-                        await trio.lowlevel.wait_readable(epfd)
-                    delay = min(delay * 2, 0.05)
-                    if self.proc.poll() is not None:
-                        self._on_exit(scope)
-                else:
-                    await trio.lowlevel.wait_readable(epfd)
-                for fd, events in ep.poll(0, 4):  # 4: not the default 1023-entry buffer per call
-                    if fd == self.pidfd:
-                        self.proc.wait()  # it has exited: returns at once
-                        self._on_exit(scope)
-                    elif fd == self.in_w:
-                        self._feed(ep)
-                    else:
-                        self._read(ep, fd, events)
-        finally:
-            ep.close()
-
-    def _read(self, ep: select.epoll, fd: int, events: int) -> None:
-        capture = self.readers[fd]
-        if events & _GONE:
-            # No writer is left: what the pipe holds, then EOF, can be read now without blocking.
-            while data := os.read(fd, _READ_CHUNK):
-                capture.feed(data)
-            del self.readers[fd]
-            return
-        # Readable: a read of this blocking descriptor returns at once.
-        data = os.read(fd, _READ_CHUNK)
-        if data:
-            capture.feed(data)
-            ep.modify(fd, _IN_ONCE)
-        else:
-            del self.readers[fd]
-
-    def _feed(self, ep: select.epoll | None) -> None:
-        """Write the next piece of stdin; at the end (or EPIPE) close the pipe: EOF."""
-        assert self.rest is not None
-        try:
-            self.rest = self.rest[os.write(self.in_w, self.rest[:_READ_CHUNK]) :]
-        except BlockingIOError:
-            pass
-        except OSError:  # EPIPE: the command exited or closed its stdin, not an error
-            self.rest = self.rest[:0]
-        if self.rest:
-            if ep is not None:
-                ep.modify(self.in_w, _OUT_ONCE)
-            return
-        if ep is not None:
-            ep.unregister(self.in_w)
-        self.in_w = _closed(self.in_w)
-
-    async def _watch_with_tasks(self, scope: trio.CancelScope) -> None:
-        """The same without epoll: a task per pipe, the exit polled (or waited on a pidfd)."""
-
-        async def pump(fd: int, capture: _Capture) -> None:
-            while True:
-                await trio.lowlevel.wait_readable(fd)
-                data = os.read(fd, _READ_CHUNK)  # readable: returns at once
-                if not data:
-                    break
-                capture.feed(data)
-            del self.readers[fd]
-
-        async def feed() -> None:
-            while self.in_w >= 0:
-                await trio.lowlevel.wait_writable(self.in_w)
-                self._feed(None)
-
-        async with trio.open_nursery() as nursery:
-            for fd, capture in list(self.readers.items()):
-                nursery.start_soon(pump, fd, capture)
-            if self.in_w >= 0:
-                nursery.start_soon(feed)
-            await _wait_exit(self.proc, self.pidfd)
-            self._on_exit(scope)
+_RANDOM = random.Random()
 
 
 @functools.cache
 def _unshare() -> str:
     return shutil.which("unshare") or "unshare"
-
-
-def _spawn(
-    argv: list[str], stdin: int, stdout: int, stderr: int, cwd: str, env: dict[bytes, bytes]
-) -> subprocess.Popen[bytes]:
-    """Start a command in its own session (``setsid``): its process group is ours to kill."""
-    return subprocess.Popen(
-        argv,
-        executable=_resolve(argv[0], env.get(b"PATH")),
-        stdin=stdin,
-        stdout=stdout,
-        stderr=stderr,
-        cwd=cwd,
-        env=env,
-        start_new_session=True,
-    )
-
-
-_RESOLVED: dict[tuple[str, bytes | None], str] = {}
-
-
-def _resolve(name: str, path: bytes | None) -> str | None:
-    """``name`` looked up in the command's PATH once, then remembered (subprocess would build the
-    candidate list for every spawn); None leaves the lookup — and its error — to subprocess."""
-    if "/" in name:
-        return None
-    key = (name, path)
-    found = _RESOLVED.get(key)
-    if found is None:
-        found = shutil.which(name, path=os.fsdecode(path) if path is not None else os.defpath)
-        if found is None or not os.path.isabs(found):
-            return None
-        _RESOLVED[key] = found
-    return found
-
-
-def _prefill(fd: int, data: bytes) -> memoryview | None:
-    """Write what fits of ``data`` into the fresh, empty, non-blocking stdin pipe ``fd``.
-
-    A prompt usually fits in the pipe buffer (64 KiB on Linux): it is written before the command
-    starts, the pipe is closed, and nothing is left to feed. Returns what did not fit, or None.
-    """
-    view = memoryview(data)
-    try:
-        while view:
-            view = view[os.write(fd, view[:_READ_CHUNK]) :]
-    except BlockingIOError:
-        return view
-    return None
-
-
-def _closed(fd: int) -> int:
-    os.close(fd)
-    return -1
-
-
-def _close_fds(*fds: int) -> None:
-    for fd in fds:
-        if fd >= 0:
-            os.close(fd)
-
-
-def _signal_group(pgid: int, sig: int) -> bool:
-    """Send ``sig`` to the process group; False when nothing (of ours) is left in it."""
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):  # PermissionError: not ours any more
-        return False
-    return True
-
-
-def _group_alive(pgid: int) -> bool:
-    return _signal_group(pgid, 0)
-
-
-_EPOLL = hasattr(select, "epoll")
-_IN_ONCE = getattr(select, "EPOLLIN", 0) | getattr(select, "EPOLLONESHOT", 0)
-_OUT_ONCE = getattr(select, "EPOLLOUT", 0) | getattr(select, "EPOLLONESHOT", 0)
-_GONE = getattr(select, "EPOLLHUP", 0) | getattr(select, "EPOLLERR", 0)
-_PIDFD = hasattr(os, "pidfd_open")
-_RANDOM = random.Random()
-_PIPE_BUF = getattr(select, "PIPE_BUF", 512)
-
-
-def _pidfd(pid: int) -> int:
-    """A pidfd for ``pid`` (readable once it exits), or -1 where there is none (then: polling)."""
-    global _PIDFD
-    if _PIDFD:
-        try:
-            return os.pidfd_open(pid)
-        except OSError:  # an old kernel, or a sandbox that forbids it: poll from now on
-            _PIDFD = False
-    return -1
-
-
-async def _wait_exit(proc: subprocess.Popen[bytes], pidfd: int) -> None:
-    """Wait (without blocking trio) until ``proc`` exits, and reap it."""
-    if pidfd >= 0:
-        await trio.lowlevel.wait_readable(pidfd)
-        proc.wait()  # it has exited: returns at once
-        return
-    delay = 0.001
-    while proc.poll() is None:
-        await trio.sleep(delay)
-        delay = min(delay * 2, 0.05)
 
 
 # ---- containment: a cgroup v2 per session ---------------------------------------------------------
@@ -543,7 +304,7 @@ class HostProcessSession(Session):
     def _not_runnable(self, name: str, env: dict[bytes, bytes], workdir: str) -> ExecResult | None:
         """Behind the cgroup wrapper the spawn cannot fail for the command itself: say 126/127 as
         a direct spawn would (same message), before starting anything."""
-        path = os.path.join(workdir, name) if "/" in name else _resolve(name, env.get(b"PATH"))
+        path = os.path.join(workdir, name) if "/" in name else resolve(name, env.get(b"PATH"))
         if path is None or not os.path.exists(path):
             return ExecResult(returncode=127, stderr=f"{name}: No such file or directory\n")
         if os.path.isdir(path) or not os.access(path, os.X_OK):
@@ -578,7 +339,7 @@ class HostProcessSession(Session):
             refused = self._not_runnable(argv[0], command_env, workdir)
             if refused is not None:
                 return refused
-        # Plain pipes, no trio stream objects: _Command reads them. A stdin that fits the pipe
+        # Plain pipes, no trio stream objects: Command reads them. A stdin that fits the pipe
         # buffer is written before the command starts and its pipe closed (EOF) at once.
         out_r = out_w = err_r = err_w = in_r = in_w = -1
         rest: memoryview | None = None
@@ -587,21 +348,21 @@ class HostProcessSession(Session):
             err_r, err_w = os.pipe()
             if stdin is not None:
                 in_r, in_w = os.pipe()
-                if len(stdin) <= _PIPE_BUF:  # fits an empty pipe whole: this write cannot block
+                if len(stdin) <= PIPE_BUF:  # fits an empty pipe whole: this write cannot block
                     if stdin:
                         os.write(in_w, stdin)
-                    in_w = _closed(in_w)
+                    in_w = closed(in_w)
                 else:
                     os.set_blocking(in_w, False)
-                    rest = _prefill(in_w, stdin)
+                    rest = prefill(in_w, stdin)
                     if rest is None:
-                        in_w = _closed(in_w)
+                        in_w = closed(in_w)
             # Inline, not in a worker thread as trio.run_process does: the spawn blocks this thread
             # until the child has exec'd (vfork), ~0.1-0.3 ms, but a thread hop per command costs
             # more CPU than that, and a full run is CPU-bound (bench/run_overhead.py: 1.61x → 1.37x
             # the bare loop; only a driver-only loop with nothing else to do prefers the thread).
             await trio.lowlevel.checkpoint()
-            proc = _spawn(
+            proc = spawn(
                 self._argv(argv, command_env),
                 in_r if stdin is not None else subprocess.DEVNULL,
                 out_w,
@@ -610,7 +371,7 @@ class HostProcessSession(Session):
                 command_env,
             )
         except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
-            _close_fds(out_r, err_r, in_w)
+            close_fds(out_r, err_r, in_w)
             # The working directory is checked only when the spawn fails (a stat per command saved).
             if not os.path.isdir(workdir):
                 raise DriverError(f"working directory {workdir} does not exist in session {self.id}") from exc
@@ -618,13 +379,13 @@ class HostProcessSession(Session):
             code = 127 if isinstance(exc, FileNotFoundError) else 126
             return ExecResult(returncode=code, stderr=f"{argv[0]}: {exc.strerror}\n")
         except BaseException:
-            _close_fds(out_r, err_r, in_w)
+            close_fds(out_r, err_r, in_w)
             raise
         finally:
-            _close_fds(out_w, err_w, in_r)  # the command's ends: it has its own copies now
+            close_fds(out_w, err_w, in_r)  # the command's ends: it has its own copies now
         pid = proc.pid
         self._live.add(pid)
-        cmd = _Command(proc, out_r, err_r, in_w, rest, max_output_bytes)
+        cmd = Command(proc, out_r, err_r, in_w, rest, max_output_bytes)
         try:
             # One cancel scope for the timeout and, once the command has exited, the drain
             # deadline: cancelled before the exit = timed out.
@@ -635,11 +396,11 @@ class HostProcessSession(Session):
         finally:
             # Runs on success, timeout and caller cancellation alike: nothing outlives exec().
             # After a normal exit this SIGTERM is the only syscall: it finds the group empty.
-            if _signal_group(pid, signal.SIGTERM) or proc.returncode is None:
+            if signal_group(pid, signal.SIGTERM) or proc.returncode is None:
                 with trio.CancelScope(shield=True):
                     await self._kill_group(proc, cmd.pidfd)
             self._live.discard(pid)
-            _close_fds(out_r, err_r, cmd.pidfd, cmd.in_w)
+            close_fds(out_r, err_r, cmd.pidfd, cmd.in_w)
         timed_out = not cmd.exited
         returncode = proc.returncode if proc.returncode is not None else -signal.SIGKILL
         if timed_out:
@@ -656,11 +417,11 @@ class HostProcessSession(Session):
         """The group has been sent SIGTERM: SIGKILL what is left after the grace period, reap."""
         pgid = proc.pid
         with trio.move_on_after(self.kill_grace_seconds):
-            while proc.poll() is None or _group_alive(pgid):
+            while proc.poll() is None or group_alive(pgid):
                 await trio.sleep(0.02)
-        _signal_group(pgid, signal.SIGKILL)
+        signal_group(pgid, signal.SIGKILL)
         if proc.returncode is None:
-            await _wait_exit(proc, pidfd)
+            await wait_exit(proc, pidfd)
 
     # ---- files -------------------------------------------------------------------------------
     async def write_bytes(self, path: str, data: bytes, *, mode: int = 0o644) -> None:
@@ -1094,17 +855,8 @@ def _session_id_of(dir_name: str) -> str | None:
     if match is None:
         return None
     candidate = match.group(1)
-    return candidate if _safe(candidate) == candidate else None
+    return candidate if safe_name(candidate) == candidate else None
 
 
 def _prefix(session_id: str) -> str:
-    return f"acx-{_safe(session_id)}-"
-
-
-def _safe(text: str) -> str:
-    """``text`` as a directory-name part; an id that had to be changed (cut at 40 characters, or
-    characters replaced) gets a hash of the whole id, so two ids never share a directory prefix."""
-    if _SAFE_ID.fullmatch(text):
-        return text
-    safe = "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in text)[:29]
-    return f"{safe}-{hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()[:10]}"
+    return f"acx-{safe_name(session_id)}-"
