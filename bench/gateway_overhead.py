@@ -7,7 +7,7 @@ Three processes, so that no side pays for another's Python work (GIL, one event 
 * the gateway (this process): a run gateway with one ``agent`` role pointing at the fake server;
   per call it checks the session token and limits, forwards with acx's model client, records the
   call (request, response, usage) and counts it;
-* the agent: a load generator (httpx, keep-alive, ``C`` workers) posting the same
+* the agent: a load generator (acx's model client, keep-alive, ``C`` workers) posting the same
   ``/chat/completions`` request either to the fake server (direct) or to the gateway with the
   session token (through the gateway), alternately, ``--repeats`` rounds each after a warm-up.
 
@@ -21,6 +21,7 @@ dominate): compare the sides and the CPU per call, not the absolute values. Usag
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing
 import os
 import statistics
@@ -46,21 +47,24 @@ def _serve(port_out: Any, stop: Any) -> None:
 
 
 async def _load(url: str, token: str, calls: int, concurrency: int) -> tuple[float, list[float]]:
-    import httpx
+    from acx.models import Endpoint, ModelClient
 
     latencies: list[float] = []
     remaining = [calls]
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    # acx's own model client as the agent's SDK (keep-alive, one pool of ``concurrency``
+    # connections), posting a pre-encoded body: the same work on both sides.
+    endpoint = Endpoint(base_url=url, model="bench", max_connections=concurrency, max_retries=0, total_timeout=None)
     headers = {"Authorization": f"Bearer {token}"}
-    body = {"model": "bench", "messages": MESSAGES}
-    async with httpx.AsyncClient(limits=limits, timeout=120, trust_env=False) as client:
+    body = json.dumps({"model": "bench", "messages": MESSAGES}).encode()
+    async with ModelClient(trust_env=False) as client:
 
         async def worker() -> None:
             while remaining[0] > 0:
                 remaining[0] -= 1
                 t0 = time.perf_counter()
-                r = await client.post(url, json=body, headers=headers)
-                r.raise_for_status()
+                ex = await client.exchange(endpoint, url, body, headers)
+                if ex.status != 200:
+                    raise RuntimeError(f"HTTP {ex.status}: {ex.body[:200]!r}")
                 latencies.append(time.perf_counter() - t0)
 
         start = time.perf_counter()

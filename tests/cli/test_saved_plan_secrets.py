@@ -63,18 +63,25 @@ def test_a_url_password_from_an_ordinary_variable_stays_a_reference_in_plan_json
     text = plan.read_text()
     assert PASSWORD not in text and "${MODEL_URL}" in text
     assert stat.S_IMODE(plan.stat().st_mode) == 0o600
+    # Resolved at run time, credentials in a model URL are refused before the run starts (the
+    # client would not send them as the key), with the field's path and never the password.
     run = _acx("run", str(plan), "--results-dir", "r", "--progress", "none", cwd=tmp_path, env=env)
-    assert run.returncode in (0, 1), run.stderr
+    assert run.returncode == 2, run.stderr
+    assert "E0471" in run.stderr and "model.base_url" in run.stderr and "api_key" in run.stderr
     assert PASSWORD not in run.stdout + run.stderr
-    results = list((tmp_path / "r").rglob("result.json"))
-    assert results
     for p in (tmp_path / "r").rglob("*"):
         if p.is_file():
             assert PASSWORD not in p.read_text(errors="replace"), p
-    for p in results:
-        assert stat.S_IMODE(p.stat().st_mode) == 0o600, p
-        # The agent saw the real URL (resolved at use time) and printed it: scrubbed.
-        assert "127.0.0.1:9" not in p.read_text() or "user:********@" in p.read_text()
+
+
+def test_a_literal_password_in_a_model_url_is_a_located_compile_error(tmp_path: Path) -> None:
+    spec = _spec(tmp_path)
+    spec.write_text(spec.read_text().replace('"${MODEL_URL}"', f'"https://u:{PASSWORD}@api.example.com/v1"'))
+    res = _acx("compile", str(spec), "-o", "plan.json", cwd=tmp_path)
+    assert res.returncode == 2, res.stderr
+    assert "E0471" in res.stderr and "model.base_url" in res.stderr and "url.yaml:" in res.stderr
+    assert PASSWORD not in res.stderr + res.stdout
+    assert not (tmp_path / "plan.json").exists()
 
 
 def test_a_literal_secret_in_an_env_map_is_refused_in_a_saved_plan(tmp_path: Path) -> None:

@@ -1,15 +1,16 @@
-"""Retry timing under trio.testing.MockClock on httpx.MockTransport (virtual time, instant):
+"""Retry timing under trio.testing.MockClock on a stand-in transport (virtual time, instant):
 Retry-After in seconds / milliseconds / HTTP date, exponential backoff with jitter, never waiting
 past the deadline, cancellation never retried. Contracts M2, M3."""
 
 from __future__ import annotations
 
 import itertools
+import json as _json
 import random
 from datetime import UTC, datetime
 from email.utils import format_datetime
+from typing import Any
 
-import httpx
 import pytest
 import trio
 import trio.testing
@@ -23,14 +24,22 @@ REQ = ChatRequest(messages=[{"role": "user", "content": "hi"}])
 EP = Endpoint(base_url="http://model.invalid/v1", model="m", max_retries=5, total_timeout=None)
 
 
-def scripted(responses: list[httpx.Response]) -> tuple[httpx.MockTransport, list[float]]:
+Reply = tuple[int, dict[str, str], bytes]
+
+
+def Response(status: int, headers: dict[str, str] | None = None, json: Any = None) -> Reply:
+    """An HTTP answer for the stand-in transport (``ModelClient(transport=...)``)."""
+    return status, dict(headers or {}), b"" if json is None else _json.dumps(json).encode()
+
+
+def scripted(responses: list[Reply]) -> tuple[Any, list[float]]:
     times: list[float] = []
 
-    def handler(request: httpx.Request) -> httpx.Response:
+    def handler(method: str, url: str, headers: dict[str, str], body: bytes) -> Reply:
         times.append(trio.current_time())
         return responses.pop(0)
 
-    return httpx.MockTransport(handler), times
+    return handler, times
 
 
 def go(transport, endpoint=EP, policy=None):
@@ -42,14 +51,14 @@ def go(transport, endpoint=EP, policy=None):
 
 
 def test_retry_after_seconds_exact_virtual_time() -> None:  # contract M2
-    t, times = scripted([httpx.Response(429, headers={"Retry-After": "30"})] * 2 + [httpx.Response(200, json=OK)])
+    t, times = scripted([Response(429, headers={"Retry-After": "30"})] * 2 + [Response(200, json=OK)])
     resp, _ex = go(t)
     assert resp.content == "ok"
     assert times[1] - times[0] == pytest.approx(30) and times[2] - times[1] == pytest.approx(30)
 
 
 def test_retry_after_ms_and_http_date() -> None:  # contract M2
-    t, times = scripted([httpx.Response(503, headers={"retry-after-ms": "1500"}), httpx.Response(200, json=OK)])
+    t, times = scripted([Response(503, headers={"retry-after-ms": "1500"}), Response(200, json=OK)])
     go(t)
     assert times[1] - times[0] == pytest.approx(1.5)
     now = 1_000_000.0
@@ -59,14 +68,14 @@ def test_retry_after_ms_and_http_date() -> None:  # contract M2
 
 
 def test_retry_after_beyond_cap_gives_up() -> None:  # contract M2
-    t, times = scripted([httpx.Response(429, headers={"Retry-After": "3600"}), httpx.Response(200, json=OK)])
+    t, times = scripted([Response(429, headers={"Retry-After": "3600"}), Response(200, json=OK)])
     with pytest.raises(ModelCallError) as info:
         go(t)
     assert info.value.kind == "rate_limited" and len(times) == 1 and "retry after 3600 s" in info.value.message
 
 
 def test_never_waits_past_the_deadline() -> None:  # contract M3
-    t, times = scripted([httpx.Response(429, headers={"Retry-After": "50"}), httpx.Response(200, json=OK)])
+    t, times = scripted([Response(429, headers={"Retry-After": "50"}), Response(200, json=OK)])
     ep = Endpoint(base_url="http://model.invalid/v1", model="m", total_timeout=20)
     with pytest.raises(ModelCallError) as info:
         go(t, ep)
@@ -74,7 +83,7 @@ def test_never_waits_past_the_deadline() -> None:  # contract M3
 
 
 def test_exponential_backoff_with_jitter() -> None:  # contract M2
-    t, times = scripted([httpx.Response(500)] * 4 + [httpx.Response(200, json=OK)])
+    t, times = scripted([Response(500)] * 4 + [Response(200, json=OK)])
     go(t, policy=RetryPolicy(base_delay=2, max_delay=5))
     gaps = [b - a for a, b in itertools.pairwise(times)]
     nominal = [2, 4, 5, 5]
@@ -92,12 +101,12 @@ def test_backoff_bounds_property(index: int, seed: float) -> None:  # contract M
 def test_cancellation_is_never_retried() -> None:  # contract M2
     calls: list[float] = []
 
-    def handler(request: httpx.Request) -> httpx.Response:
+    def handler(method: str, url: str, headers: dict[str, str], body: bytes) -> Reply:
         calls.append(trio.current_time())
-        return httpx.Response(503, headers={"Retry-After": "10"})
+        return Response(503, headers={"Retry-After": "10"})
 
     async def main():
-        async with ModelClient(transport=httpx.MockTransport(handler)) as c:
+        async with ModelClient(transport=handler) as c:
             async with trio.open_nursery() as n:
 
                 async def cancel_later() -> None:
@@ -113,7 +122,7 @@ def test_cancellation_is_never_retried() -> None:  # contract M2
 
 
 def test_total_deadline_bounds_retries() -> None:  # contract M3
-    t, times = scripted([httpx.Response(500)] * 50)
+    t, times = scripted([Response(500)] * 50)
     ep = Endpoint(base_url="http://model.invalid/v1", model="m", max_retries=50, total_timeout=10)
     with pytest.raises(ModelCallError) as info:
         go(t, ep, RetryPolicy(base_delay=1, max_delay=2))

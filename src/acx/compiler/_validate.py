@@ -16,6 +16,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 import msgspec
 
@@ -51,7 +52,7 @@ from acx.compiler._shapes import (
 )
 from acx.compiler._source import Path_, SourceDoc
 from acx.diagnostics import Diagnostic, Related, did_you_mean
-from acx.ir import ArtifactSpec, EnvironmentSpec, NetworkPolicy, ResolvedRuntimeOptions
+from acx.ir import ArtifactSpec, EnvironmentSpec, ModelRoleSpec, NetworkPolicy, ResolvedRuntimeOptions
 
 __all__ = [
     "Checker",
@@ -357,6 +358,8 @@ class Checker:
         if name == "api_protocol":
             self.check_api_protocol(value, path)
             return
+        if name == "base_url" and isinstance(value, str) and isinstance(cls, type) and issubclass(cls, ModelRoleSpec):
+            self.check_model_url(value, path)
         if name == "retry_pattern_list" and isinstance(value, list):
             self.check_patterns(value, path)
         nested = struct_of(tp)
@@ -464,6 +467,22 @@ class Checker:
                     (*path, i),
                     help="use Python `re` syntax; escape literal characters such as `(`, `[` or `.` with `\\`",
                 )
+
+    def check_model_url(self, value: str, path: Path_) -> None:
+        """``user:password@`` in a model URL would not be the key acx sends, and would put a
+        secret in the plan: refused (the value is never echoed)."""
+        try:
+            netloc = urlsplit(value).netloc
+        except ValueError:
+            return
+        if "@" in netloc:
+            self.err(
+                "E0471",
+                f"`{self.where(path)}` holds credentials (user:password@) before its host; acx sends the "
+                "model key only as the API key header",
+                path,
+                help="remove user:password@ from the URL and give the key in `api_key` (e.g. `${OPENAI_API_KEY}`)",
+            )
 
     def check_api_protocol(self, value: Any, path: Path_) -> None:
         if value is None:

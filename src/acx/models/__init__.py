@@ -1,7 +1,7 @@
 """The model layer: protocol adapters, the one HTTP client and retry layer, prices and limits,
 and the per-run gateway every model call of a run goes through (see docs/models.md).
 
-This package owns the HTTP client library (httpx, in ``acx.models._client`` only) and the HTTP
+This package owns the HTTP client (acx's own HTTP/1.1, in ``acx.models._client`` only) and the HTTP
 server of the gateway (h11, in ``acx.models._http_server`` only).
 """
 

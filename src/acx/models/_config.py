@@ -89,6 +89,7 @@ def _endpoint(
             path=f"{path}.base_url",
             help="give the endpoint's base URL, e.g. https://api.openai.com/v1",
         )
+    _refuse_userinfo(base_url, f"{path}.base_url")
     return Endpoint(
         base_url=base_url,
         model=spec.id,
@@ -102,6 +103,25 @@ def _endpoint(
         max_connections=spec.max_connections,
         wrap_session_id=run_dir if spec.wrap_api_key else None,
     )
+
+
+def _refuse_userinfo(base_url: str, path: str) -> None:
+    """``https://user:pw@host`` would be sent as Basic auth (or not at all) instead of the key,
+    and the password would sit in a URL that plans and messages show: refused, never echoed."""
+    from urllib.parse import urlsplit
+
+    try:
+        netloc = urlsplit(base_url).netloc
+    except ValueError:
+        return  # not a URL at all: the client refuses it with its own message
+    if "@" in netloc:
+        raise AcxPlanError(
+            f"{path} holds credentials (user:password@) before its host; acx sends the model key "
+            "only as the API key header",
+            code="E0471",
+            path=path,
+            help="remove user:password@ from the URL and give the key in api_key (e.g. api_key: ${OPENAI_API_KEY})",
+        )
 
 
 def _price(spec: ModelRoleSpec) -> Price | None:
