@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 from acx.cli import main
-from acx.compiler import compile_orchestration, dry_run_payload, validate_document
+from acx.compiler import compile_orchestration, validate_document
 from acx.compiler._redact import CONTAINER_KEYS, mask_url_credentials, redact
 from acx.compiler._yaml import parse_yaml_text
 from acx.diagnostics import _CONTAINER_KEYS, Diagnostic, Span, render_text
+from acx.errors import AcxUserError
 
 Writer = Callable[[str, str], Path]
 
@@ -126,10 +127,12 @@ def test_url_passwords_are_redacted_in_every_view(write: Writer) -> None:  # ref
             benchmark: {id: exact_match, dataset: qa.jsonl}
         """,
     )
-    compiled = compile_orchestration("o.yaml")
-    assert "hidden-5" not in json.dumps(dry_run_payload(compiled, provenance=True))
-    # The request itself keeps the real value: only views are redacted.
-    assert compiled.orchestration.requests[0].request.model.base_url == "http://u:hidden-5@h"
+    # A model URL with credentials is refused outright (the client would not send them as the
+    # key: issue 13), located, and the password is not in the message either.
+    with pytest.raises(AcxUserError) as info:
+        compile_orchestration("o.yaml")
+    shown = render_text(list(info.value.diagnostics))
+    assert info.value.code == "E0471" and "model.base_url" in shown and "hidden-5" not in shown
 
 
 @pytest.mark.parametrize("later", ["benchmarks: null\n", "benchmarks: {exact_match: null}\n"])
