@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # A Ray cluster on this machine, for trying `acx run --cluster` and for the tests.
 #
-#   scripts/ray-local-cluster.sh start [DIR] [--workers N] [--slots S]
+#   scripts/ray-local-cluster.sh start [DIR] [--workers N] [--slots S] [--drivers wI=ID[,ID…]]…
 #       N = 2 (default): a head (no acx slots) + N worker nodes, each advertising S acx_slots
 #       (default 8) and its own label resource acx_node_w<i>; N = 0: one node (the head) with S slots.
+#       --drivers w1=docker,host_process: worker w1 declares it serves only those providers
+#       (resources acx_driver_<id>; a node that declares none serves any). Repeatable.
 #       Prints the address to pass as `--cluster ray://ADDRESS` (also written to DIR/address).
 #   scripts/ray-local-cluster.sh stop [DIR]
 #       stops exactly this cluster's processes (found by DIR in their command line), never others.
@@ -20,10 +22,12 @@ DIR="/tmp/acxr-${USER:-$(id -u)}"
 if [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; then DIR="$1"; shift; fi
 WORKERS=2
 SLOTS=8
+DRIVERS=" "
 while [ $# -gt 0 ]; do
     case "$1" in
         --workers) WORKERS="$2"; shift 2 ;;
         --slots) SLOTS="$2"; shift 2 ;;
+        --drivers) DRIVERS="$DRIVERS$2 "; shift 2 ;;
         *) [ "$cmd" = "kill-node" ] && { NODE="$1"; shift; continue; }
            echo "ray-local-cluster: unknown argument $1" >&2; exit 2 ;;
     esac
@@ -40,6 +44,13 @@ ours() {  # PIDs of processes whose command line names the pattern (this cluster
         [ "$pid" != "$$" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" != grep ] && echo "$pid"
     done
     return 0
+}
+
+driver_resources() {  # ', "acx_driver_a": 1, …' for worker $1 from --drivers $1=a,b
+    local spec out="" d
+    spec="$(echo "$DRIVERS" | tr ' ' '\n' | sed -n "s/^$1=//p" | tail -1)"
+    for d in $(echo "$spec" | tr ',' ' '); do out="$out, \"acx_driver_$d\": 1"; done
+    echo "$out"
 }
 
 free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -65,7 +76,7 @@ case "$cmd" in
         for i in $(seq 1 "$WORKERS"); do
             # shellcheck disable=SC2046
             "$RAY" start --address="127.0.0.1:$PORT" $COMMON $(node_ports) \
-                --resources="{\"acx_slots\": $SLOTS, \"acx_node_w$i\": 1}" >"$DIR/w$i.log" 2>&1 \
+                --resources="{\"acx_slots\": $SLOTS, \"acx_node_w$i\": 1$(driver_resources "w$i")}" >"$DIR/w$i.log" 2>&1 \
                 || { cat "$DIR/w$i.log" >&2; exit 1; }
         done
         echo "127.0.0.1:$PORT" > "$DIR/address"

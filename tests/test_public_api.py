@@ -43,6 +43,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "AttemptsSpec",
         "BenchmarkPlan",
         "BenchmarkSpec",
+        "ClusterOptions",
         "CompiledProgram",
         "CompiledRequest",
         "Contribution",

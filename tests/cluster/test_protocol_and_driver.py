@@ -27,12 +27,13 @@ class LoopbackCluster:
     """A one-node "cluster" whose worker core runs in its own trio thread, reached the way the
     actor is: a blocking call from another thread; a cancel is fire-and-forget."""
 
-    def __init__(self, node_name: str = "n1", slots: int = 4) -> None:
+    def __init__(self, node_name: str = "n1", slots: int = 4, labels: dict[str, float] | None = None) -> None:
         self.address = "loopback"
         self.core = WorkerCore(node_name)
         self.thread = TrioThread()
-        self.nodes = [Node("id-" + node_name, node_name, "127.0.0.1", slots, {})]
+        self.nodes = [Node("id-" + node_name, node_name, "127.0.0.1", slots, dict(labels or {}))]
         self.sent: list[P.Call] = []
+        self.dispatcher: Any = None
 
     async def connect(self) -> list[Node]:
         return self.nodes
@@ -107,9 +108,10 @@ def test_other_protocol_version_is_refused_clearly() -> None:
         P.decode_call(b"\x00garbage")
 
 
-def test_node_lost_is_sandbox_stopped_and_close_leaves_a_record() -> None:
-    # issue 18 item 3: a lost node fails the attempt's calls with sandbox_stopped (fatal → the
-    # interpreter's retry runs it elsewhere); close does not pretend the sandbox was released.
+def test_node_lost_is_infrastructure_loss_and_close_leaves_a_record() -> None:
+    # issue 18 items 2+3: a lost node fails the attempt's calls with node_lost and marks the session
+    # lost with its infrastructure (the interpreter re-runs it elsewhere outside max_retries); close
+    # does not pretend the sandbox was released.
     cluster = LoopbackCluster()
     driver = _driver(cluster)
 
@@ -119,11 +121,12 @@ def test_node_lost_is_sandbox_stopped_and_close_leaves_a_record() -> None:
         cluster.nodes[0].alive = False
         with pytest.raises(DriverError) as exc:
             await s.exec(["true"])
-        assert exc.value.code == "sandbox_stopped"
+        assert exc.value.code == "node_lost" and getattr(exc.value, "infrastructure_lost", False)
+        assert s.infrastructure_lost
         with pytest.raises(DriverError, match="acx gc --cluster"):
             await s.close()
         assert driver.stats.nodes_lost == {"n1"}
-        assert driver._slots[cluster.nodes[0].node_id].value == 4  # its slot is free again
+        assert cluster.dispatcher.states["id-n1"].used == 0  # its slot is free again
         cluster.nodes[0].alive = True  # the node comes back: its sandbox is found and released by id
         await driver.close_session("r-lost-1")
         with pytest.raises(DriverError) as gone:

@@ -134,7 +134,7 @@ def test_node_loss_and_driver_kill_then_resume(two_workers: Any, tmp_path: Path)
     try:
         assert _wait_for(lambda: _started(results) >= 4, 120), "no task finished on the cluster"
         two_workers.kill_node("w1")
-        # the attempts that were on w1 fail with sandbox_stopped and are retried (on w2)
+        # the attempts that were on w1 fail with node_lost and run again (on w2)
         assert _wait_for(lambda: _count(results, "cl/*/details/*/*/attempt-1/retries/*.json") > 0, 120)
         assert _wait_for(lambda: _started(results) >= 20, 120)
         proc.send_signal(signal.SIGKILL)  # the driver killed once
@@ -156,7 +156,9 @@ def test_node_loss_and_driver_kill_then_resume(two_workers: Any, tmp_path: Path)
     assert "40" in json.dumps(metrics)
     log = (run_dir / "run.log").read_text()
     retried = list(run_dir.glob("details/*/*/attempt-1/retries/*.json"))
-    assert any("sandbox_stopped" in p.read_text() and "w1" in p.read_text() for p in retried)
+    # a node loss is its own budget (runtime.cluster.max_node_losses), not max_retries
+    assert any("node_lost" in p.read_text() and "w1" in p.read_text() for p in retried)
+    assert any(json.loads(p.read_text())["scope"] == "infrastructure" for p in retried)
     assert "cluster: " in log  # the resumed run's cluster summary
     # the killed node's sandboxes (host_process: session directories on this machine) are reclaimed
     # by `acx gc --cluster` through the surviving node's worker: their owner (w1's worker) is gone

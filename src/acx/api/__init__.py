@@ -117,10 +117,14 @@ def run(
     environ: Mapping[str, str] | None = None,
     progress: Callable[[ProgressEvent], None] | None = None,
     report: Callable[[str], None] | None = None,
+    cluster: str | None = None,
 ) -> OrchestrationResult:
     """Run a spec (compiled here) or a compiled program (a :class:`CompiledProgram` or a
-    ``plan.json`` path; it runs exactly as compiled, so only ``runtime``, ``run_id`` and
-    ``reuse`` apply) and write results under ``runtime.results_dir``.
+    ``plan.json`` path; it runs exactly as compiled, so only ``runtime``, ``run_id``, ``reuse``
+    and ``cluster`` apply) and write results under ``runtime.results_dir``.
+
+    ``cluster``: ``"ray"`` or ``"ray://HEAD_HOST:GCS_PORT"`` opens the sandboxes on the nodes of a
+    Ray cluster (as ``acx run --cluster``; overrides ``runtime.cluster.address``; docs/cluster.md).
 
     ``reuse``: ``True`` copies verified finished tasks of the newest earlier run, ``"RUN_ID"``
     of that run. ``environ`` (default ``os.environ``) supplies ``${VAR}`` references and
@@ -144,5 +148,6 @@ def run(
             environ=environ,
             progress=progress,
             report=report,
+            cluster=cluster,
         )
     )

@@ -197,12 +197,49 @@ def build_programs(
     environ: Mapping[str, str] | None = None,
     report: Reporter | None = None,
     benchmark_params: Mapping[str, Any] | None = None,
+    cluster: str | None = None,
 ) -> tuple[Orchestration, list[RequestProgram]]:
     """``(orchestration, [RequestProgram])`` from a spec (compile + plan here) or a compiled
     program (its plans as compiled). A compiled program runs exactly as compiled: compile-time
-    options with one are E0614; only ``runtime`` (process options) and ``run_id`` apply.
-    Secret references are resolved from ``environ`` (default ``os.environ``) for the components;
-    the requests that get persisted keep the references."""
+    options with one are E0614; only ``runtime`` (process options), ``run_id`` and ``cluster``
+    apply. Secret references are resolved from ``environ`` (default ``os.environ``) for the
+    components; the requests that get persisted keep the references. ``cluster`` (``ray`` or
+    ``ray://HOST:PORT``, as ``--cluster``) or else ``runtime.cluster.address`` opens the sandboxes
+    on a Ray cluster's nodes (:func:`acx.cluster.attach`)."""
+    orch, programs = _build(
+        source,
+        configs=configs,
+        environment=environment,
+        task_concurrency=task_concurrency,
+        execution=execution,
+        runtime=runtime,
+        tasks=tasks,
+        run_id=run_id,
+        environ=environ,
+        report=report,
+        benchmark_params=benchmark_params,
+    )
+    if cluster or orch.runtime.cluster.address:
+        from acx.cluster import attach
+
+        attach(programs, cluster, orch.runtime)
+    return orch, programs
+
+
+def _build(
+    source: str | os.PathLike[str] | CompiledProgram,
+    *,
+    configs: Sequence[str | os.PathLike[str]],
+    environment: str | None,
+    task_concurrency: int | None,
+    execution: Mapping[str, Any] | None,
+    runtime: Mapping[str, Any] | None,
+    tasks: str | None,
+    run_id: str | None,
+    environ: Mapping[str, str] | None,
+    report: Reporter | None,
+    benchmark_params: Mapping[str, Any] | None,
+) -> tuple[Orchestration, list[RequestProgram]]:
     env = os.environ if environ is None else environ
     if isinstance(source, str | os.PathLike) and not is_program_file(source):
         compiled = compile_spec(

@@ -87,6 +87,7 @@ async def run_async(
     environ: Mapping[str, str] | None = None,
     progress: Callable[[ProgressEvent], None] | None = None,
     report: Reporter | None = None,
+    cluster: str | None = None,
 ) -> OrchestrationResult:
     """See :func:`acx.run` (this is its trio-native form; cancel it with a cancel scope)."""
     orchestration, programs = build_programs(
@@ -100,6 +101,7 @@ async def run_async(
         run_id=run_id,
         environ=environ,
         report=report or _log_report,
+        cluster=cluster,
     )
     return await run_programs(
         orchestration,

@@ -54,7 +54,8 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--cluster",
         metavar="ray[://HOST:PORT]",
-        help="open sandboxes on the nodes of a Ray cluster (docs/cluster.md); needs acx-eval[cluster]",
+        help="open sandboxes on the nodes of a Ray cluster (docs/cluster.md; overrides "
+        "runtime.cluster.address); needs acx-eval[cluster]",
     )
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a killed or cancelled run in place")
     p.add_argument(
@@ -146,6 +147,7 @@ def build_programs(args: argparse.Namespace, spec: str) -> tuple[Any, list[Any]]
             run_id=args.run_id,
             report=_stderr,
             benchmark_params=getattr(args, "benchmark_params_override", None),
+            cluster=getattr(args, "cluster", None),
         )
     except AcxConfigError as exc:
         if exc.code == "E0614":  # say it in terms of the flags
@@ -252,11 +254,7 @@ def _handle(args: argparse.Namespace) -> int:
         **{key: getattr(args, key) for key in _REPLAYED},
         "cwd": os.getcwd(),
     }
-    orch, programs = build_programs(args, spec)
-    if args.cluster:
-        from acx.cluster import attach
-
-        attach(programs, args.cluster)
+    orch, programs = build_programs(args, spec)  # on a cluster: --cluster, else runtime.cluster
     if only is not None:
         programs = [p for p in programs if p.name == only]
         _check_resume_hash(args.resume, programs)

@@ -14,7 +14,7 @@ package, and only when a cluster is used.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from acx.cluster._protocol import PROTOCOL_VERSION
 from acx.errors import AcxConfigError
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from acx.cluster._driver import RemoteDriver
     from acx.cluster._ray import RayCluster
     from acx.interpreter import RequestProgram
+    from acx.ir import ResolvedRuntimeOptions
 
 __all__ = ["PROTOCOL_VERSION", "attach", "parse_address", "remote_driver"]
 
@@ -45,24 +46,32 @@ def parse_address(text: str, *, field: str = "--cluster") -> str:
     )
 
 
-def _require_ray() -> None:
+def _require_ray(field: str = "--cluster") -> None:
     try:
         import ray  # noqa: F401
     except ImportError:
         raise AcxConfigError(
-            "--cluster needs the Ray package, which is not installed",
+            f"{field} needs the Ray package, which is not installed",
             code="E0705",
-            path="--cluster",
+            path=field,
             help="pip install 'acx-eval[cluster]'",
         ) from None
 
 
-def remote_driver(address: str, env_id: str, params: dict[str, object] | None = None) -> RemoteDriver:
-    """A :class:`RemoteDriver` for provider ``env_id`` on the cluster at ``address`` (parsed)."""
-    _require_ray()
+def remote_driver(
+    address: str,
+    env_id: str,
+    params: dict[str, object] | None = None,
+    *,
+    field: str = "--cluster",
+    **options: Any,
+) -> RemoteDriver:
+    """A :class:`RemoteDriver` for provider ``env_id`` on the cluster at ``address`` (parsed);
+    ``options``: ``max_node_losses``, ``node_provider_limits``, ``node_open_qps``."""
+    _require_ray(field)
     from acx.cluster._driver import RemoteDriver
 
-    return RemoteDriver(_cluster(address), env_id, params)
+    return RemoteDriver(_cluster(address), env_id, params, **options)
 
 
 _CLUSTERS: dict[str, RayCluster] = {}
@@ -77,10 +86,30 @@ def _cluster(address: str) -> RayCluster:
     return _CLUSTERS[address]
 
 
-def attach(programs: Sequence[RequestProgram], cluster: str) -> None:
-    """Run ``programs`` on the cluster ``cluster`` (``ray`` / ``ray://HOST:PORT``): each request's
-    driver becomes a :class:`RemoteDriver` for the same provider and params."""
-    address = parse_address(cluster)
+def attach(
+    programs: Sequence[RequestProgram],
+    cluster: str | None,
+    runtime: ResolvedRuntimeOptions,
+    *,
+    field: str = "--cluster",
+) -> bool:
+    """Run ``programs`` on a cluster: ``cluster`` (``ray`` / ``ray://HOST:PORT``, the ``--cluster``
+    flag or ``acx.run(cluster=)``) or else ``runtime.cluster.address``; each request's driver
+    becomes a :class:`RemoteDriver` for the same provider and params, with the placement options of
+    ``runtime.cluster`` (per-node limits default to the run's ``provider_limits``/``env_open_qps``).
+    False (nothing changed) when neither names a cluster."""
+    opts = runtime.cluster
+    if not cluster:
+        cluster, field = opts.address, "runtime.cluster.address"
+    if not cluster:
+        return False
+    address = parse_address(cluster, field=field)
+    options: dict[str, Any] = {
+        "max_node_losses": opts.max_node_losses,
+        "node_provider_limits": {**runtime.provider_limits, **opts.provider_limits},
+        "node_open_qps": {**runtime.env_open_qps, **opts.env_open_qps},
+    }
     for p in programs:
         env = (p.live_request or p.request).environment  # secret references resolved, as locally
-        p.driver = remote_driver(address, env.id, dict(env.params or {}))
+        p.driver = remote_driver(address, env.id, dict(env.params or {}), field=field, **options)
+    return True

@@ -2,11 +2,14 @@
 acx workers of a cluster. The interpreter stays the one scheduler and the only writer of the
 journal and results: it only sees a driver whose sandboxes happen to live on other nodes.
 
-Placement: a session goes to the live node with the most free slots (``acx_slots``, the node's
-sandbox capacity); when every node is full, ``open`` waits (back-pressure) instead of queueing on
-one node. A node lost mid-attempt fails that attempt's session calls with ``sandbox_stopped`` (a
-fatal issue, so the interpreter's runtime retries re-run it on another node within
-``max_retries``); its sandboxes are found again by label (``acx gc --cluster``).
+Placement (:class:`Dispatcher`, over the pure :class:`acx.cluster._placement.Placer` shared by
+every driver on one cluster): a session goes to a live node that meets its need (serves its
+provider) and has a free slot (``acx_slots``), a free per-node provider slot and an open token of
+the per-node open rate; otherwise ``open`` waits (back-pressure) instead of queueing on one node.
+A node lost mid-attempt fails that attempt's session calls with ``node_lost`` and marks the
+session :attr:`~acx.drivers.Session.infrastructure_lost`: the interpreter runs the attempt again on
+another node without consuming ``max_retries``, at most ``max_infrastructure_losses`` times
+(``runtime.cluster.max_node_losses``); its sandboxes are found again by label (``acx gc --cluster``).
 """
 
 from __future__ import annotations
@@ -20,14 +23,18 @@ import msgspec
 import trio
 
 from acx.cluster import _protocol as P
-from acx.cluster._ray import Node, NodeLost, RayCluster
+from acx.cluster._placement import Need, NodeState, Placer
+from acx.cluster._ray import Node, NodeLost, RayCluster, declared_drivers
 from acx.cluster._worker import pack_dir, unpack_dir
 from acx.drivers import DRIVERS, Driver, DriverCapabilities, ExecResult, OpenRequest, Session, SessionRecord
 from acx.errors import AcxUserError, CapabilityError, DriverError, EnvironmentSetupError
 
-__all__ = ["ClusterStats", "RemoteDriver", "RemoteSession"]
+__all__ = ["ClusterStats", "Dispatcher", "RemoteDriver", "RemoteSession", "dispatcher"]
 
 log = logging.getLogger("acx.cluster")
+
+#: Issue code of a call whose node was lost (its attempt re-runs elsewhere, outside ``max_retries``).
+NODE_LOST = "node_lost"
 
 
 class ClusterStats:
@@ -56,20 +63,85 @@ def _raise(err: P.ErrorInfo, node: str) -> None:
     raise DriverError(err.message + where, code=err.code or "environment_failed", **fields)
 
 
+#: Per attempt, how often a node loss re-runs it without consuming ``max_retries`` by default.
+DEFAULT_MAX_NODE_LOSSES = 2
+
+
+class Dispatcher:
+    """Placement on one cluster, shared by every driver using it: waits (trio) on the pure
+    :class:`Placer` until a node that meets the need has room and an open token."""
+
+    def __init__(self, nodes: list[Node]) -> None:
+        self.nodes = nodes
+        self.states = {n.node_id: NodeState(n.name, n.slots, drivers=declared_drivers(n.labels)) for n in nodes}
+        self.placer = Placer(self.states.values())
+        self.changed = trio.Condition()
+
+    def state(self, node: Node) -> NodeState:
+        return self.states[node.node_id]
+
+    def _sync(self) -> None:
+        for node in self.nodes:
+            self.states[node.node_id].alive = node.alive
+
+    def unmet(self, need: Need) -> str | None:
+        self._sync()
+        return self.placer.unmet(need)
+
+    async def place(self, need: Need) -> Node:
+        """A node for ``need``, one slot of it held; waits while none has room (back-pressure)."""
+        by_state = {id(self.states[n.node_id]): n for n in self.nodes}
+        async with self.changed:
+            while True:
+                unmet = self.unmet(need)
+                if unmet is not None:  # e.g. the only node serving the provider was lost
+                    raise DriverError(unmet, code="no_node_for_need")
+                now = trio.current_time()
+                state, at = self.placer.choose(need, now)
+                if state is not None:
+                    self.placer.take(state, need, now)
+                    return by_state[id(state)]
+                with trio.move_on_at(at):
+                    await self.changed.wait()
+
+    async def release(self, node: Node, need: Need) -> None:
+        self.placer.release(self.state(node), need)
+        async with self.changed:
+            self.changed.notify_all()
+
+
+def dispatcher(cluster: RayCluster) -> Dispatcher:
+    """The cluster's :class:`Dispatcher` (one per cluster connection; nodes as connected)."""
+    if cluster.dispatcher is None:
+        cluster.dispatcher = Dispatcher(cluster.nodes)
+    return cluster.dispatcher  # type: ignore[no-any-return]
+
+
 class RemoteDriver(Driver):
     """A driver whose sessions are opened by the acx worker of a cluster node."""
 
-    def __init__(self, cluster: RayCluster, env_id: str, params: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        cluster: RayCluster,
+        env_id: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        max_node_losses: int = DEFAULT_MAX_NODE_LOSSES,
+        node_provider_limits: Mapping[str, int] | None = None,
+        node_open_qps: Mapping[str, float] | None = None,
+    ) -> None:
         info = DRIVERS[env_id]
         self.inner_class: type[Driver] = info.load()
         super().__init__(msgspec.convert(dict(params or {}), type=info.config_class))
         self.id = env_id  # type: ignore[misc]  # the provider id the journal records
         self.sessions_discoverable = self.inner_class.sessions_discoverable  # type: ignore[misc]
+        self.max_infrastructure_losses = max_node_losses  # type: ignore[misc]
         self.cluster = cluster
         self.ref = P.DriverRef(env_id=env_id, params=dict(params or {}))
         self.stats = ClusterStats()
-        self._slots: dict[str, trio.Semaphore] = {}
-        self._freed: trio.Condition | None = None
+        self.node_provider_limits = dict(node_provider_limits or {})
+        self.node_open_qps = dict(node_open_qps or {})
+        self._dispatch: Dispatcher | None = None
         self._seq = itertools.count(1)
 
     # ---- plumbing ----------------------------------------------------------------------------
@@ -88,9 +160,9 @@ class RemoteDriver(Driver):
             raw = await self.cluster.send(node, data, self._late)
         except NodeLost:
             self.stats.nodes_lost.add(node.name)
-            raise DriverError(
-                f"cluster node {node.name} was lost; its sandbox is gone with it", code="sandbox_stopped"
-            ) from None
+            err = DriverError(f"cluster node {node.name} was lost; its sandbox is gone with it", code=NODE_LOST)
+            err.infrastructure_lost = True  # type: ignore[attr-defined]  # read by the interpreter's retries
+            raise err from None
         except trio.Cancelled:
             cancel = P.Call(key=key + "/cancel", driver=self.ref, op=P.Cancel(target=key))
             self.cluster.send_nowait(node, P.encode(cancel))
@@ -108,61 +180,62 @@ class RemoteDriver(Driver):
     def _live(self) -> list[Node]:
         return [n for n in self.cluster.nodes if n.alive]
 
+    def _serves(self, node: Node) -> bool:
+        """Whether ``node`` declares this provider (a node that declares none serves any)."""
+        drivers = declared_drivers(node.labels)
+        return drivers is None or self.id in drivers
+
     # ---- driver hooks ------------------------------------------------------------------------
     async def prepare(self) -> list[str]:
         nodes = await self.cluster.connect()
+        dispatch = dispatcher(self.cluster)
+        dispatch.placer.configure(self.node_provider_limits, self.node_open_qps)
         notes = [
             f"cluster {self.cluster.address}: {len(nodes)} node(s): "
             + ", ".join(f"{n.name} ({n.slots} slots)" for n in nodes)
         ]
         for node in nodes:
-            self._slots[node.node_id] = trio.Semaphore(node.slots)
             if not node.alive:
                 notes.append(f"{node.name}: does not answer; no sandbox goes there")
+                continue
+            if not self._serves(node):
                 continue
             try:
                 notes += [f"{node.name}: {n}" for n in await self.call(node, P.Hello())]
             except DriverError as exc:
-                raise EnvironmentSetupError(f"node {node.name} cannot serve {self.id}: {exc}") from None
-        self._freed = trio.Condition()
+                # That node does not serve this provider; the run fails below only if none does.
+                dispatch.state(node).refused[self.id] = str(exc)
+                notes.append(f"{node.name}: cannot serve {self.id}: {exc}")
+        unmet = dispatch.unmet(Need(self.id))
+        if unmet is not None:
+            raise EnvironmentSetupError(
+                unmet,
+                help=f"start a node that serves it (`ray start --resources` with acx_slots and "
+                f"acx_driver_{self.id}; docs/cluster.md), or choose a provider the nodes serve",
+            )
+        self._dispatch = dispatch
         return notes
 
-    async def _place(self) -> Node:
-        """The live node with the most free slots, holding one; waits while all are full."""
-        assert self._freed is not None, "prepare() connects the cluster first"
-        async with self._freed:
-            while True:
-                live = self._live()
-                if not live:
-                    raise DriverError("no live node left in the cluster", code="environment_failed")
-                best = max(live, key=lambda n: self._slots[n.node_id].value)
-                sem = self._slots[best.node_id]
-                if sem.value > 0:
-                    sem.acquire_nowait()
-                    return best
-                await self._freed.wait()
-
-    async def _unplace(self, node: Node) -> None:
-        assert self._freed is not None
-        self._slots[node.node_id].release()
-        async with self._freed:
-            self._freed.notify_all()
-
     async def open(self, request: OpenRequest) -> Session:
-        if self._freed is None:
+        if self._dispatch is None:
             await self.prepare()
-        node = await self._place()
+        assert self._dispatch is not None
+        need = Need(self.id)
+        node = await self._dispatch.place(need)
         labels = {**request.labels, "acx.node": node.name}
         req = msgspec.structs.replace(request, labels=labels)
         try:
             info = msgspec.convert(await self.call(node, P.Open(request=req), request.session_id), P.OpenInfo)
         except BaseException:
             with trio.CancelScope(shield=True):
-                await self._unplace(node)
+                await self._dispatch.release(node, need)
             raise
         self.stats.sessions_per_node[node.name] = self.stats.sessions_per_node.get(node.name, 0) + 1
-        session = RemoteSession(self, node, request.session_id, info)
-        return session
+        return RemoteSession(self, node, need, request.session_id, info)
+
+    async def _unplace(self, node: Node, need: Need) -> None:
+        assert self._dispatch is not None
+        await self._dispatch.release(node, need)
 
     async def model_gateway_address(self) -> str | None:
         # The gateway listens on the driver's machine: reachable from sandboxes of the local
@@ -211,11 +284,17 @@ class RemoteDriver(Driver):
 class RemoteSession(Session):
     """A sandbox on a cluster node; every operation is one protocol call to its worker."""
 
-    def __init__(self, driver: RemoteDriver, node: Node, session_id: str, info: P.OpenInfo) -> None:
+    def __init__(self, driver: RemoteDriver, node: Node, need: Need, session_id: str, info: P.OpenInfo) -> None:
         super().__init__(session_id=session_id, workdir=info.workdir, public_env=info.public_env)
         self.open_notes = list(info.open_notes)
         self.driver = driver
         self.node = node
+        self.need = need
+
+    @property
+    def infrastructure_lost(self) -> bool:  # type: ignore[override]
+        # Lost with its node: not the task's doing (its own retry budget, the interpreter's).
+        return not self.node.alive
 
     async def _call(self, op: Any) -> Any:
         if self.closed:
@@ -278,4 +357,4 @@ class RemoteSession(Session):
             await self.driver.call(self.node, P.Close(), self.id)
         finally:
             with trio.CancelScope(shield=True):
-                await self.driver._unplace(self.node)
+                await self.driver._unplace(self.node, self.need)

@@ -17,7 +17,7 @@ import trio
 
 from acx.errors import DriverError, EnvironmentSetupError
 
-__all__ = ["Node", "RayCluster", "connect"]
+__all__ = ["Node", "RayCluster", "connect", "declared_drivers"]
 
 log = logging.getLogger("acx.cluster")
 
@@ -25,7 +25,16 @@ log = logging.getLogger("acx.cluster")
 SLOTS = "acx_slots"
 #: Prefix of a custom resource naming a node (``acx_node_<name>``): its label in reports and gc.
 NODE_LABEL = "acx_node_"
+#: Prefix of a custom resource declaring a provider the node serves (``acx_driver_docker``). A node
+#: that declares none serves every provider.
+DRIVER_LABEL = "acx_driver_"
 NAMESPACE = "acx"
+
+
+def declared_drivers(labels: dict[str, float]) -> frozenset[str] | None:
+    """The providers a node declares (``acx_driver_<id>`` resources), or None when it declares none."""
+    drivers = frozenset(k[len(DRIVER_LABEL) :] for k, v in labels.items() if k.startswith(DRIVER_LABEL) and v > 0)
+    return drivers or None
 
 
 class NodeLost(Exception):
@@ -117,8 +126,9 @@ def _discover() -> list[Node]:
         slots = int(res.get(SLOTS, 0))
         if not n.get("Alive") or slots <= 0:
             continue
-        labels = {k: v for k, v in res.items() if k.startswith(NODE_LABEL)}
-        name = next((k[len(NODE_LABEL) :] for k in sorted(labels)), None) or n["NodeID"][:12]
+        labels = {k: v for k, v in res.items() if k.startswith((NODE_LABEL, DRIVER_LABEL))}
+        name = next((k[len(NODE_LABEL) :] for k in sorted(labels) if k.startswith(NODE_LABEL)), None)
+        name = name or n["NodeID"][:12]
         nodes.append(Node(n["NodeID"], name, n.get("NodeManagerAddress", "?"), slots, labels))
     return nodes
 
@@ -172,6 +182,8 @@ class RayCluster:
     def __init__(self, address: str) -> None:
         self.address = address
         self.nodes: list[Node] = []
+        #: Placement on these nodes, shared by every driver (acx.cluster._driver.dispatcher).
+        self.dispatcher: Any = None
 
     async def connect(self) -> list[Node]:
         if not self.nodes:

@@ -52,7 +52,7 @@ from acx.compiler._shapes import (
 )
 from acx.compiler._source import Path_, SourceDoc
 from acx.diagnostics import Diagnostic, Related, did_you_mean
-from acx.ir import ArtifactSpec, EnvironmentSpec, ModelRoleSpec, NetworkPolicy, ResolvedRuntimeOptions
+from acx.ir import ArtifactSpec, ClusterOptions, EnvironmentSpec, ModelRoleSpec, NetworkPolicy, ResolvedRuntimeOptions
 
 __all__ = [
     "Checker",
@@ -366,7 +366,11 @@ class Checker:
         if nested is not None and isinstance(value, dict):
             self.check_struct(value, nested, path, where=f"`{self.where(path)}`")
             return
-        if name in _PROVIDER_MAPS and isinstance(cls, type) and issubclass(cls, ResolvedRuntimeOptions):
+        if (
+            name in _PROVIDER_MAPS
+            and isinstance(cls, type)
+            and issubclass(cls, ResolvedRuntimeOptions | ClusterOptions)
+        ):
             self.check_provider_keys(value, path)
         entry_type = dict_value_type(tp)
         if entry_type is not None and isinstance(value, dict):

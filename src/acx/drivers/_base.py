@@ -160,6 +160,10 @@ class Session(ABC):
     #: ``download_tree`` copies the whole tree and the caller applies excludes and limits to the
     #: copy (the interpreter always re-checks members, links and limits, A4/A5).
     supports_limited_download: bool = False
+    #: True when the sandbox was lost with the machine that held it (a cluster node died), not by
+    #: anything the task did: the interpreter then runs the try again without consuming
+    #: ``max_retries``, at most :attr:`Driver.max_infrastructure_losses` times per attempt.
+    infrastructure_lost: bool = False
 
     def __init__(self, *, session_id: str, workdir: str | None, public_env: Mapping[str, str] | None = None):
         self.id = session_id
@@ -379,6 +383,10 @@ class Driver(ABC):
     #: journal record durable (a group commit) before opening it; if so, writing it through is
     #: enough. ``acx env list/close`` and ``acx gc`` go through every discoverable driver.
     sessions_discoverable: ClassVar[bool] = False
+    #: How often one attempt may lose its sandbox with its infrastructure
+    #: (:attr:`Session.infrastructure_lost`) and run again outside ``max_retries``; 0 for a
+    #: driver whose sandboxes live on this machine (a cluster's ``runtime.cluster.max_node_losses``).
+    max_infrastructure_losses: int = 0
 
     def __init__(self, config: EnvironmentConfig | None = None) -> None:
         self.config = config if config is not None else self.config_class()

@@ -170,6 +170,8 @@ class _Try:
     run_ok: bool = True
     #: The network policy the run stage left in force (kept through artifact collection, A5).
     net: NetworkPolicy | None = None
+    #: A sandbox of this try was lost with its infrastructure (a cluster node died).
+    infra_lost: bool = False
 
     def add(self, severity: str, phase: str, code: str, message: str = "") -> None:
         self.issues.append(_issue(severity, phase, code, message))
@@ -363,35 +365,65 @@ class AttemptRunner:
     async def _run_tries(self) -> RunResult:
         ex = self.plan.execution
         retries = 0
+        node_losses = 0  # tries lost with their infrastructure: their own budget (issue 18 item 2)
         while True:
             async with self.ctx.limits.attempts:
-                tried = await self._one_try(retries)
+                tried = await self._one_try(retries + node_losses)
             final = self._final(tried)
             reason = retry_reason(final.issues, ex.retry_pattern_list)
-            if final.issues or retries:
+            if final.issues or retries or node_losses:
                 # A clean try is in the journal and progress.jsonl already; run.log is for what went wrong.
                 log.info(
                     "task %s attempt %d try %d: %s%s",
                     self.task.task_id,
                     self.attempt,
-                    retries + 1,
+                    retries + node_losses + 1,
                     final.status,
                     "".join(f"; {i.severity} {i.phase}/{i.code}: {i.message[:200]}" for i in final.issues),
                     extra={"request": self.ctx.name},
                 )
+            if reason is not None and tried.infra_lost:
+                budget = self.ctx.driver.max_infrastructure_losses
+                if node_losses < budget:
+                    node_losses += 1
+                    reason = f"infrastructure lost ({node_losses}/{budget}): {reason}"
+                    self._retry(final, retries + node_losses, reason, 0.0, scope="infrastructure")
+                    continue
+                final = self._infra_exhausted(final, node_losses + 1, budget)
+                reason = None  # a node loss never consumes max_retries
+            if node_losses:
+                final = msgspec.structs.replace(
+                    final, telemetry={**final.telemetry, "infrastructure_losses": node_losses}
+                )
             if reason is None or retries >= ex.max_retries:
                 return msgspec.structs.replace(final, retry_count=retries)
             delay = backoff_seconds(retries, ex.retry_min_delay_seconds, ex.retry_max_delay_seconds, self.ctx.rng)
-            self._archive_try(final, retries + 1, reason, delay)
-            self.ctx.emit(
-                "attempt_retry",
-                task_id=self.task.task_id,
-                attempt=self.attempt,
-                payload={"retry": retries + 1, "reason": reason, "delay_seconds": round(delay, 3)},
-            )
+            self._retry(final, retries + node_losses + 1, reason, delay)
             self.phase("retry_wait")
             await trio.sleep(delay)
             retries += 1
+
+    def _retry(self, final: RunResult, retry: int, reason: str, delay: float, scope: str = "attempt") -> None:
+        self._archive_try(final, retry, reason, delay, scope)
+        self.ctx.emit(
+            "attempt_retry",
+            task_id=self.task.task_id,
+            attempt=self.attempt,
+            payload={"retry": retry, "reason": reason, "delay_seconds": round(delay, 3)},
+        )
+
+    @staticmethod
+    def _infra_exhausted(final: RunResult, lost: int, budget: int) -> RunResult:
+        """The attempt's result once its sandbox was lost with its node once more than allowed."""
+        issue = _issue(
+            "fatal",
+            "run",
+            "infrastructure_losses_exhausted",
+            f"the attempt lost its sandbox with its node {lost} time(s); at most {budget} such loss(es) "
+            "run it again (runtime.cluster.max_node_losses)",
+        )
+        issues = [*final.issues, issue]
+        return msgspec.structs.replace(final, issues=issues, status=status_from_issues(issues))
 
     def _final(self, t: _Try) -> RunResult:
         base = t.evaluated or t.result or RunResult(task_id=self.task.task_id)
@@ -412,7 +444,7 @@ class AttemptRunner:
             status=status_from_issues(issues),
         )
 
-    def _archive_try(self, final: RunResult, retry: int, reason: str, delay: float) -> None:
+    def _archive_try(self, final: RunResult, retry: int, reason: str, delay: float, scope: str = "attempt") -> None:
         """Keep the discarded try (A8): a retry record, and its files under ``retries/<id>/``."""
         retries_dir = self.attempt_dir / "retries"
         retries_dir.mkdir(parents=True, exist_ok=True)  # rare path: a retry
@@ -426,7 +458,7 @@ class AttemptRunner:
             "max_retries": self.plan.execution.max_retries,
             "retry_delay_seconds": round(delay, 3),
             "stage": stage,
-            "scope": "attempt",
+            "scope": scope,
             "reason": reason,
             "issues": to_builtins(final.issues),
             "discarded_result": to_builtins(final),
@@ -575,6 +607,8 @@ class AttemptRunner:
             t.add("fatal", "setup", "environment_unsupported", self._msg(exc))
         except Exception as exc:
             t.add("fatal", "setup", self._code(exc, "environment_failed"), self._msg(exc))
+            if getattr(exc, "infrastructure_lost", False):  # its node died while it opened
+                t.infra_lost = True
             if getattr(exc, "code", None) == "release_failed":
                 # The failed open could not remove what it had made (issue 11.13): a record, like a
                 # failed release, for --resume and `acx results show`.
@@ -597,6 +631,8 @@ class AttemptRunner:
 
     async def _release(self, t: _Try, session: Session) -> None:
         ctx = self.ctx
+        if session.infrastructure_lost:
+            t.infra_lost = True
         # One scope: shielded from the caller's cancellation, bounded by the cleanup grace period.
         with trio.CancelScope(shield=True, deadline=trio.current_time() + ctx.grace):
             self.phase("release")

@@ -33,6 +33,9 @@ from acx.ir._encoding import content_hash as content_hash
 from acx.ir._encoding import decode as decode
 from acx.ir._encoding import to_builtins as to_builtins
 from acx.ir._orchestration import (
+    ClusterOptions as ClusterOptions,
+)
+from acx.ir._orchestration import (
     OrchestratedRun as OrchestratedRun,
 )
 from acx.ir._orchestration import (
@@ -146,6 +149,7 @@ __all__ = [
     "AttemptsSpec",
     "BenchmarkPlan",
     "BenchmarkSpec",
+    "ClusterOptions",
     "CompiledProgram",
     "CompiledRequest",
     "Contribution",

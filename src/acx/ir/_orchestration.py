@@ -10,6 +10,7 @@ from acx.ir._common import IRStruct, NonNegative
 from acx.ir._request import RunRequest
 
 __all__ = [
+    "ClusterOptions",
     "OrchestratedRun",
     "Orchestration",
     "ResolvedRuntimeOptions",
@@ -18,6 +19,41 @@ __all__ = [
 
 def _d(text: str) -> msgspec.Meta:
     return msgspec.Meta(description=text)
+
+
+#: ``ray`` or ``ray://HOST:PORT`` (the head's GCS address); acx.cluster.parse_address checks the port.
+CLUSTER_ADDRESS = r"^ray(://[^\s/:]+:[0-9]{1,5})?$"
+
+
+class ClusterOptions(IRStruct, frozen=True):
+    """Where sandboxes open: this machine, or the nodes of a Ray cluster (docs/cluster.md). A
+    process option like the rest of ``runtime``: in no request's hash (``--cluster`` overrides it)."""
+
+    address: Annotated[
+        Annotated[str, msgspec.Meta(pattern=CLUSTER_ADDRESS)] | None,
+        _d("`ray` (the cluster Ray finds) or `ray://HEAD_HOST:GCS_PORT`; null: no cluster"),
+    ] = None
+    max_node_losses: Annotated[
+        NonNegative[int],
+        _d(
+            "per attempt: how often a sandbox lost with its node runs again on another node, without "
+            "consuming execution.max_retries; one more loss fails it (infrastructure_losses_exhausted)"
+        ),
+    ] = 2
+    provider_limits: Annotated[
+        dict[str, NonNegative[int]],
+        _d(
+            "max concurrent sessions per provider on EACH node; absent: runtime.provider_limits' value "
+            "(which still bounds the whole run); 0 disables"
+        ),
+    ] = {}
+    env_open_qps: Annotated[
+        dict[str, NonNegative[float]],
+        _d(
+            "max environment opens per second per provider on EACH node; absent: runtime.env_open_qps' "
+            "value (which still bounds the whole run); 0 disables"
+        ),
+    ] = {}
 
 
 class ResolvedRuntimeOptions(IRStruct, frozen=True):
@@ -53,6 +89,9 @@ class ResolvedRuntimeOptions(IRStruct, frozen=True):
         ),
     ] = {}
     recipe_dirs: Annotated[list[str], _d("trusted external recipe directories")] = []
+    cluster: Annotated[ClusterOptions, _d("open sandboxes on a Ray cluster's nodes (docs/cluster.md)")] = msgspec.field(
+        default_factory=ClusterOptions
+    )
 
 
 class OrchestratedRun(IRStruct, frozen=True):
