@@ -12,7 +12,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
 
@@ -99,6 +99,8 @@ class RunProgress:
         self.total = total
         self.reused = 0
         self.finished: Counter[str] = Counter()
+        #: finished tasks by outcome (pass/fail/partial/unscored/error/fatal), reused ones included
+        self.outcomes: Counter[str] = Counter()
         self.running: set[str] = set()
         self.phases: dict[tuple[str, int], str] = {}
         self.attempts_started = 0
@@ -152,8 +154,10 @@ class RunProgress:
         elif e.event == "task_finished" and e.task_id:
             self.running.discard(e.task_id)
             self.finished[e.status or "completed"] += 1
+            self.outcomes[_outcome(e)] += 1
         elif e.event == "reuse_loaded":
             self.reused = int(e.payload.get("tasks", 0))
+            self.outcomes.update({str(k): int(n) for k, n in (e.payload.get("outcomes") or {}).items()})
         elif e.event == "attempt_started":
             self.attempts_started += 1
         elif e.event == "attempt_finished" and e.task_id:
@@ -179,6 +183,7 @@ class RunProgress:
             "completed": self.finished.get("normal", 0),
             "error": self.finished.get("error", 0),
             "failed": self.finished.get("fatal", 0),
+            "outcomes": {k: self.outcomes[k] for k in _OUTCOME_GLYPHS},
             "attempts_started": self.attempts_started,
             "attempts_finished": self.attempts_finished,
             "partials_saved": self.partials_saved,
@@ -203,15 +208,40 @@ class RunProgress:
             self._log.close()
 
 
+#: A finished task's outcome (``task_finished`` payload ``outcome``, as the report classifies it)
+#: → the console's glyph and word. ✓ means passed, not merely "ran without an error".
+_OUTCOME_GLYPHS = {
+    "pass": "✓",
+    "fail": "✗",
+    "partial": "◐",
+    "unscored": "·",
+    "error": "⚠",
+    "fatal": "‼",
+}
+
+
 @dataclass
 class _RequestView:
     name: str
     total: int = 0
     done: int = 0
-    failed: int = 0
+    #: finished tasks by outcome (pass, fail, partial, unscored, error, fatal)
+    outcomes: Counter[str] = field(default_factory=Counter)
     running: int = 0
     status: str = "pending"
     run_dir: str = ""
+
+    @property
+    def errors(self) -> int:
+        return self.outcomes["error"] + self.outcomes["fatal"]
+
+    def counts(self) -> str:
+        """``2 passed, 1 failed, 1 with errors`` (partial/unscored only when there are some)."""
+        o = self.outcomes
+        parts = [f"{o['pass']} passed", f"{o['fail']} failed"]
+        parts += [f"{o[k]} {k}" for k in ("partial", "unscored") if o[k]]
+        parts.append(f"{self.errors} with errors")
+        return ", ".join(parts)
 
 
 class ConsoleReporter:
@@ -258,12 +288,11 @@ class ConsoleReporter:
             view.running += 1
         elif e.event == "reuse_loaded":
             view.done += int(e.payload.get("tasks", 0))
-            view.failed += int(e.payload.get("errors", 0))
+            view.outcomes.update({str(k): int(n) for k, n in (e.payload.get("outcomes") or {}).items()})
         elif e.event == "task_finished":
             view.running = max(0, view.running - 1)
             view.done += 1
-            if e.status in ("fatal", "error"):
-                view.failed += 1
+            view.outcomes[_outcome(e)] += 1
         elif e.event == "phase_changed" and e.task_id and e.phase:
             self.phases[(name, e.task_id, e.attempt or 0)] = e.phase
         elif e.event == "attempt_finished" and e.task_id:
@@ -281,9 +310,12 @@ class ConsoleReporter:
         elif e.event == "tasks_loaded":
             line = f"[{view.name}] {view.total} task(s)"
         elif e.event == "task_finished":
-            glyph = {"normal": "✓", "error": "⚠", "fatal": "✗"}.get(e.status or "", "•")
-            extra = e.payload.get("summary", "")
-            line = f"[{view.name}] {glyph} {e.task_id} {extra} ({view.done}/{view.total})".rstrip()
+            outcome = _outcome(e)
+            # An error names its codes; a scored task its observations (e.g. correct=False).
+            codes = ",".join(e.payload.get("codes") or [])
+            extra = codes if outcome in ("error", "fatal") and codes else e.payload.get("summary", "")
+            glyph = _OUTCOME_GLYPHS.get(outcome, "·")
+            line = f"[{view.name}] {glyph} {e.task_id} {outcome} {extra}".rstrip() + f" ({view.done}/{view.total})"
         elif e.event == "attempt_retry":
             p = e.payload
             why = p.get("reason", "")
@@ -294,8 +326,7 @@ class ConsoleReporter:
             if p.get("resumed"):
                 line = f"[{view.name}] ↻ resuming: {p.get('tasks', 0)} task(s) already finished"
         elif e.event == "run_finished":
-            counts = f"{view.done}/{view.total} tasks, {view.failed} with errors"
-            line = f"[{view.name}] finished: {e.status} ({counts})"
+            line = f"[{view.name}] finished: {e.status} ({view.done}/{view.total} tasks: {view.counts()})"
         if line is not None:
             try:
                 self.stream.write(line + "\n")
@@ -311,15 +342,26 @@ class ConsoleReporter:
 
         elapsed = time.monotonic() - self.started
         table = Table(title=f"acx run — {elapsed:,.1f}s", expand=False)
-        for col in ("request", "status", "done", "running", "errors", "total"):
+        for col in ("request", "status", "done", "passed", "failed", "errors", "running", "total"):
             table.add_column(col, justify="right" if col not in ("request", "status") else "left")
         # Called from rich's refresh thread: copy (atomic under the GIL) before iterating.
         for v in list(dict(self.requests).values()):
-            table.add_row(v.name, v.status, str(v.done), str(v.running), str(v.failed), str(v.total))
+            o = Counter(v.outcomes)
+            cells = (v.done, o["pass"], o["fail"], o["error"] + o["fatal"], v.running, v.total)
+            table.add_row(v.name, v.status, *map(str, cells))
         counts = Counter(dict(self.phases).values())
         if counts:
             table.caption = "phases: " + ", ".join(f"{k} {n}" for k, n in sorted(counts.items()))
         return table
+
+
+def _outcome(e: ProgressEvent) -> str:
+    """The task's outcome from its ``task_finished`` event (an event without one, e.g. a task
+    given up before it ran, by its state)."""
+    outcome = e.payload.get("outcome")
+    if isinstance(outcome, str) and outcome in _OUTCOME_GLYPHS:
+        return outcome
+    return e.status if e.status in ("error", "fatal") else "unscored"
 
 
 def make_console(progress: str, *, stream: IO[str] | None = None) -> ConsoleReporter:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +26,7 @@ __all__ = [
     "TaskOutcome",
     "build_report",
     "render_summary",
+    "task_outcome",
     "validate_observations",
 ]
 
@@ -74,6 +75,25 @@ class TaskOutcome:
     category: str
     attempts: list[RunResult]
     state: str  # normal | error | fatal
+
+
+def task_outcome(state: str, metrics: Iterable[Mapping[str, Any]], primary: str | None) -> str:
+    """A finished task's outcome as the report shows it: ``fatal``/``error`` by its state, else by
+    the primary metric's mean over the attempts that observed it (``metrics``: each attempt's
+    observations) — ``pass`` (1), ``fail`` (0), ``partial`` (between) or ``unscored``."""
+    if state in ("fatal", "error"):
+        return state
+    seen = [
+        _num(v)
+        for m in metrics
+        if primary is not None
+        and isinstance(v := m.get(primary), bool | int | float)
+        and not (isinstance(v, float) and math.isnan(v))
+    ]
+    if not seen:
+        return "unscored"
+    mean = sum(seen) / len(seen)
+    return "pass" if mean >= 1 else "fail" if mean <= 0 else "partial"
 
 
 def _num(v: bool | int | float) -> float:

@@ -21,7 +21,8 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,7 @@ from acx.interpreter._envvars import MissingEnvError, missing_names, required_na
 from acx.interpreter._events import ProgressEvent, RunProgress
 from acx.interpreter._fs import ResultsDiskFull, disk_full_error
 from acx.interpreter._limits import Limits, fit_open_files
-from acx.interpreter._metrics import TaskOutcome, build_report, render_summary
+from acx.interpreter._metrics import TaskOutcome, build_report, render_summary, task_outcome
 from acx.interpreter._store import RUN_INFO_SCHEMA, RunStore, find_reuse_source, read_json, read_record
 from acx.ir import (
     ExecutionIssue,
@@ -509,8 +510,25 @@ class _RequestRun:
             task_id=task.task_id,
             category=task.category,
             status=state,
-            payload={"summary": summary, "codes": sorted({i.code for a in attempts for i in a.issues})},
+            payload={
+                "summary": summary,
+                "codes": sorted({i.code for a in attempts for i in a.issues}),
+                # What the console shows: passed / failed / error, as the report classifies it.
+                "outcome": task_outcome(state, (a.metrics for a in attempts), self.primary),
+            },
         )
+
+    @property
+    def primary(self) -> str | None:
+        return self.prog.benchmark.metric_contract.primary_id()
+
+    def outcome_counts(self, task_ids: Iterable[str]) -> dict[str, int]:
+        """Outcomes (:func:`task_outcome`) of tasks finished before this process took over."""
+        counts: Counter[str] = Counter()
+        for t in task_ids:
+            o = self.outcomes[t]
+            counts[task_outcome(o.state, (a.metrics for a in o.attempts), self.primary)] += 1
+        return dict(counts)
 
     async def reap_stale(self) -> int:
         """On resume: release sandboxes the interrupted run left behind — opened by another process
@@ -919,6 +937,7 @@ def _reuse_into(run: _RequestRun, prog: RequestProgram, source: Path, *, recover
     src_store = RunStore(source, run_id=str(info.get("run_id")))
     selected = {t.task_id for t in prog.tasks}
     copied = with_errors = 0
+    outcomes: Counter[str] = Counter()
     policy = _checkpoint.RecoveryPolicy(source, "reuse", str(info.get("run_id"))) if recover else None
     for task_id, (state, d) in src_store.finished_tasks().items():
         if task_id not in selected:
@@ -972,10 +991,14 @@ def _reuse_into(run: _RequestRun, prog: RequestProgram, source: Path, *, recover
             run.plans_audit[task_id] = audit
         copied += 1
         with_errors += state in ("error", "fatal")
+        outcomes[task_outcome(state, (r.get("metrics") or {} for r in parsed), run.primary)] += 1
     run.ctx.recovery = policy
     run.store.journal("reuse_loaded", source=str(source), tasks=copied)
     run._write_run_info("running", reused_from={"run_id": info.get("run_id"), "path": str(source)})
-    run.ctx.emit("reuse_loaded", payload={"tasks": copied, "errors": with_errors, "source_run": info.get("run_id")})
+    run.ctx.emit(
+        "reuse_loaded",
+        payload={"tasks": copied, "errors": with_errors, "outcomes": dict(outcomes), "source_run": info.get("run_id")},
+    )
     return copied
 
 
@@ -1104,6 +1127,7 @@ async def run_orchestration(
                                 payload={
                                     "tasks": len(finished),
                                     "errors": errors,
+                                    "outcomes": run.outcome_counts(finished),
                                     "source_run": run.store.run_id,
                                     "resumed": True,
                                 },
