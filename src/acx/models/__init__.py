@@ -1,8 +1,8 @@
 """The model layer: protocol adapters, the one HTTP client and retry layer, prices and limits,
 and the per-run gateway every model call of a run goes through (see docs/models.md).
 
-This package owns the HTTP client (acx's own HTTP/1.1, in ``acx.models._client`` only) and the HTTP
-server of the gateway (h11, in ``acx.models._http_server`` only).
+This package is acx's one HTTP edge: the client (``acx.models._client``) and the gateway's server
+(``acx.models._http_server``), both acx's own HTTP/1.1 on trio streams (no HTTP library).
 """
 
 from acx.models._accounting import Limits, Price, UsageTotals, cost_of

@@ -1,13 +1,22 @@
-"""A small HTTP/1.1 server on trio sockets (h11 lives only here): keep-alive, bounded bodies,
-idle timeouts. It serves the gateway; each request is handed to an async handler."""
+"""The gateway's HTTP/1.1 server on trio sockets (acx's own, no third-party HTTP library).
+
+Each request is parsed here and handed to an async handler; keep-alive, ``Content-Length`` and
+chunked request bodies, ``Expect: 100-continue``, responses with ``Content-Length`` or streamed
+(chunked server-sent events). The parser is strict where leniency lets one request be read two
+ways (request smuggling: both ``Content-Length`` and ``Transfer-Encoding``, differing lengths,
+folded or space-before-colon headers) and bounded everywhere: hostile or broken input gets a 4xx
+(400 malformed, 413 body too large, 431 head too large, 501 unknown transfer coding, 505 version)
+and the connection is closed — never a crash, never unbounded memory or time.
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import partial
+from http import HTTPStatus
 from typing import Any
 
-import h11
 import trio
 
 __all__ = ["Handler", "Reply", "serve_http"]
@@ -19,7 +28,40 @@ Reply = tuple[int, Any, list[tuple[str, str]]]
 Handler = Callable[[str, str, dict[str, str], bytes], Awaitable[Reply]]
 
 MAX_BODY = 64 * 1024 * 1024
+#: The request line and headers together (and a chunked body's trailers).
+MAX_HEAD = 64 * 1024
+MAX_HEADERS = 128
+#: A chunk-size line (hex digits and extensions).
+MAX_CHUNK_LINE = 1024
+#: Longest silence while waiting for (the rest of) a request.
 IDLE_TIMEOUT = 600.0
+_RECV = 65536
+
+_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+#: Field values: visible ASCII, obs-text, space and tab (no CR, LF, NUL or other controls).
+_BAD_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+_TARGET = re.compile(rb"[\x21-\x7e\x80-\xff]+")
+
+
+class _Reject(Exception):
+    """The request cannot be served: answer ``status`` and close the connection."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class _Request:
+    __slots__ = ("body", "headers", "keep_alive", "method", "target", "version")
+
+    def __init__(self, method: str, target: str, version: str, headers: dict[str, str]) -> None:
+        self.method = method
+        self.target = target
+        self.version = version
+        self.headers = headers
+        self.body = b""
+        self.keep_alive = True
 
 
 async def serve_http(
@@ -29,43 +71,212 @@ async def serve_http(
     listeners = await trio.open_tcp_listeners(port, host=host)
     bound = listeners[0].socket.getsockname()[1]
     task_status.started(bound)
-    await trio.serve_listeners(partial(_connection, handler), listeners)
+    await trio.serve_listeners(partial(serve_connection, handler), listeners)
 
 
-async def _receive(stream: trio.SocketStream, conn: h11.Connection) -> object:
+class _Reader:
+    """Bytes received on a connection and not consumed yet."""
+
+    __slots__ = ("buf", "stream")
+
+    def __init__(self, stream: trio.abc.Stream) -> None:
+        self.stream = stream
+        self.buf = bytearray()
+
+    async def fill(self) -> bool:
+        """More bytes into ``buf``; False when the peer closed or was silent too long."""
+        with trio.move_on_after(IDLE_TIMEOUT):
+            data = await self.stream.receive_some(_RECV)
+            if data:
+                self.buf += data
+                return True
+        return False
+
+    async def head(self) -> bytes | None:
+        """The next request head (without its blank line); None when the client is gone first."""
+        buf = self.buf
+        start = 0
+        while True:
+            # Empty lines before a request line are allowed (RFC 9112 §2.2).
+            while buf[:2] == b"\r\n":
+                del buf[:2]
+            end = buf.find(b"\r\n\r\n", start)
+            if end > MAX_HEAD or (end < 0 and len(buf) > MAX_HEAD):
+                raise _Reject(431, "the request head is too large")
+            if end >= 0:
+                head = bytes(buf[:end])
+                del buf[: end + 4]
+                return head
+            start = max(0, len(buf) - 3)
+            if not await self.fill():
+                if buf:
+                    raise _Reject(400, "the request head is incomplete")
+                return None
+
+    async def exactly(self, n: int) -> bytes:
+        while len(self.buf) < n:
+            if not await self.fill():
+                raise _Reject(400, "the request body is incomplete")
+        data = bytes(self.buf[:n])
+        del self.buf[:n]
+        return data
+
+    async def line(self, limit: int) -> bytes:
+        start = 0
+        while True:
+            end = self.buf.find(b"\r\n", start)
+            if end > limit or (end < 0 and len(self.buf) > limit):
+                raise _Reject(400, "a chunk-size or trailer line is too long")
+            if end >= 0:
+                line = bytes(self.buf[:end])
+                del self.buf[: end + 2]
+                return line
+            start = max(0, len(self.buf) - 1)
+            if not await self.fill():
+                raise _Reject(400, "the chunked request body is incomplete")
+
+
+def parse_head(head: bytes) -> _Request:
+    """The request line and headers (pure; raises :class:`_Reject`)."""
+    lines = head.split(b"\r\n")
+    parts = lines[0].split(b" ")
+    if len(parts) != 3:
+        raise _Reject(400, "malformed request line")
+    method, target, version = parts
+    if not _TOKEN.fullmatch(method) or not _TARGET.fullmatch(target):
+        raise _Reject(400, "malformed request line")
+    if version not in (b"HTTP/1.1", b"HTTP/1.0"):
+        if version.startswith(b"HTTP/") and re.fullmatch(rb"HTTP/\d\.\d", version):
+            raise _Reject(505, "only HTTP/1.1 and HTTP/1.0 are served")
+        raise _Reject(400, "malformed request line")
+    if len(lines) - 1 > MAX_HEADERS:
+        raise _Reject(431, f"more than {MAX_HEADERS} request headers")
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(b":")
+        if not sep or not _TOKEN.fullmatch(name):
+            # Also folded lines (leading space) and a space before the colon: refused, as both
+            # let two parsers disagree on what the headers are.
+            raise _Reject(400, "malformed request header line")
+        value = value.strip(b" \t")
+        if _BAD_VALUE.search(value):
+            raise _Reject(400, "a request header value holds a control character")
+        key = name.decode("ascii").lower()
+        text = value.decode("latin-1")
+        if key in headers:
+            if key in ("content-length", "host"):
+                if key == "host" or headers[key] != text:
+                    raise _Reject(400, f"conflicting {key} headers")
+                continue
+            text = f"{headers[key]}, {text}"
+        headers[key] = text
+    req = _Request(method.decode("ascii"), target.decode("latin-1"), version.decode("ascii"), headers)
+    if req.version == "HTTP/1.1" and "host" not in headers:
+        raise _Reject(400, "an HTTP/1.1 request must have a Host header")
+    conn = headers.get("connection", "").lower()
+    req.keep_alive = req.version == "HTTP/1.1" and "close" not in conn
+    return req
+
+
+def _framing(req: _Request) -> tuple[bool, int]:
+    """(chunked, content length) of the request body."""
+    te = req.headers.get("transfer-encoding")
+    cl = req.headers.get("content-length")
+    if te is not None:
+        if cl is not None:
+            raise _Reject(400, "both Content-Length and Transfer-Encoding")
+        if te.strip().lower() != "chunked":
+            raise _Reject(501, "only the chunked transfer coding is supported")
+        if req.version != "HTTP/1.1":
+            raise _Reject(400, "Transfer-Encoding in an HTTP/1.0 request")
+        return True, 0
+    if cl is None:
+        return False, 0
+    cl = cl.strip()
+    if not cl.isdigit() or not cl.isascii() or len(cl) > 19:
+        raise _Reject(400, "invalid Content-Length")
+    length = int(cl)
+    if length > MAX_BODY:
+        raise _Reject(413, f"the request body is larger than {MAX_BODY} bytes")
+    return False, length
+
+
+async def _body(reader: _Reader, req: _Request, stream: trio.abc.Stream) -> bytes:
+    chunked, length = _framing(req)
+    if (chunked or length) and req.headers.get("expect", "").lower() == "100-continue":
+        await stream.send_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+    if not chunked:
+        return await reader.exactly(length) if length else b""
+    body = bytearray()
     while True:
-        event = conn.next_event()
-        if event is not h11.NEED_DATA:
-            return event
-        with trio.move_on_after(IDLE_TIMEOUT) as scope:
-            data = await stream.receive_some(65536)
-        if scope.cancelled_caught:
-            return h11.ConnectionClosed()
-        conn.receive_data(data)
+        size_text = (await reader.line(MAX_CHUNK_LINE)).split(b";", 1)[0].strip(b" \t")
+        if not size_text or len(size_text) > 16 or not all(c in b"0123456789abcdefABCDEF" for c in size_text):
+            raise _Reject(400, "invalid chunk size")
+        size = int(size_text, 16)
+        if size == 0:
+            break
+        if len(body) + size > MAX_BODY:
+            raise _Reject(413, f"the request body is larger than {MAX_BODY} bytes")
+        body += await reader.exactly(size)
+        if await reader.exactly(2) != b"\r\n":
+            raise _Reject(400, "a chunk does not end with CRLF")
+    trailers = 0
+    while await reader.line(MAX_HEAD):  # trailers: read (bounded) and dropped
+        trailers += 1
+        if trailers > MAX_HEADERS:
+            raise _Reject(431, "too many trailer lines")
+    return bytes(body)
 
 
-async def _send(stream: trio.SocketStream, conn: h11.Connection, reply: Reply) -> None:
+def _status_line(status: int) -> str:
+    try:
+        phrase = HTTPStatus(status).phrase
+    except ValueError:
+        phrase = "Status"
+    return f"HTTP/1.1 {status} {phrase}\r\n"
+
+
+def _head(status: int, headers: list[tuple[str, str]], defaults: list[tuple[str, str]], close: bool) -> bytes:
+    given = {k.lower() for k, _ in headers}
+    lines = [_status_line(status)]
+    lines += [f"{k}: {v}\r\n" for k, v in defaults if k not in given]
+    lines += [f"{k}: {v}\r\n" for k, v in headers]
+    if close:
+        lines.append("connection: close\r\n")
+    lines.append("\r\n")
+    return "".join(lines).encode("latin-1")
+
+
+async def _send(stream: trio.abc.Stream, reply: Reply, req: _Request | None, close: bool) -> None:
     status, body, headers = reply
     if not isinstance(body, bytes):
-        await _send_stream(stream, conn, status, body, headers)
+        await _send_stream(stream, status, body, headers, req, close)
         return
-    all_headers = [("content-type", "application/json"), ("content-length", str(len(body))), *headers]
-    out = conn.send(h11.Response(status_code=status, headers=all_headers))
-    out += conn.send(h11.Data(data=body)) or b""
-    out += conn.send(h11.EndOfMessage()) or b""
-    await stream.send_all(out)
+    defaults = [("content-type", "application/json"), ("content-length", str(len(body)))]
+    head = _head(status, [h for h in headers if h[0].lower() != "content-length"], defaults, close)
+    await stream.send_all(head + body if req is None or req.method != "HEAD" else head)
 
 
 async def _send_stream(
-    stream: trio.SocketStream, conn: h11.Connection, status: int, body: AsyncIterator[bytes], headers: list[Any]
+    stream: trio.abc.Stream,
+    status: int,
+    body: AsyncIterator[bytes],
+    headers: list[tuple[str, str]],
+    req: _Request | None,
+    close: bool,
 ) -> None:
-    head = [("content-type", "text/event-stream"), ("cache-control", "no-cache"), *headers]
-    await stream.send_all(conn.send(h11.Response(status_code=status, headers=head)) or b"")
+    chunked = req is not None and req.version == "HTTP/1.1"
+    defaults = [("content-type", "text/event-stream"), ("cache-control", "no-cache")]
+    if chunked:
+        defaults.append(("transfer-encoding", "chunked"))
+    # An HTTP/1.0 client reads the stream until the connection closes.
+    await stream.send_all(_head(status, headers, defaults, close or not chunked))
     try:
         async for chunk in body:
             if chunk:
-                await stream.send_all(conn.send(h11.Data(data=chunk)) or b"")
-        await stream.send_all(conn.send(h11.EndOfMessage()) or b"")
+                await stream.send_all(b"%x\r\n%s\r\n" % (len(chunk), chunk) if chunked else chunk)
+        if chunked:
+            await stream.send_all(b"0\r\n\r\n")
     finally:
         closer = getattr(body, "aclose", None)
         if closer is not None:  # a client that hung up: the producer's clean-up runs now
@@ -73,43 +284,39 @@ async def _send_stream(
                 await closer()
 
 
-async def _connection(handler: Handler, stream: trio.SocketStream) -> None:
-    conn = h11.Connection(h11.SERVER, max_incomplete_event_size=1024 * 1024)
+def _error(status: int, message: str) -> Reply:
+    import json
+
+    body = {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+    return status, json.dumps(body).encode(), []
+
+
+async def serve_connection(handler: Handler, stream: trio.abc.Stream) -> None:
+    """Serve requests on one connection until either side closes it."""
+    reader = _Reader(stream)
     try:
         while True:
-            event = await _receive(stream, conn)
-            if not isinstance(event, h11.Request):
-                return
-            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in event.headers}
-            body = bytearray()
-            too_big = False
-            while True:
-                part = await _receive(stream, conn)
-                if isinstance(part, h11.Data):
-                    if len(body) + len(part.data) > MAX_BODY:
-                        too_big = True
-                    else:
-                        body += part.data
-                elif isinstance(part, h11.EndOfMessage):
-                    break
-                else:
-                    return
-            if too_big:
-                reply: Reply = (413, b'{"error":{"message":"request body too large"}}', [])
-            else:
-                reply = await handler(event.method.decode(), event.target.decode("latin-1"), headers, bytes(body))
-            await _send(stream, conn, reply)
-            if conn.our_state is h11.MUST_CLOSE or conn.their_state is h11.MUST_CLOSE:
-                return
-            conn.start_next_cycle()
-    except h11.RemoteProtocolError:
-        if conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
+            req: _Request | None = None
             try:
-                await _send(stream, conn, (400, b'{"error":{"message":"malformed HTTP request"}}', []))
-            except (trio.BrokenResourceError, h11.LocalProtocolError):
-                pass
+                head = await reader.head()
+                if head is None:
+                    return
+                req = parse_head(head)
+                body = await _body(reader, req, stream)
+            except _Reject as exc:
+                # The rest of the stream cannot be trusted to start a request: answer and close.
+                await _send(stream, _error(exc.status, f"acx gateway: {exc.message}"), req, close=True)
+                return
+            try:
+                reply = await handler(req.method, req.target, req.headers, body)
+            except Exception as exc:  # a handler bug fails its request, not the whole server
+                reply = _error(500, f"acx gateway: internal error ({type(exc).__name__})")
+                req.keep_alive = False
+            await _send(stream, reply, req, close=not req.keep_alive)
+            if not req.keep_alive:
+                return
     except (trio.BrokenResourceError, trio.ClosedResourceError):
         return
     finally:
         with trio.CancelScope(shield=True):
-            await stream.aclose()
+            await trio.aclose_forcefully(stream)
