@@ -25,12 +25,12 @@ def _require_ray() -> None:
 
 
 class LocalCluster:
-    def __init__(self, workers: int, slots: int) -> None:
+    def __init__(self, workers: int, slots: int, args: tuple[str, ...] = ()) -> None:
         self.dir = f"/tmp/acxr-{uuid.uuid4().hex[:8]}"  # short: Ray's Unix sockets live under it
         bindir = os.path.dirname(sys.executable)
         self.env = {**os.environ, "PATH": f"{bindir}:{os.environ.get('PATH', '')}", "RAY": f"{bindir}/ray"}
         out = subprocess.run(
-            ["bash", str(SCRIPT), "start", self.dir, "--workers", str(workers), "--slots", str(slots)],
+            ["bash", str(SCRIPT), "start", self.dir, "--workers", str(workers), "--slots", str(slots), *args],
             capture_output=True,
             text=True,
             env=self.env,
@@ -66,6 +66,17 @@ def one_node() -> Iterator[LocalCluster]:
 def two_workers() -> Iterator[LocalCluster]:
     _require_ray()
     cluster = LocalCluster(workers=2, slots=4)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture()
+def labelled() -> Iterator[LocalCluster]:
+    """Two worker nodes declaring the providers they serve: w1 docker only, w2 host_process only."""
+    _require_ray()
+    cluster = LocalCluster(workers=2, slots=4, args=("--drivers", "w1=docker", "--drivers", "w2=host_process"))
     try:
         yield cluster
     finally:

@@ -201,7 +201,12 @@ class Nodes:
     """Several in-process "nodes" (a worker core each). ``die_on_exec``: that node dies when it
     receives its first command (the worker is gone: every call to it fails as a lost node)."""
 
-    def __init__(self, labels: dict[str, dict[str, float]], die_on_exec: str | None = None) -> None:
+    def __init__(
+        self,
+        labels: dict[str, dict[str, float]],
+        die_on_exec: str | None = None,
+        images: dict[str, set[str]] | None = None,
+    ) -> None:
         self.address = "in-process"
         self.nodes = [Node(f"id-{n}", n, "127.0.0.1", 4, dict(lab)) for n, lab in labels.items()]
         self.cores = {n: WorkerCore(n) for n in labels}
@@ -209,6 +214,9 @@ class Nodes:
         self.die_on_exec = die_on_exec
         self.dispatcher: Any = None
         self.opened: dict[str, int] = {}
+        #: node → the images its provider has (stands in for a node's Docker engine); None: any
+        self.images = images
+        self.asked: list[tuple[str, list[str]]] = []
 
     async def connect(self) -> list[Node]:
         return self.nodes
@@ -221,6 +229,10 @@ class Nodes:
             raise NodeLost(node.name)
         if isinstance(call.op, P.Open):
             self.opened[node.name] = self.opened.get(node.name, 0) + 1
+        if isinstance(call.op, P.MissingImages) and self.images is not None:
+            self.asked.append((node.name, list(call.op.images)))
+            missing = [i for i in call.op.images if i not in self.images[node.name]]
+            return P.encode(P.Reply(key=call.key, node=node.name, value=missing))
         core = self.cores[node.name]
         return await trio.to_thread.run_sync(self.thread.call, core.handle, data, abandon_on_cancel=True)  # type: ignore[no-any-return]
 
@@ -313,3 +325,42 @@ def test_node_losses_beyond_the_budget_fail_the_attempt_clearly(tmp_path: Path) 
         assert "infrastructure_losses_exhausted" in codes and "node_lost" in codes, codes
         assert r["retry_count"] == 0
     assert not _retry_records(tmp_path)
+
+
+# issue 18 item 2: an image is a need too. A sandbox whose image a node's provider lacks (and would
+# not pull) never goes there; each node is asked once per image.
+def test_an_image_need_goes_only_to_nodes_that_have_it() -> None:
+    from acx.drivers import OpenRequest
+    from acx.ir import EnvironmentSetup
+
+    cluster = Nodes({"w1": {}, "w2": {}}, images={"w1": set(), "w2": {"img:1"}})
+    driver = RemoteDriver(cluster, "host_process")  # type: ignore[arg-type]
+
+    async def main() -> None:
+        await driver.prepare()
+        sessions = []
+        for i in range(4):
+            req = OpenRequest(session_id=f"img-{i}", setup=EnvironmentSetup(image="img:1"))
+            sessions.append(await driver.open(req))
+        assert {s.node.name for s in sessions} == {"w2"}
+        plain = await driver.open(OpenRequest(session_id="plain"))  # no image: the freer node
+        assert plain.node.name == "w1"
+        for s in [*sessions, plain]:
+            await s.close()
+        with pytest.raises(DriverError) as exc:
+            await driver.open(OpenRequest(session_id="img-x", setup=EnvironmentSetup(image="img:2")))
+        assert exc.value.code == "no_node_for_need" and "image img:2 not present" in str(exc.value)
+
+    trio.run(main)
+    assert sorted(cluster.asked) == [("w1", ["img:1"]), ("w1", ["img:2"]), ("w2", ["img:1"]), ("w2", ["img:2"])]
+
+
+def test_a_plan_image_no_node_has_is_refused_at_start() -> None:
+    cluster = Nodes({"w1": {}, "w2": {}}, images={"w1": {"a"}, "w2": set()})
+    driver = RemoteDriver(cluster, "host_process", images=["b"])  # type: ignore[arg-type]
+    with pytest.raises(EnvironmentSetupError) as exc:
+        trio.run(driver.prepare)
+    msg = str(exc.value)
+    assert "need driver host_process with image b" in msg
+    assert "w1: image b not present" in msg and "w2: image b not present" in msg
+    assert not cluster.opened

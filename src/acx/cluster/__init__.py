@@ -67,7 +67,7 @@ def remote_driver(
     **options: Any,
 ) -> RemoteDriver:
     """A :class:`RemoteDriver` for provider ``env_id`` on the cluster at ``address`` (parsed);
-    ``options``: ``max_node_losses``, ``node_provider_limits``, ``node_open_qps``."""
+    ``options``: ``max_node_losses``, ``node_provider_limits``, ``node_open_qps``, ``images``."""
     _require_ray(field)
     from acx.cluster._driver import RemoteDriver
 
@@ -111,5 +111,6 @@ def attach(
     }
     for p in programs:
         env = (p.live_request or p.request).environment  # secret references resolved, as locally
-        p.driver = remote_driver(address, env.id, dict(env.params or {}), field=field, **options)
+        images = [env.setup.image] if env.setup.image else []  # a need every sandbox has
+        p.driver = remote_driver(address, env.id, dict(env.params or {}), field=field, images=images, **options)
     return True

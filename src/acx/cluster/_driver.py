@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import msgspec
@@ -76,6 +76,7 @@ class Dispatcher:
         self.states = {n.node_id: NodeState(n.name, n.slots, drivers=declared_drivers(n.labels)) for n in nodes}
         self.placer = Placer(self.states.values())
         self.changed = trio.Condition()
+        self._asking: dict[tuple[str, str, str], trio.Lock] = {}
 
     def state(self, node: Node) -> NodeState:
         return self.states[node.node_id]
@@ -104,6 +105,25 @@ class Dispatcher:
                 with trio.move_on_at(at):
                     await self.changed.wait()
 
+    async def learn(self, need: Need, ask: Callable[[Node, list[str]], Awaitable[list[str]]]) -> None:
+        """Ask every live node that serves ``need.driver`` and has not said yet whether its
+        provider can give ``need.image`` (one question per node and image, ever)."""
+        if need.image is None:
+            return
+        key = (need.driver, need.image)
+        for node in self.nodes:
+            state = self.states[node.node_id]
+            lock = self._asking.setdefault((node.node_id, *key), trio.Lock())
+            async with lock:
+                if key in state.images or state.why_not(Need(need.driver)) is not None:
+                    continue
+                try:
+                    missing = await ask(node, [need.image])
+                except DriverError as exc:  # lost meanwhile (why_not says so), or cannot tell
+                    log.warning("node %s: cannot tell whether it has image %s: %s", node.name, need.image, exc)
+                    continue
+                state.images[key] = need.image not in missing
+
     async def release(self, node: Node, need: Need) -> None:
         self.placer.release(self.state(node), need)
         async with self.changed:
@@ -129,6 +149,7 @@ class RemoteDriver(Driver):
         max_node_losses: int = DEFAULT_MAX_NODE_LOSSES,
         node_provider_limits: Mapping[str, int] | None = None,
         node_open_qps: Mapping[str, float] | None = None,
+        images: Iterable[str] = (),
     ) -> None:
         info = DRIVERS[env_id]
         self.inner_class: type[Driver] = info.load()
@@ -141,6 +162,8 @@ class RemoteDriver(Driver):
         self.stats = ClusterStats()
         self.node_provider_limits = dict(node_provider_limits or {})
         self.node_open_qps = dict(node_open_qps or {})
+        #: Images every sandbox of the plan needs (its environment's ``setup.image``): checked at start.
+        self.images = sorted(set(images))
         self._dispatch: Dispatcher | None = None
         self._seq = itertools.count(1)
 
@@ -207,6 +230,9 @@ class RemoteDriver(Driver):
                 dispatch.state(node).refused[self.id] = str(exc)
                 notes.append(f"{node.name}: cannot serve {self.id}: {exc}")
         unmet = dispatch.unmet(Need(self.id))
+        for image in self.images if unmet is None else ():
+            await dispatch.learn(Need(self.id, image), self._missing_images)
+            unmet = unmet or dispatch.unmet(Need(self.id, image))
         if unmet is not None:
             raise EnvironmentSetupError(
                 unmet,
@@ -220,7 +246,8 @@ class RemoteDriver(Driver):
         if self._dispatch is None:
             await self.prepare()
         assert self._dispatch is not None
-        need = Need(self.id)
+        need = Need(self.id, request.setup.image)
+        await self._dispatch.learn(need, self._missing_images)
         node = await self._dispatch.place(need)
         labels = {**request.labels, "acx.node": node.name}
         req = msgspec.structs.replace(request, labels=labels)
@@ -232,6 +259,9 @@ class RemoteDriver(Driver):
             raise
         self.stats.sessions_per_node[node.name] = self.stats.sessions_per_node.get(node.name, 0) + 1
         return RemoteSession(self, node, need, request.session_id, info)
+
+    async def _missing_images(self, node: Node, images: list[str]) -> list[str]:
+        return msgspec.convert(await self.call(node, P.MissingImages(images=images)), list[str])
 
     async def _unplace(self, node: Node, need: Need) -> None:
         assert self._dispatch is not None

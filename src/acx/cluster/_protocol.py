@@ -34,7 +34,8 @@ __all__ = [
 ]
 
 #: Bumped on any incompatible change; a worker refuses a call of another version (clear error).
-PROTOCOL_VERSION = 1
+#: 2: ``MissingImages`` (node labels: the images a node's provider lacks).
+PROTOCOL_VERSION = 2
 
 
 class ProtocolError(Exception):
@@ -53,6 +54,12 @@ class DriverRef(msgspec.Struct, frozen=True, kw_only=True):
 
 class Hello(msgspec.Struct, frozen=True, kw_only=True, tag="hello"):
     """Prepare the provider on the worker's node (``Driver.prepare``); returns its notes."""
+
+
+class MissingImages(msgspec.Struct, frozen=True, kw_only=True, tag="missing_images"):
+    """Which of ``images`` the node's provider cannot give a sandbox (``Driver.missing_images``)."""
+
+    images: list[str]
 
 
 class Open(msgspec.Struct, frozen=True, kw_only=True, tag="open"):
@@ -135,6 +142,7 @@ class Cancel(msgspec.Struct, frozen=True, kw_only=True, tag="cancel"):
 
 Op = (
     Hello
+    | MissingImages
     | Open
     | Exec
     | WriteBytes

@@ -118,6 +118,9 @@ class WorkerCore:
     async def _op_Hello(self, call: P.Call, op: P.Hello) -> list[str]:
         return list(await self._driver(call.driver).prepare())
 
+    async def _op_MissingImages(self, call: P.Call, op: P.MissingImages) -> list[str]:
+        return list(await self._driver(call.driver).missing_images(list(op.images)))
+
     async def _op_Open(self, call: P.Call, op: P.Open) -> P.OpenInfo:
         session = await self._driver(call.driver).open(op.request)
         self._sessions[session.id] = session

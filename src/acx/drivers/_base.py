@@ -33,7 +33,7 @@ import contextlib
 import contextvars
 import types
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import msgspec
@@ -404,6 +404,12 @@ class Driver(ABC):
 
     @abstractmethod
     async def open(self, request: OpenRequest) -> Session: ...
+
+    async def missing_images(self, images: Sequence[str]) -> list[str]:
+        """Which of ``images`` this provider cannot give a sandbox here: not present and not
+        obtainable (e.g. docker with ``pull: never``). Cluster placement sends a sandbox that needs
+        an image only to nodes where it is not missing. Default: none (no images, or any is fine)."""
+        return []
 
     async def prepare(self) -> list[str]:
         """Called once before a run uses this driver, before any run directory exists: raise

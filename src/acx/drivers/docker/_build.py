@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,22 @@ class ImageBuilder(EngineDriver):
     def __init__(self, config: DockerConfig | None = None) -> None:
         super().__init__(config)
         self._build_locks: dict[str, trio.Lock] = {}
+
+    async def missing_images(self, images: Sequence[str]) -> list[str]:
+        """With ``pull: never``, the images this engine does not have (with ``pull: missing`` it
+        fetches them: none is missing). For cluster placement (docs/cluster.md)."""
+        if self.config.pull != "never" or not images:
+            return []
+        from docker.errors import ImageNotFound
+
+        client = await self.client()
+        missing = []
+        for image in images:
+            try:
+                await self._call(client.images.get, image)
+            except ImageNotFound:
+                missing.append(image)
+        return missing
 
     async def _resolve_image(self, client: Any, request: OpenRequest, labels: Mapping[str, str]) -> str:
         from docker.errors import ImageNotFound
