@@ -181,6 +181,25 @@ def test_plugin_driver_is_a_first_class_provider(plugin: Path, project: Path, wr
     assert "o.yaml:7:40: error[E0204]" in err and "speed" in err
 
 
+def test_a_plan_on_a_plugin_driver_gets_its_default_limit(plugin: Path, project: Path, write) -> None:  # P8
+    # The plugin loaded after other tests computed defaults: the plan still sees its entry.
+    from acx.compiler import compile_orchestration
+
+    write(
+        "o.yaml",
+        """
+        version: 1
+        requests:
+          - name: a
+            benchmark: {id: harbor, path: t}
+            harness: {id: oracle}
+            environment: {id: plug_env}
+        """,
+    )
+    runtime = compile_orchestration("o.yaml", environ={}).orchestration.runtime
+    assert runtime.provider_limits == {"plug_env": 7}  # only the provider the plan uses
+
+
 def test_unknown_module_class_id_in_a_spec_is_located(project: Path, write, capsys) -> None:  # contract R12
     write(
         "o.yaml",

@@ -135,8 +135,13 @@ def test_per_request_runtime_and_output(compiled) -> None:  # contract R10
 def test_orchestration_runtime(compiled) -> None:  # contract R10, R3
     rt = compiled.orchestration.runtime
     assert rt.results_dir == "out" and rt.progress == "plain"
-    # The config's limits win over every registered driver's default.
-    assert rt.provider_limits == {**default_provider_limits(), "docker": 32, "host_process": 8}
+    # The config's limits win over the used providers' defaults (explicit values stay, used or
+    # not: host_process is not used here); unused providers' defaults are left out.
+    used = {r.request.environment.id for r in compiled.orchestration.requests}
+    assert used == {"docker"}
+    assert rt.provider_limits == {"docker": 32, "host_process": 8}
+    assert set(rt.env_open_qps) == used
+    assert default_provider_limits()["bwrap"] == 128  # registered, but no request uses it
 
 
 def test_execution_params_from_the_command_line_win(project, write) -> None:  # contract R8, T4

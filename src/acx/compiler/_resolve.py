@@ -341,6 +341,7 @@ class _Resolver:
         if any(d.severity == "error" for d in self.diagnostics):
             raise AcxResolutionError(diagnostics=[d for d in unique(self.diagnostics) if d.severity == "error"])
         assert runtime is not None
+        runtime, runtime_prov = _used_providers_only(runtime, runtime_prov, {r.environment.id for _, r, _ in requests})
         orch_id = orchestration_id(name, tc, [(n, r) for n, r, _ in requests])
         orchestration = Orchestration(
             id=orch_id,
@@ -978,6 +979,26 @@ def _semantic_prefix(doc: SourceDoc, base: Path_) -> Path_:
     if doc.kind == "orchestration" and base[:1] == ("defaults",):
         return tuple(base[1:])
     return base
+
+
+#: Per-provider runtime maps the resolver fills with every registered driver's default.
+_PROVIDER_MAPS = ("provider_limits", "env_open_qps")
+
+
+def _used_providers_only(
+    runtime: ResolvedRuntimeOptions, prov: dict[str, list[Contribution]], used: set[str]
+) -> tuple[ResolvedRuntimeOptions, dict[str, list[Contribution]]]:
+    """``runtime.provider_limits``/``env_open_qps`` without the defaults of providers no request
+    uses: the plan (and its content hash) must not list, nor depend on, every installed driver.
+    A value some layer set explicitly stays, used or not (the user wrote it; explain shows it)."""
+
+    def keep(field_name: str, provider: str) -> bool:
+        chain = prov.get(f"runtime.{field_name}.{provider}") or []
+        return provider in used or any(c.kind != "default" for c in chain)
+
+    changes = {f: {p: v for p, v in getattr(runtime, f).items() if keep(f, p)} for f in _PROVIDER_MAPS}
+    dropped = {f"runtime.{f}.{p}" for f in _PROVIDER_MAPS for p in getattr(runtime, f) if p not in changes[f]}
+    return msgspec.structs.replace(runtime, **changes), {k: v for k, v in prov.items() if k not in dropped}
 
 
 def _model_help(doc_path: str) -> str:

@@ -137,10 +137,12 @@ def field_defaults(cls: type[Any]) -> dict[str, Any]:
                 out[f.name] = msgspec.to_builtins(f.default, order="deterministic")
             elif f.default_factory is not msgspec.NODEFAULT:
                 out[f.name] = msgspec.to_builtins(f.default_factory(), order="deterministic")
-        if issubclass(cls, ResolvedRuntimeOptions):
-            out.update(_provider_defaults())
         _DEFAULTS[cls] = out
-    return deep_copy(_DEFAULTS[cls])  # type: ignore[no-any-return]
+    fresh: dict[str, Any] = deep_copy(_DEFAULTS[cls])
+    if issubclass(cls, ResolvedRuntimeOptions):
+        # Not cached: the drivers registered now (a plugin loaded after the first call counts).
+        fresh.update(_provider_defaults())
+    return fresh
 
 
 def required_fields(cls: type[Any]) -> tuple[str, ...]:

@@ -78,14 +78,14 @@ class ResolvedRuntimeOptions(IRStruct, frozen=True):
         dict[str, NonNegative[int]],
         _d(
             "max concurrent sessions per provider; 0 or absent disables the limit "
-            "(the resolver fills each registered driver's default, 128 for the built-ins)"
+            "(the resolver fills the default of each provider the requests use, 128 for the built-ins)"
         ),
     ] = {}
     env_open_qps: Annotated[
         dict[str, NonNegative[float]],
         _d(
             "max environment opens per second per provider; 0 or absent disables "
-            "(the resolver fills each registered driver's default)"
+            "(the resolver fills the default of each provider the requests use)"
         ),
     ] = {}
     recipe_dirs: Annotated[list[str], _d("trusted external recipe directories")] = []
