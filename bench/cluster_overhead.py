@@ -53,11 +53,7 @@ def run_once(spec: Path, cluster: str | None) -> tuple[float, float]:
     from acx.api import build_programs, prepare_drivers
     from acx.interpreter import run_orchestration
 
-    orch, programs = build_programs(spec, report=lambda s: None)
-    if cluster:
-        from acx.cluster import attach
-
-        attach(programs, cluster)
+    orch, programs = build_programs(spec, report=lambda s: None, cluster=cluster)
     t0 = time.perf_counter()
     trio.run(prepare_drivers, programs, lambda s: None)
     t1 = time.perf_counter()

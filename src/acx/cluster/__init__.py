@@ -89,7 +89,7 @@ def _cluster(address: str) -> RayCluster:
 def attach(
     programs: Sequence[RequestProgram],
     cluster: str | None,
-    runtime: ResolvedRuntimeOptions,
+    runtime: ResolvedRuntimeOptions | None = None,
     *,
     field: str = "--cluster",
 ) -> bool:
@@ -97,7 +97,11 @@ def attach(
     flag or ``acx.run(cluster=)``) or else ``runtime.cluster.address``; each request's driver
     becomes a :class:`RemoteDriver` for the same provider and params, with the placement options of
     ``runtime.cluster`` (per-node limits default to the run's ``provider_limits``/``env_open_qps``).
-    False (nothing changed) when neither names a cluster."""
+    False (nothing changed) when neither names a cluster. ``runtime`` defaults to the defaults."""
+    if runtime is None:
+        from acx.ir import ResolvedRuntimeOptions
+
+        runtime = ResolvedRuntimeOptions()
     opts = runtime.cluster
     if not cluster:
         cluster, field = opts.address, "runtime.cluster.address"

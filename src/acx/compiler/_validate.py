@@ -433,8 +433,11 @@ class Checker:
         if "[...]" in text:  # msgspec names no key inside a mapping: find the entry it means
             sub = (*sub, *_offending_key(value_at(value, sub), msg))
         full = (*path, *sub)
-        if ", got " not in msg:
-            msg += f", got {_describe(value_at(value, sub))}"
+        bad = value_at(value, sub)
+        if "matching regex" in msg:  # the form is said in the help; the value is not echoed
+            msg = f"not of the form this field takes, got {_describe(bad)}"
+        elif ", got " not in msg:
+            msg += f", got {_describe(bad)}"
         described = field_descriptions(cls).get(name) if cls is not None else None
         help = f"`{name}`: {described}" if described else None
         if msg.startswith("expected `str`, got `int`") or msg.startswith("expected `str`, got `float`"):

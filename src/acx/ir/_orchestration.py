@@ -21,8 +21,9 @@ def _d(text: str) -> msgspec.Meta:
     return msgspec.Meta(description=text)
 
 
-#: ``ray`` or ``ray://HOST:PORT`` (the head's GCS address); acx.cluster.parse_address checks the port.
-CLUSTER_ADDRESS = r"^ray(://[^\s/:]+:[0-9]{1,5})?$"
+_PORT = r"(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3})"
+#: ``ray`` or ``ray://HOST:PORT`` (the head's GCS address, port 1-65535), as acx.cluster.parse_address.
+CLUSTER_ADDRESS = rf"^ray(://[^\s/:]+:{_PORT})?$"
 
 
 class ClusterOptions(IRStruct, frozen=True):
