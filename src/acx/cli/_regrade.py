@@ -52,6 +52,7 @@ def _handle(args: argparse.Namespace) -> int:
     from acx.cli._run import _REPLAYED, _resume_inputs, _stderr, build_programs, run_programs
     from acx.errors import AcxResultsError, AcxUserError
     from acx.interpreter._events import make_console
+    from acx.interpreter._store import refuse_if_running
 
     params = _overrides(args)  # bad JSON is refused before anything is read or written
     output = os.path.abspath(args.output) if args.output else None
@@ -60,6 +61,7 @@ def _handle(args: argparse.Namespace) -> int:
         **{**dict.fromkeys(_REPLAYED), "config": [], "spec": None, "resume": str(source), "env": None, "progress": None}
     )
     spec, name, _ = _resume_inputs(run_args)  # E0603/E0604/E0610 for a directory that is no run
+    refuse_if_running(source)  # E0617 before planning (the run itself holds the source, too)
     run_args.run_id = None  # a new run: never the source's id
     run_args.benchmark_params_override = params
     try:

@@ -1004,7 +1004,9 @@ def _reuse_into(run: _RequestRun, prog: RequestProgram, source: Path, *, recover
 
 def _regrade_from(run: _RequestRun, source: Path) -> None:
     """``acx regrade``: every attempt of ``source`` is evaluated again from its checkpoint; no
-    agent runs (A9)."""
+    agent runs (A9). The source is held (shared) until this run closes: one still running is
+    refused (E0617), and none can be resumed while it is read."""
+    run.store.hold_for_reading(source)
     info = read_record(source / "run_info.json")
     run.ctx.recovery = _checkpoint.RecoveryPolicy(source, "regrade", str(info.get("run_id")))
     run.store.journal("regrade_loaded", source=str(source))

@@ -50,7 +50,7 @@ from acx.interpreter._fs import (
 )
 from acx.secrets import Scrubber
 
-__all__ = ["FINAL_STATES", "RUN_INFO_SCHEMA", "RunStore", "find_reuse_source"]
+__all__ = ["FINAL_STATES", "RUN_INFO_SCHEMA", "RunStore", "find_reuse_source", "refuse_if_running"]
 
 T = TypeVar("T")
 
@@ -96,6 +96,8 @@ class RunStore:
         #: Opened to continue an interrupted run (attempt directories may hold leftovers).
         self.resumed = False
         self._lock_fd: int | None = None
+        #: Shared locks on runs this one reads (the source of ``acx regrade``), held until close.
+        self._read_lock_fds: list[int] = []
         #: Sessions this process kept on purpose (keep_environment): left alone at the end of the run.
         self.kept_sessions: set[str] = set()
         #: Every record this store writes passes through it (V1: no secret in any results file).
@@ -320,13 +322,13 @@ class RunStore:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.read(fd, 32).decode("ascii", "replace").strip()
+            holder = _live_holder(fd)
             os.close(fd)
             raise AcxResultsError(
                 f"run directory {self.run_dir} is in use by another acx process"
-                + (f" (pid {holder})" if holder.isdigit() else ""),
+                + (f" (pid {holder})" if holder else " (a run of it, or an `acx regrade` reading it)"),
                 code="E0617",
-                help="wait until that run finishes, or stop it (Ctrl-C), then resume",
+                help="wait until that process finishes, or stop it (Ctrl-C), then resume",
             ) from None
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
@@ -350,6 +352,14 @@ class RunStore:
                     os.close(os.open(f, os.O_WRONLY | os.O_APPEND))
             except OSError as exc:
                 raise _unwritable(f, exc) from None
+
+    def hold_for_reading(self, source: Path) -> None:
+        """``acx regrade``: read ``source`` only while no process runs it, and keep it from being
+        resumed until this run closes (a shared hold of the lock :meth:`lock` takes; several
+        readers may share it). A run still going is refused with E0617."""
+        fd = _read_lock(source)
+        if fd is not None:
+            self._read_lock_fds.append(fd)
 
     def locked_by(self) -> int | None:
         """The pid of the live process running this run (it holds :meth:`lock`), else None."""
@@ -385,6 +395,8 @@ class RunStore:
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
+        while self._read_lock_fds:
+            os.close(self._read_lock_fds.pop())
 
     async def write(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run a small store write (``fsync=False``) inline on the trio thread."""
@@ -663,6 +675,57 @@ def read_record(path: Path) -> dict[str, Any]:
         help="the run cannot be resumed, reused or shown from this file; restore it (or its permissions), "
         "or start a new run",
     )
+
+
+def refuse_if_running(source: Path) -> None:
+    """E0617 when a process runs ``source`` now (checked before a regrade plans anything)."""
+    fd = _read_lock(source)
+    if fd is not None:
+        os.close(fd)
+
+
+def _read_lock(source: Path) -> int | None:
+    """A shared hold of ``source``'s run lock (None: the lock file cannot even be opened, as in a
+    read-only results tree, where nothing can run either); E0617 while a process holds it."""
+    import fcntl
+
+    path = source / ".acx" / "lock"
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = _live_holder(fd)
+        os.close(fd)
+        raise AcxResultsError(
+            f"run {source} is still running (acx process {holder or 'unknown'} holds it): "
+            "a run is regraded once it has finished",
+            code="E0617",
+            path=str(source),
+            help=f"wait until it finishes (`acx results show {source}` shows its state), "
+            "or stop it (Ctrl-C) and regrade what it finished",
+        ) from None
+    return fd
+
+
+def _live_holder(fd: int) -> int | None:
+    """The pid written in a held lock file when that process is alive (the file keeps the last
+    exclusive holder's pid; a shared holder, such as a regrade, writes none)."""
+    text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+    if not text.isdigit() or int(text) <= 0:
+        return None
+    try:
+        os.kill(int(text), 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass  # alive, another user's
+    return int(text)
 
 
 def find_reuse_source(namespace_dir: Path, run_id: str | None, *, exclude: Path) -> Path | None:
