@@ -241,3 +241,21 @@ def test_a_failing_handler_answers_500_and_the_server_lives() -> None:  # T1
 
     out = run([b"GET / HTTP/1.1\r\nHost: a\r\n\r\n"], handler)
     assert statuses(out) == [500] and b"KeyError" in out and b"boom" not in out
+
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_json_values)
+def test_fast_json_decoding_reads_what_the_stdlib_reads(value) -> None:  # M4 (the gateway forwards it)
+    from acx.models._protocols import loads
+
+    text = json.dumps(value).encode()  # NaN, Infinity and huge integers included
+    assert json.dumps(loads(text)) == json.dumps(json.loads(text))
+    with pytest.raises(ValueError):
+        loads(b"{not json")

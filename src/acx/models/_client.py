@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import base64
 import inspect
+import math
 import os
 import random
 import select
@@ -117,21 +118,49 @@ class _Refused(Exception):
 # ---- connections ---------------------------------------------------------------------------------
 
 
-class _Conn:
-    """One HTTP/1.1 connection and the bytes received but not consumed yet."""
+class _Timer:
+    """The read/send timeout of one request as a single cancel scope whose deadline moves at
+    each wait (a new scope per socket operation cost more than the rest of a gateway call)."""
 
-    __slots__ = ("buf", "fd", "idle_since", "stream")
+    __slots__ = ("phase", "scope", "timeout")
+
+    def __init__(self, scope: trio.CancelScope) -> None:
+        self.scope = scope
+        self.phase = "read"
+        self.timeout = 0.0
+
+    def arm(self, phase: str, timeout: float) -> None:
+        self.phase, self.timeout = phase, timeout
+        self.scope.deadline = trio.current_time() + timeout
+
+    def error(self) -> _TransportError:
+        if self.phase == "send":
+            return _TransportError("send", f"took in nothing of the request for {self.timeout:g} s", timeout=True)
+        return _TransportError("read", f"sent nothing for {self.timeout:g} s", timeout=True)
+
+
+class _Conn:
+    """One HTTP/1.1 connection and the bytes received but not consumed yet. ``timer``: the
+    current request's (None: each wait gets its own timeout scope, as for a streamed body)."""
+
+    __slots__ = ("buf", "fd", "idle_since", "stream", "timer")
 
     def __init__(self, stream: trio.abc.Stream, fd: int) -> None:
         self.stream = stream
         self.fd = fd
         self.buf = bytearray()
         self.idle_since = 0.0
+        self.timer: _Timer | None = None
 
     async def send(self, data: bytes, timeout: float) -> None:
+        timer = self.timer
         try:
-            with trio.fail_after(timeout):
+            if timer is not None:
+                timer.arm("send", timeout)
                 await self.stream.send_all(data)
+            else:
+                with trio.fail_after(timeout):
+                    await self.stream.send_all(data)
         except trio.TooSlowError:
             raise _TransportError("send", f"took in nothing of the request for {timeout:g} s", timeout=True) from None
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
@@ -139,9 +168,14 @@ class _Conn:
 
     async def fill(self, timeout: float) -> bool:
         """Receive more bytes into ``buf``; False at the end of the stream."""
+        timer = self.timer
         try:
-            with trio.fail_after(timeout):
+            if timer is not None:
+                timer.arm("read", timeout)
                 data = await self.stream.receive_some(_RECV)
+            else:
+                with trio.fail_after(timeout):
+                    data = await self.stream.receive_some(_RECV)
         except trio.TooSlowError:
             raise _TransportError("read", f"sent nothing for {timeout:g} s", timeout=True) from None
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
@@ -739,27 +773,33 @@ class ModelClient:
         head = _request_head(route, target, headers, len(data), stream)
         pool = self._pool(route, endpoint.max_connections)
         await pool.slots.acquire()
+        timer = _Timer(trio.CancelScope())
         conn: _Conn | None = None
         try:
-            conn = await self._sent(pool, head, data, endpoint)
-            status, resp_headers = await _read_head(conn, endpoint.read_timeout)
-            body = _Body(conn, status, resp_headers, "POST", endpoint.read_timeout)
-            live = _Response(pool, conn, status, resp_headers, body)
-            conn = None  # the response owns it now
-            if stream and 200 <= status < 300:
-                return status, resp_headers, b"", live
-            try:
+            with timer.scope:
+                conn = await self._sent(pool, head, data, endpoint, timer)
+                status, resp_headers = await _read_head(conn, endpoint.read_timeout)
+                body = _Body(conn, status, resp_headers, "POST", endpoint.read_timeout)
+                if stream and 200 <= status < 300:
+                    conn.timer = None  # the body is read later, each wait with its own timeout
+                    live = _Response(pool, conn, status, resp_headers, body)
+                    conn = None  # the response owns it now
+                    return status, resp_headers, b"", live
                 content = await body.read_all()
-            finally:
-                await live.aclose()
-            return status, resp_headers, content, None
+                conn.timer = None
+                live = _Response(pool, conn, status, resp_headers, body)
+                conn = None
+                await live.aclose()  # back to the pool (or closed) and the slot released
+                return status, resp_headers, content, None
+            raise timer.error()  # the scope's deadline passed: a read or send timeout
         except BaseException:
             if conn is not None:
+                conn.timer = None
                 conn.close()
                 pool.slots.release()
             raise
 
-    async def _sent(self, pool: _Pool, head: bytes, data: bytes, endpoint: Endpoint) -> _Conn:
+    async def _sent(self, pool: _Pool, head: bytes, data: bytes, endpoint: Endpoint, timer: _Timer) -> _Conn:
         """A connection the request went out on. A reused connection that breaks while sending
         (closed by the server as we picked it) is replaced by a new one, once: the server never
         got the request."""
@@ -769,7 +809,9 @@ class ModelClient:
         reused = conn is not None
         for _ in range(2):
             if conn is None:
+                timer.scope.deadline = math.inf  # connecting has its own timeout
                 conn = await pool.connect(endpoint.connect_timeout)
+            conn.timer = timer
             try:
                 await conn.send(first, endpoint.read_timeout)
                 if rest:

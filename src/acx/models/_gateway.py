@@ -33,6 +33,7 @@ from acx.models._protocols import (
     auth_headers,
     build_call,
     call_path,
+    loads,
     normalize_request,
     parse_response,
     parse_stream,
@@ -474,7 +475,7 @@ class Gateway:
                 f"acx gateway: no endpoint {method} {path}; use /v1/chat/completions, /v1/responses or /v1/messages",
             )
         try:
-            incoming = json.loads(body)
+            incoming = loads(body)
         except (ValueError, UnicodeDecodeError):
             return _error(400, "invalid_request_error", "acx gateway: the request body is not JSON")
         if not isinstance(incoming, dict):

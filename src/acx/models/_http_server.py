@@ -11,6 +11,7 @@ and the connection is closed — never a crash, never unbounded memory or time.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import partial
@@ -75,21 +76,28 @@ async def serve_http(
 
 
 class _Reader:
-    """Bytes received on a connection and not consumed yet."""
+    """Bytes received on a connection and not consumed yet. ``idle`` is the connection's cancel
+    scope: its deadline is set while waiting for the client (and lifted while a request is
+    handled) — one scope per connection, not one per read."""
 
-    __slots__ = ("buf", "stream")
+    __slots__ = ("buf", "idle", "in_request", "stream")
 
-    def __init__(self, stream: trio.abc.Stream) -> None:
+    def __init__(self, stream: trio.abc.Stream, idle: trio.CancelScope) -> None:
         self.stream = stream
         self.buf = bytearray()
+        self.idle = idle
+        #: A request has begun arriving and is not complete yet.
+        self.in_request = False
 
     async def fill(self) -> bool:
-        """More bytes into ``buf``; False when the peer closed or was silent too long."""
-        with trio.move_on_after(IDLE_TIMEOUT):
-            data = await self.stream.receive_some(_RECV)
-            if data:
-                self.buf += data
-                return True
+        """More bytes into ``buf``; False when the peer closed. Silence longer than
+        ``IDLE_TIMEOUT`` cancels the connection's scope."""
+        self.idle.deadline = trio.current_time() + IDLE_TIMEOUT
+        data = await self.stream.receive_some(_RECV)
+        self.idle.deadline = math.inf
+        if data:
+            self.buf += data
+            return True
         return False
 
     async def head(self) -> bytes | None:
@@ -108,6 +116,7 @@ class _Reader:
                 del buf[: end + 4]
                 return head
             start = max(0, len(buf) - 3)
+            self.in_request = bool(buf)
             if not await self.fill():
                 if buf:
                     raise _Reject(400, "the request head is incomplete")
@@ -228,12 +237,11 @@ async def _body(reader: _Reader, req: _Request, stream: trio.abc.Stream) -> byte
     return bytes(body)
 
 
+_STATUS_LINES = {s.value: f"HTTP/1.1 {s.value} {s.phrase}\r\n" for s in HTTPStatus}
+
+
 def _status_line(status: int) -> str:
-    try:
-        phrase = HTTPStatus(status).phrase
-    except ValueError:
-        phrase = "Status"
-    return f"HTTP/1.1 {status} {phrase}\r\n"
+    return _STATUS_LINES.get(status) or f"HTTP/1.1 {status} Status\r\n"
 
 
 def _head(status: int, headers: list[tuple[str, str]], defaults: list[tuple[str, str]], close: bool) -> bytes:
@@ -293,30 +301,41 @@ def _error(status: int, message: str) -> Reply:
 
 async def serve_connection(handler: Handler, stream: trio.abc.Stream) -> None:
     """Serve requests on one connection until either side closes it."""
-    reader = _Reader(stream)
     try:
-        while True:
-            req: _Request | None = None
-            try:
-                head = await reader.head()
-                if head is None:
-                    return
-                req = parse_head(head)
-                body = await _body(reader, req, stream)
-            except _Reject as exc:
-                # The rest of the stream cannot be trusted to start a request: answer and close.
-                await _send(stream, _error(exc.status, f"acx gateway: {exc.message}"), req, close=True)
-                return
-            try:
-                reply = await handler(req.method, req.target, req.headers, body)
-            except Exception as exc:  # a handler bug fails its request, not the whole server
-                reply = _error(500, f"acx gateway: internal error ({type(exc).__name__})")
-                req.keep_alive = False
-            await _send(stream, reply, req, close=not req.keep_alive)
-            if not req.keep_alive:
-                return
+        with trio.CancelScope() as idle:
+            reader = _Reader(stream, idle)
+            await _serve_requests(handler, stream, reader)
+        if idle.cancelled_caught and reader.in_request:
+            # Silent in the middle of a request: say so (the client may still be reading).
+            with trio.move_on_after(5):
+                await _send(stream, _error(400, "acx gateway: the request did not arrive in time"), None, close=True)
     except (trio.BrokenResourceError, trio.ClosedResourceError):
         return
     finally:
         with trio.CancelScope(shield=True):
             await trio.aclose_forcefully(stream)
+
+
+async def _serve_requests(handler: Handler, stream: trio.abc.Stream, reader: _Reader) -> None:
+    while True:
+        req: _Request | None = None
+        try:
+            head = await reader.head()
+            if head is None:
+                return
+            reader.in_request = True
+            req = parse_head(head)
+            body = await _body(reader, req, stream)
+            reader.in_request = False
+        except _Reject as exc:
+            # The rest of the stream cannot be trusted to start a request: answer and close.
+            await _send(stream, _error(exc.status, f"acx gateway: {exc.message}"), req, close=True)
+            return
+        try:
+            reply = await handler(req.method, req.target, req.headers, body)
+        except Exception as exc:  # a handler bug fails its request, not the whole server
+            reply = _error(500, f"acx gateway: internal error ({type(exc).__name__})")
+            req.keep_alive = False
+        await _send(stream, reply, req, close=not req.keep_alive)
+        if not req.keep_alive:
+            return

@@ -13,12 +13,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import msgspec
+
 from acx.models._types import ChatRequest, Endpoint, ModelCallError, ModelResponse, Protocol, ToolCall, Usage
 
 __all__ = [
     "RESERVED_PARAMS",
     "build_call",
     "call_path",
+    "loads",
     "normalize_request",
     "parse_response",
     "parse_stream",
@@ -368,10 +371,20 @@ def _parse_anthropic(body: dict[str, Any]) -> ModelResponse:
     )
 
 
+def loads(data: bytes) -> Any:
+    """``json.loads`` semantics at msgspec's speed (every call of a run passes here twice): the
+    stdlib decides only what msgspec refuses (``NaN``, integers beyond 64 bits, ...). Raises
+    ``ValueError`` for what is not JSON."""
+    try:
+        return msgspec.json.decode(data)
+    except msgspec.DecodeError:
+        return json.loads(data)
+
+
 def parse_response(protocol: Protocol, data: bytes) -> ModelResponse:
     """Normalise a 200 body; a body that is not the protocol's shape is ``malformed_response``."""
     try:
-        body = json.loads(data)
+        body = loads(data)
     except (ValueError, UnicodeDecodeError):
         raise _malformed("with a body that is not JSON") from None
     if not isinstance(body, dict):
