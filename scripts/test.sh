@@ -15,6 +15,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+echo "==> C compiler and Python headers (acx.drivers._cspawn: commands start straight into their cgroup)"
+if ! command -v cc >/dev/null 2>&1 || ! python3 -c 'import os, sysconfig, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
+    SUDO=""
+    if [ "$(id -u)" != "0" ] && command -v sudo >/dev/null 2>&1; then SUDO="sudo"; fi
+    { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq gcc python3-dev; } \
+        >/tmp/acx-gcc-install.log 2>&1 || cat /tmp/acx-gcc-install.log >&2
+fi
+
 echo "==> installing acx-eval with test and cluster extras"
 python3 -m pip install -q --disable-pip-version-check -e '.[test,cluster]'
 export ACX_REQUIRE_RAY=1  # the cluster tests fail, not skip, without ray

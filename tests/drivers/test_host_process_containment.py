@@ -73,8 +73,20 @@ async def _start_daemon(tmp_path: Path, containment: str, *, leave: bool, close:
 
 
 @needs_cgroups
+@pytest.mark.parametrize("spawner", ["cspawn", "shell"])
 @pytest.mark.parametrize("containment", ["auto", "cgroup"])
-def test_a_daemon_that_drops_its_marker_and_leaves_is_killed_with_its_session(tmp_path: Path, containment: str) -> None:
+def test_a_daemon_that_drops_its_marker_and_leaves_is_killed_with_its_session(
+    tmp_path: Path, containment: str, spawner: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Both ways of starting a command in its cgroup: the C helper (vfork, join, exec) and, where
+    # it is not built, the joining /bin/sh wrapper.
+    from acx.drivers import _procs
+
+    if spawner == "shell":
+        monkeypatch.setattr(_procs, "_cspawn", None)
+        monkeypatch.setattr(_procs, "FAST_SPAWN", False)
+    elif not _procs.FAST_SPAWN:
+        pytest.skip("acx.drivers._cspawn is not built")
     pid = trio.run(lambda: _start_daemon(tmp_path, containment, leave=True))
     assert _wait_dead(pid)
     parent = cgroup_parent()

@@ -1,4 +1,5 @@
-"""host_process without epoll or pidfd (other platforms, old kernels): same contract.  # contract E2 T3"""
+"""host_process without epoll or pidfd (other platforms, old kernels) or without its C spawn helper
+(no compiler at install time): same contract.  # contract E2 T3"""
 
 from __future__ import annotations
 
@@ -27,7 +28,13 @@ CHECKS = [
         "missing_cwd",
     }
 ]
-MODES = {"no-pidfd": {"_PIDFD": False}, "no-epoll": {"_EPOLL": False}, "neither": {"_PIDFD": False, "_EPOLL": False}}
+MODES = {
+    "no-pidfd": {"_PIDFD": False},
+    "no-epoll": {"_EPOLL": False},
+    "neither": {"_PIDFD": False, "_EPOLL": False},
+    # Installed without a C compiler: subprocess, and the /bin/sh wrapper joins cgroups.
+    "no-cspawn": {"_cspawn": None, "FAST_SPAWN": False},
+}
 
 
 @pytest.mark.parametrize("mode", sorted(MODES))

@@ -9,19 +9,32 @@ kills). Nothing here knows about sessions or containment.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
 import select
 import shutil
 import subprocess
+from typing import Protocol
 
 import trio
 
+try:  # built at install time when a C compiler is there (setup.py); optional
+    from acx.drivers import _cspawn
+except ImportError:  # pragma: no cover - depends on the install
+    _cspawn = None
+
+#: Whether :func:`spawn` can start a command straight into a cgroup (``_cspawn`` is built).
+FAST_SPAWN = _cspawn is not None
+
 __all__ = [
+    "FAST_SPAWN",
     "PIPE_BUF",
     "Capture",
+    "Child",
     "Command",
+    "Proc",
     "close_fds",
     "closed",
     "group_alive",
@@ -67,9 +80,7 @@ class Command:
     """A started command, watched from the exec task alone: its output pipes, the rest of its
     stdin, its exit (a pidfd where there is one, else polling)."""
 
-    def __init__(
-        self, proc: subprocess.Popen[bytes], out_r: int, err_r: int, in_w: int, rest: memoryview | None, limit: int
-    ) -> None:
+    def __init__(self, proc: Proc, out_r: int, err_r: int, in_w: int, rest: memoryview | None, limit: int) -> None:
         self.proc = proc
         self.pidfd = pidfd_of(proc.pid)
         self.out, self.err = Capture(limit), Capture(limit)
@@ -182,20 +193,109 @@ class Command:
             self._on_exit(scope)
 
 
+class Proc(Protocol):
+    """A started command: a :class:`subprocess.Popen` or a :class:`Child` (what the drivers use of it)."""
+
+    pid: int
+    returncode: int | None
+
+    def poll(self) -> int | None: ...
+
+    def wait(self) -> int: ...
+
+
+class Child:
+    """A command started by :func:`spawn` through ``_cspawn``: its pid and, once reaped, its exit
+    code as subprocess reports it (negative: killed by that signal)."""
+
+    __slots__ = ("pid", "returncode")
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped elsewhere (SIGCHLD ignored): as subprocess says, 0
+                self.returncode = 0
+            else:
+                if pid:
+                    self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self) -> int:
+        if self.returncode is None:
+            try:
+                _, status = os.waitpid(self.pid, 0)
+            except ChildProcessError:
+                self.returncode = 0
+            else:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+
 def spawn(
-    argv: list[str], stdin: int, stdout: int, stderr: int, cwd: str, env: dict[bytes, bytes]
-) -> subprocess.Popen[bytes]:
-    """Start a command in its own session (``setsid``): its process group is ours to kill."""
-    return subprocess.Popen(
-        argv,
-        executable=resolve(argv[0], env.get(b"PATH")),
-        stdin=stdin,
-        stdout=stdout,
-        stderr=stderr,
-        cwd=cwd,
-        env=env,
-        start_new_session=True,
+    argv: list[str],
+    stdin: int,
+    stdout: int,
+    stderr: int,
+    cwd: str,
+    env: dict[bytes, bytes],
+    cgroup_procs: str | None = None,
+) -> Proc:
+    """Start a command in its own session (``setsid``): its process group is ours to kill.
+
+    ``cgroup_procs``: the ``cgroup.procs`` file of the cgroup the command must start in; only with
+    :data:`FAST_SPAWN` (without it, callers wrap the command in a joining shell). ``stdin`` -3
+    (``subprocess.DEVNULL``): /dev/null. Raises OSError as subprocess does: FileNotFoundError for a
+    missing program or ``cwd``, PermissionError for one that cannot be executed; an error whose
+    ``filename`` is ``cgroup_procs`` means the command could not join the cgroup (nothing ran).
+    """
+    if _cspawn is None:
+        if cgroup_procs is not None:
+            raise ValueError("spawn(cgroup_procs=...) needs acx.drivers._cspawn")
+        return subprocess.Popen(
+            argv,
+            executable=resolve(argv[0], env.get(b"PATH")),
+            stdin=stdin,
+            stdout=stdout,
+            stderr=stderr,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+        )
+    name = argv[0]
+    exe = name if "/" in name else resolve(name, env.get(b"PATH"))
+    if exe is None:
+        raise _not_found(name, env.get(b"PATH"))
+    entries = []
+    for key, value in env.items():
+        if b"=" in key:  # as subprocess refuses it: the entry would mean another variable
+            raise ValueError(f"illegal environment variable name {key!r}")
+        entries.append(key + b"=" + value)
+    pid = _cspawn.spawn(
+        os.fsencode(exe),
+        [os.fsencode(a) for a in argv],
+        entries,
+        os.fsencode(cwd),
+        -1 if stdin == subprocess.DEVNULL else stdin,
+        stdout,
+        stderr,
+        None if cgroup_procs is None else os.fsencode(cgroup_procs),
     )
+    return Child(pid)
+
+
+def _not_found(name: str, path: bytes | None) -> OSError:
+    """What an exec-per-PATH-entry search reports for ``name`` that :func:`resolve` did not find:
+    EACCES when a non-executable file of that name is on the PATH, else ENOENT (as subprocess)."""
+    for entry in os.fsdecode(path if path is not None else os.fsencode(os.defpath)).split(os.pathsep):
+        candidate = os.path.join(entry or ".", name)
+        if os.path.exists(candidate):
+            return PermissionError(errno.EACCES, os.strerror(errno.EACCES), candidate)
+    return FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), name)
 
 
 _RESOLVED: dict[tuple[str, bytes | None], str] = {}
@@ -274,7 +374,7 @@ def pidfd_of(pid: int) -> int:
     return -1
 
 
-async def wait_exit(proc: subprocess.Popen[bytes], pidfd: int) -> None:
+async def wait_exit(proc: Proc, pidfd: int) -> None:
     """Wait (without blocking trio) until ``proc`` exits, and reap it."""
     if pidfd >= 0:
         await trio.lowlevel.wait_readable(pidfd)

@@ -21,7 +21,8 @@ What it enforces and what it does not:
 * **Containment** (``containment``, default ``auto``): where acx can create a cgroup v2 under its
   own cgroup and move a command into it (probed once: a cgroup2 mount, write access, a kernel
   with ``cgroup.kill``), each session gets one (named after its directory) and every command
-  starts inside it (a ``/bin/sh`` wrapper joins it before ``exec``, ~3 ms per command); closing
+  starts inside it (joined between ``vfork`` and ``exec`` by the C helper ``_cspawn``, or —
+  where it was not built — by a ``/bin/sh`` wrapper before ``exec``, an extra exec); closing
   the session — or the end of the run, or ``close_session`` after a crash — kills everything in
   it, whatever the processes did (``env -i``, ``setsid``, double forks, another directory).
   Where cgroups are not available (``auto``) or not wanted (``process_group``), process groups
@@ -65,11 +66,13 @@ from typing import ClassVar
 
 import trio
 
+from acx.drivers import _procs
 from acx.drivers._base import Driver, ExecResult, OpenRequest, Session, SessionRecord
 from acx.drivers._owner import held_dirs
 from acx.drivers._procs import (
     PIPE_BUF,
     Command,
+    Proc,
     close_fds,
     closed,
     group_alive,
@@ -152,15 +155,7 @@ def cgroup_parent() -> str | None:
     try:
         if not os.path.exists(os.path.join(probe, "cgroup.kill")):
             return None  # kernels before 5.14: no atomic kill of a whole cgroup
-        done = subprocess.run(
-            ["/bin/sh", "-c", _JOIN_CGROUP, os.path.join(probe, "cgroup.procs"), "true"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            timeout=10,
-            check=False,
-        )
-        if done.returncode != 0:
+        if not _can_join(os.path.join(probe, "cgroup.procs")):
             return None
     except (OSError, subprocess.SubprocessError):
         return None
@@ -168,6 +163,26 @@ def cgroup_parent() -> str | None:
         _remove_cgroup(probe)
     _sweep_orphan_cgroups(parent)
     return parent
+
+
+def _can_join(procs: str) -> bool:
+    """Whether a command can start inside the cgroup of ``procs`` the way sessions start theirs
+    (``_cspawn``, else the joining shell)."""
+    if _procs.FAST_SPAWN:
+        with open(os.devnull, "wb") as null:
+            try:
+                return spawn(["true"], subprocess.DEVNULL, null.fileno(), null.fileno(), "/", {}, procs).wait() == 0
+            except OSError:
+                return False
+    done = subprocess.run(
+        ["/bin/sh", "-c", _JOIN_CGROUP, procs, "true"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        timeout=10,
+        check=False,
+    )
+    return done.returncode == 0
 
 
 def _sweep_orphan_cgroups(parent: str) -> None:
@@ -296,13 +311,13 @@ class HostProcessSession(Session):
     def _argv(self, argv: list[str], env: dict[bytes, bytes] | None = None) -> list[str]:
         if self._policy.network_mode == "no-network":
             argv = [_unshare(), "--net", "--map-root-user", "--", *argv]
-        if self.cgroup is not None:
+        if self.cgroup is not None and not _procs.FAST_SPAWN:
             script = _JOIN_CGROUP if env is None or b"PWD" in env else _JOIN_CGROUP_NO_PWD
             argv = ["/bin/sh", "-c", script, os.path.join(self.cgroup, "cgroup.procs"), *argv]
         return argv
 
     def _not_runnable(self, name: str, env: dict[bytes, bytes], workdir: str) -> ExecResult | None:
-        """Behind the cgroup wrapper the spawn cannot fail for the command itself: say 126/127 as
+        """Behind the cgroup wrapper (no ``_cspawn``) the spawn cannot fail for the command itself: say 126/127 as
         a direct spawn would (same message), before starting anything."""
         path = os.path.join(workdir, name) if "/" in name else resolve(name, env.get(b"PATH"))
         if path is None or not os.path.exists(path):
@@ -333,7 +348,8 @@ class HostProcessSession(Session):
         base = self.workdir or self.root
         workdir = base if cwd is None else cwd if os.path.isabs(cwd) else os.path.join(base, cwd)
         command_env = self._env(env)
-        if self.cgroup is not None and argv:
+        procs = None if self.cgroup is None else os.path.join(self.cgroup, "cgroup.procs")
+        if procs is not None and argv and not _procs.FAST_SPAWN:
             if not os.path.isdir(workdir):
                 raise DriverError(f"working directory {workdir} does not exist in session {self.id}")
             refused = self._not_runnable(argv[0], command_env, workdir)
@@ -357,21 +373,35 @@ class HostProcessSession(Session):
                     rest = prefill(in_w, stdin)
                     if rest is None:
                         in_w = closed(in_w)
-            # Inline, not in a worker thread as trio.run_process does: the spawn blocks this thread
-            # until the child has exec'd (vfork), ~0.1-0.3 ms, but a thread hop per command costs
-            # more CPU than that, and a full run is CPU-bound (bench/run_overhead.py: 1.61x → 1.37x
-            # the bare loop; only a driver-only loop with nothing else to do prefers the thread).
-            await trio.lowlevel.checkpoint()
-            proc = spawn(
+            # With _cspawn: in a worker thread (the C call drops the GIL while the child execs), the
+            # command joining the session's cgroup between vfork and exec — no wrapper shell, ~0.7 ms
+            # CPU less per command. vfork holds the calling thread until the child has exec'd, which
+            # on a busy machine waits for the child to be scheduled (ms): on the trio thread that
+            # serialised every spawn of the run (bench/run_overhead.py under load 11 on 2 cores,
+            # process_group: 3.6-4.5 s inline vs 1.5-1.9 s threaded for 600 tasks). Without _cspawn
+            # (subprocess, mostly Python): inline, a thread hop costs more than it saves there.
+            spawn_args = (
                 self._argv(argv, command_env),
                 in_r if stdin is not None else subprocess.DEVNULL,
                 out_w,
                 err_w,
                 workdir,
                 command_env,
+                procs if _procs.FAST_SPAWN else None,
             )
-        except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
+            if _procs.FAST_SPAWN:
+                proc = await trio.to_thread.run_sync(spawn, *spawn_args)
+            else:
+                await trio.lowlevel.checkpoint()
+                proc = spawn(*spawn_args)
+        except OSError as exc:
             close_fds(out_r, err_r, in_w)
+            if procs is not None and exc.filename == procs:
+                raise DriverError(
+                    f"session {self.id}: cannot start a command in its cgroup {self.cgroup}: {exc.strerror}"
+                ) from exc
+            if not isinstance(exc, (FileNotFoundError, PermissionError, NotADirectoryError)):
+                raise
             # The working directory is checked only when the spawn fails (a stat per command saved).
             if not os.path.isdir(workdir):
                 raise DriverError(f"working directory {workdir} does not exist in session {self.id}") from exc
@@ -413,7 +443,7 @@ class HostProcessSession(Session):
             output_truncated=cmd.out.truncated or cmd.err.truncated,
         )
 
-    async def _kill_group(self, proc: subprocess.Popen[bytes], pidfd: int) -> None:
+    async def _kill_group(self, proc: Proc, pidfd: int) -> None:
         """The group has been sent SIGTERM: SIGKILL what is left after the grace period, reap."""
         pgid = proc.pid
         with trio.move_on_after(self.kill_grace_seconds):
