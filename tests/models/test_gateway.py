@@ -362,3 +362,29 @@ def test_a_transcript_holds_no_key_even_escaped_and_is_not_copied_without_one() 
     assert out["response"] is rec.response
     rec.response = {"k": [KEY[:-1], {"deep": f"x{KEY}"}]}
     assert KEY not in json.dumps(rec.to_dict())
+
+
+def test_a_stream_the_agent_never_read_frees_its_upstream_connection() -> None:  # contract M4, M6
+    """The agent hangs up before the first chunk: the server closes the relay unread; the
+    upstream answer is closed (its max_connections slot freed) and the call still recorded."""
+    with FakeModelServer([text("a"), text("b")]) as srv:
+        rs = roles(srv)
+        ep = rs["agent"].endpoint
+        rs = {"agent": Role("agent", Endpoint(**{**ep.__dict__, "max_connections": 1}), None)}
+
+        async def fn(gw: Gateway):
+            s = gw.open_session("t")
+            h = {"authorization": f"Bearer {s.token()}"}
+            body = json.dumps({"stream": True, "messages": [{"role": "user", "content": "hi"}]}).encode()
+            status, relay, _ = await gw._handle("POST", "/v1/chat/completions", h, body)
+            await relay.aclose()  # never iterated
+            with trio.fail_after(5):  # the only connection slot is free again
+                status2, relay2, _ = await gw._handle("POST", "/v1/chat/completions", h, body)
+                got = b"".join([c async for c in relay2])
+                await relay2.aclose()
+            return s, status, status2, got
+
+        s, status, status2, got = trio.run(with_gateway, rs, fn)
+    assert status == status2 == 200 and b"data:" in got
+    assert len(s.calls) == 2 and s.calls[0].finished_at and s.calls[0].error is not None
+    assert s.calls[1].error is None and s.usage()["model_calls"] == 2

@@ -190,11 +190,12 @@ class _Conn:
         unasked): either way not fit for the next request."""
         if now - self.idle_since > KEEPALIVE_EXPIRY or self.buf:
             return True
+        poller = select.poll()  # not select.select: descriptors above 1023 are common in a run
+        poller.register(self.fd, select.POLLIN | select.POLLPRI)
         try:
-            readable, _, _ = select.select([self.fd], [], [], 0)
-        except (OSError, ValueError):
+            return bool(poller.poll(0))
+        except OSError:
             return True
-        return bool(readable)
 
     def close(self) -> None:
         # Forceful (no TLS close_notify, no await): a clean close may wait on a peer that is gone,

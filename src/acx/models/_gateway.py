@@ -286,6 +286,8 @@ class Gateway:
         self._seq = 0
         self._ports: dict[str, int] = {}
         self._scopes: list[trio.CancelScope] = []
+        self._role_secrets: dict[str, tuple[str, ...]] = {}
+        self._routes: dict[tuple[str, str], tuple[str, dict[str, str]]] = {}
 
     # ---- lifecycle -------------------------------------------------------------------------------
     async def start(self, nursery: trio.Nursery, hosts: tuple[str, ...] = ("127.0.0.1",)) -> None:
@@ -410,9 +412,24 @@ class Gateway:
         if self.on_run_limit is not None:
             self.on_run_limit(message)
 
-    @staticmethod
-    def _secrets(role: Role) -> tuple[str, ...]:
-        return tuple(x for x in {role.endpoint.api_key, role.endpoint.credential()} if x and len(x) >= 4)
+    def _secrets(self, role: Role) -> tuple[str, ...]:
+        # Per role, once: the wrapped credential is a base64 encoding per call otherwise.
+        found = self._role_secrets.get(role.name)
+        if found is None:
+            ep = role.endpoint
+            found = tuple(x for x in {ep.api_key, ep.credential()} if x and len(x) >= 4)
+            self._role_secrets[role.name] = found
+        return found
+
+    def _upstream(self, role: Role, protocol: Protocol) -> tuple[str, dict[str, str]]:
+        """URL and auth headers of a call passed through in ``protocol`` (per role, once)."""
+        key = (role.name, protocol)
+        found = self._routes.get(key)
+        if found is None:
+            ep = role.endpoint
+            found = (call_path(protocol, ep.base_url), auth_headers(protocol, ep.credential(), ep.anthropic_version))
+            self._routes[key] = found
+        return found
 
     async def _call_in_process(
         self, session: GatewaySession, role_name: str, request: ChatRequest, *, via: str = "in-process"
@@ -534,8 +551,7 @@ class Gateway:
         rec = self._record(session, role, protocol, "http")
         rec.request = outgoing
         rec.secrets = self._secrets(role)
-        url = call_path(protocol, ep.base_url)
-        headers = auth_headers(protocol, ep.credential(), ep.anthropic_version)
+        url, headers = self._upstream(role, protocol)
         try:
             ex = await self.client.exchange(ep, url, outgoing, headers, parse=lambda d: parse_response(protocol, d))
         except ModelCallError as exc:
@@ -564,8 +580,7 @@ class Gateway:
         rec = self._record(session, role, protocol, "http")
         rec.request = outgoing
         rec.secrets = self._secrets(role)
-        url = call_path(protocol, ep.base_url)
-        headers = auth_headers(protocol, ep.credential(), ep.anthropic_version)
+        url, headers = self._upstream(role, protocol)
         try:
             ex = await self.client.exchange(ep, url, outgoing, headers, stream=True)
         except ModelCallError as exc:
@@ -576,24 +591,57 @@ class Gateway:
         rec.attempts = ex.attempts
         rec.status = ex.status
 
+        received = bytearray()
+
         async def relay() -> Any:
-            received = bytearray()
             try:
                 async for chunk in chunks(ex):
-                    received += chunk
+                    received.extend(chunk)
                     yield chunk
             finally:
-                rec.finished_at = time.time()
-                try:
-                    resp = parse_stream(protocol, bytes(received))
-                except ModelCallError as exc:
-                    self._failed(session, rec, exc)
-                else:
-                    rec.response = resp.raw
-                    rec.normalized_response = resp
-                    self._account(session, role, rec, resp)
+                out.finish_once()  # before the agent sees the end: its next call sees the usage
 
-        return ex.status, relay(), []
+        def finish() -> None:
+            rec.finished_at = time.time()
+            try:
+                resp = parse_stream(protocol, bytes(received))
+            except ModelCallError as exc:
+                self._failed(session, rec, exc)
+            else:
+                rec.response = resp.raw
+                rec.normalized_response = resp
+                self._account(session, role, rec, resp)
+
+        out = _Relay(relay(), ex, finish)
+        return ex.status, out, []
+
+
+class _Relay:
+    """A streamed answer being passed to the agent. ``aclose`` (the server calls it whatever
+    happened) closes the upstream response even when the agent hung up before the first chunk
+    — an async generator never started would skip its clean-up and keep the connection and its
+    ``max_connections`` slot — and then records and counts the call."""
+
+    def __init__(self, gen: Any, ex: Any, finish: Callable[[], None]) -> None:
+        self._gen = gen
+        self._ex = ex
+        self._finish: Callable[[], None] | None = finish
+
+    def __aiter__(self) -> Any:
+        return self._gen
+
+    def finish_once(self) -> None:
+        finish, self._finish = self._finish, None
+        if finish is not None:
+            finish()
+
+    async def aclose(self) -> None:
+        try:
+            await self._gen.aclose()
+        finally:
+            with trio.CancelScope(shield=True):
+                await self._ex.response.aclose()
+            self.finish_once()
 
 
 def _new_token() -> str:
