@@ -382,7 +382,9 @@ class AttemptRunner:
                     "".join(f"; {i.severity} {i.phase}/{i.code}: {i.message[:200]}" for i in final.issues),
                     extra={"request": self.ctx.name},
                 )
-            if reason is not None and tried.infra_lost:
+            if tried.infra_lost and any(i.severity in ("fatal", "error") for i in final.issues):
+                # What went wrong went wrong with its node (an evaluation cut off by the loss too).
+                reason = reason or "error with the sandbox's node lost"
                 budget = self.ctx.driver.max_infrastructure_losses
                 if node_losses < budget:
                     node_losses += 1
