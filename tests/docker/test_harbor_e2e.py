@@ -40,7 +40,8 @@ def test_oracle_idle_cheater(tmp_path: Path) -> None:
     # contract H1, H4, H5, A6, A7, V2: oracle 1, idle 0, a self-written reward still 0
     proc = _acx("run", str(SPEC), "--results-dir", str(tmp_path / "results"), "--progress", "plain", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    tasks = {"hello-workdir", "fizzbuzz-fresh-verifier", "csv-partial-credit"}
+    tasks = {"hello-workdir", "fizzbuzz-fresh-verifier", "csv-partial-credit", "log-levels-cli", "median-bugfix"}
+    assert tasks == {p.parent.name for p in SPEC.parent.glob("*/task.toml")}  # every example task
     assert _scores(tmp_path / "results", "oracle") == dict.fromkeys(tasks, 1.0)
     assert _scores(tmp_path / "results", "idle") == dict.fromkeys(tasks, 0.0)
     assert _scores(tmp_path / "results", "cheater") == dict.fromkeys(tasks, 0.0)

@@ -36,6 +36,15 @@ for i in range(1, n + 1):
     print("FizzBuzz" if i % 15 == 0 else "Fizz" if i % 3 == 0 else "Buzz" if i % 5 == 0 else i)
 """
 
+LOGLEVELS = """#!/usr/bin/env python3
+import collections, sys
+counts = collections.Counter(line.split()[1] for line in open(sys.argv[1]) if line.strip())
+for level, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+    print(level, n)
+"""
+
+BUG, FIX = "(s[mid] + s[mid + 1]) / 2", "(s[mid - 1] + s[mid]) / 2"
+
 #: One episode per task, in the order the tasks run (task_concurrency 1, dataset order).
 SOLVE = [
     # csv-partial-credit
@@ -49,6 +58,14 @@ SOLVE = [
     # hello-workdir
     tool_call("bash", {"command": "printf '%s, world!\\n' \"$GREETING\" > hello.txt && cat hello.txt"}, call_id="c1"),
     tool_call("submit", {"answer": "done"}, call_id="c2"),
+    # log-levels-cli: a program whose output the verifier checks on a log it generates
+    tool_call("edit", {"command": "create", "path": "/app/bin/loglevels", "file_text": LOGLEVELS}, call_id="d1"),
+    tool_call("bash", {"command": "chmod +x /app/bin/loglevels && /app/bin/loglevels /app/sample.log"}, call_id="d2"),
+    tool_call("submit", {"answer": "done"}, call_id="d3"),
+    # median-bugfix: an edit of an existing file
+    tool_call("edit", {"command": "str_replace", "path": "stats.py", "old_str": BUG, "new_str": FIX}, call_id="e1"),
+    tool_call("bash", {"command": "python3 -c 'import stats; print(stats.median([1, 2, 3, 4]))'"}, call_id="e2"),
+    tool_call("submit", {"answer": "done"}, call_id="e3"),
 ]
 
 
@@ -101,7 +118,13 @@ def test_react_solves_the_harbor_examples(tmp_path: Path) -> None:  # contracts 
         "csv-partial-credit": 1.0,
         "fizzbuzz-fresh-verifier": 1.0,
         "hello-workdir": 1.0,
+        "log-levels-cli": 1.0,
+        "median-bugfix": 1.0,
     }, {t: r["issues"] for t, r in results.items()}
+    levels = results["log-levels-cli"]["trajectory"]["steps"]
+    assert levels[1]["observation"][0]["content"].split("\n")[:3] == ["INFO 3", "ERROR 1", "WARN 1"]
+    median = results["median-bugfix"]["trajectory"]["steps"]
+    assert median[1]["observation"][0]["content"].strip() == "2.5"
     fizz = results["fizzbuzz-fresh-verifier"]["trajectory"]["steps"]
     assert fizz[1]["observation"][0]["content"].strip() == "FizzBuzz"
     hello = results["hello-workdir"]
@@ -121,6 +144,8 @@ def test_react_scores_zero_when_the_script_gives_up(tmp_path: Path) -> None:
         "csv-partial-credit": 0.0,
         "fizzbuzz-fresh-verifier": 0.0,
         "hello-workdir": 0.0,
+        "log-levels-cli": 0.0,
+        "median-bugfix": 0.0,
     }
 
 
