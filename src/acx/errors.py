@@ -142,6 +142,11 @@ class AcxRuntimeError(AcxError):
 
 
 class DriverError(AcxRuntimeError):
+    #: The operation failed because the machine holding the sandbox was lost (a cluster node died),
+    #: not because of anything the task did: its attempt re-runs outside ``max_retries``
+    #: (``Driver.max_infrastructure_losses``).
+    infrastructure_lost: bool = False
+
     def __init__(self, message: str, *, code: str = "environment_failed", **fields: Any) -> None:
         super().__init__(message, code=code, **fields)
 

@@ -184,7 +184,7 @@ class RemoteDriver(Driver):
         except NodeLost:
             self.stats.nodes_lost.add(node.name)
             err = DriverError(f"cluster node {node.name} was lost; its sandbox is gone with it", code=NODE_LOST)
-            err.infrastructure_lost = True  # type: ignore[attr-defined]  # read by the interpreter's retries
+            err.infrastructure_lost = True  # the interpreter's retries: its own budget
             raise err from None
         except trio.Cancelled:
             cancel = P.Call(key=key + "/cancel", driver=self.ref, op=P.Cancel(target=key))

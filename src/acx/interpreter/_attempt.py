@@ -609,7 +609,7 @@ class AttemptRunner:
             t.add("fatal", "setup", "environment_unsupported", self._msg(exc))
         except Exception as exc:
             t.add("fatal", "setup", self._code(exc, "environment_failed"), self._msg(exc))
-            if getattr(exc, "infrastructure_lost", False):  # its node died while it opened
+            if isinstance(exc, DriverError) and exc.infrastructure_lost:  # its node died while it opened
                 t.infra_lost = True
             if getattr(exc, "code", None) == "release_failed":
                 # The failed open could not remove what it had made (issue 11.13): a record, like a

@@ -525,6 +525,19 @@ async def check_prepare(session: Any, ctx: CheckContext) -> None:
 
 
 @check
+async def check_cluster_hooks(session: Any, ctx: CheckContext) -> None:
+    """Cluster placement hooks: missing_images() answers a list of the images asked (none for no
+    image), a live session is not infrastructure_lost, max_infrastructure_losses is a count."""
+    driver = ctx.driver
+    assert await driver.missing_images([]) == []
+    asked = ["acx-conformance/never-built-image:0"]
+    missing = await driver.missing_images(asked)
+    assert isinstance(missing, list) and set(missing) <= set(asked), missing
+    assert session.infrastructure_lost is False
+    assert isinstance(driver.max_infrastructure_losses, int) and driver.max_infrastructure_losses >= 0
+
+
+@check
 async def check_sessions_discoverable(session: Any, ctx: CheckContext) -> None:
     """A driver with sessions_discoverable lists a live session by the id it was opened with
     (filtered by acx.run_id), close_session releases it, and a second close_session is
