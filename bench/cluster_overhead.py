@@ -75,7 +75,11 @@ def main() -> None:
     script = str(ROOT / "scripts" / "ray-local-cluster.sh")
     t0 = time.perf_counter()
     started = subprocess.run(
-        ["bash", script, "start", cdir, "--workers", "0", "--slots", "8"], capture_output=True, text=True, env=env
+        # host tasks: the node needs no Docker engine of its own
+        ["bash", script, "start", cdir, "--workers", "0", "--slots", "8", "--engine", "shared"],
+        capture_output=True,
+        text=True,
+        env=env,
     )
     if started.returncode != 0:
         raise SystemExit(f"cluster did not start: {started.stderr}")

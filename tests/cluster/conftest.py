@@ -25,16 +25,30 @@ def _require_ray() -> None:
 
 
 class LocalCluster:
-    def __init__(self, workers: int, slots: int, args: tuple[str, ...] = ()) -> None:
+    """``engine``: ``shared`` (every node uses this machine's default engine) or ``own`` (every node
+    with slots gets a dockerd of its own, see :attr:`engines`); ``args``: more ``start`` arguments."""
+
+    def __init__(
+        self,
+        workers: int,
+        slots: int,
+        args: tuple[str, ...] = (),
+        *,
+        engine: str = "shared",
+        head_slots: int | None = None,
+    ) -> None:
         self.dir = f"/tmp/acxr-{uuid.uuid4().hex[:8]}"  # short: Ray's Unix sockets live under it
         bindir = os.path.dirname(sys.executable)
         self.env = {**os.environ, "PATH": f"{bindir}:{os.environ.get('PATH', '')}", "RAY": f"{bindir}/ray"}
+        args = ("--workers", str(workers), "--slots", str(slots), "--engine", engine, *args)
+        if head_slots is not None:
+            args += ("--head-slots", str(head_slots))
         out = subprocess.run(
-            ["bash", str(SCRIPT), "start", self.dir, "--workers", str(workers), "--slots", str(slots), *args],
+            ["bash", str(SCRIPT), "start", self.dir, *args],
             capture_output=True,
             text=True,
             env=self.env,
-            timeout=180,
+            timeout=300,
         )
         if out.returncode != 0:
             self.stop()
@@ -45,8 +59,17 @@ class LocalCluster:
     def url(self) -> str:
         return f"ray://{self.address}"
 
+    @property
+    def engines(self) -> dict[str, str]:
+        """Node name → DOCKER_HOST of the node's own engine (``engine="own"``)."""
+        lines = Path(self.dir, "engines").read_text().splitlines()
+        return dict(line.split(" ", 1) for line in lines if line.strip())
+
     def kill_node(self, name: str) -> None:
         subprocess.run(["bash", str(SCRIPT), "kill-node", self.dir, name], check=True, env=self.env, timeout=30)
+
+    def start_node(self, name: str) -> None:
+        subprocess.run(["bash", str(SCRIPT), "start-node", self.dir, name], check=True, env=self.env, timeout=120)
 
     def stop(self) -> None:
         subprocess.run(["bash", str(SCRIPT), "stop", self.dir], env=self.env, timeout=120)
@@ -55,7 +78,7 @@ class LocalCluster:
 @pytest.fixture(scope="module")
 def one_node() -> Iterator[LocalCluster]:
     _require_ray()
-    cluster = LocalCluster(workers=0, slots=8)
+    cluster = LocalCluster(workers=0, slots=8, engine="shared")
     try:
         yield cluster
     finally:
@@ -65,7 +88,40 @@ def one_node() -> Iterator[LocalCluster]:
 @pytest.fixture()
 def two_workers() -> Iterator[LocalCluster]:
     _require_ray()
-    cluster = LocalCluster(workers=2, slots=4)
+    cluster = LocalCluster(workers=2, slots=4, engine="shared")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def _own_engine_problem() -> str | None:
+    """Why nodes cannot get Docker engines of their own here (None: they can)."""
+    import shutil
+
+    if shutil.which("dockerd") is None or shutil.which("docker") is None:
+        return "dockerd/docker are not installed (bash scripts/setup-docker.sh)"
+    if os.geteuid() != 0 and subprocess.run(["sudo", "-n", "true"], capture_output=True).returncode != 0:
+        return "starting a node's dockerd needs root or passwordless sudo"
+    probe = subprocess.run(
+        ["docker", "image", "inspect", "acx-test/busybox:latest"], capture_output=True, text=True, timeout=60
+    )
+    if probe.returncode != 0:
+        why = probe.stderr.strip()[-300:]
+        return f"no default Docker engine or no acx-test/busybox image ({why}); run: bash scripts/setup-docker.sh"
+    return None
+
+
+@pytest.fixture()
+def three_nodes_own_engines() -> Iterator[LocalCluster]:
+    """Head + 2 workers, 4 slots each, every node with its own dockerd (issue 18 item 4)."""
+    _require_ray()
+    problem = _own_engine_problem()
+    if problem is not None:
+        if os.environ.get("ACX_REQUIRE_DOCKER") == "1":
+            pytest.fail(f"{problem} and ACX_REQUIRE_DOCKER=1")
+        pytest.skip(f"!!! node engines cannot be started: {problem}: chaos test SKIPPED !!!")
+    cluster = LocalCluster(workers=2, slots=4, engine="own", head_slots=4)
     try:
         yield cluster
     finally:
