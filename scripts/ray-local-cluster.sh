@@ -87,9 +87,16 @@ driver_resources() {  # ', "acx_driver_a": 1, …' for worker $1 from --drivers 
 free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 node_ports() {
-    echo "--node-manager-port=$(free_port) --object-manager-port=$(free_port) \
---dashboard-agent-listen-port=$(free_port) --dashboard-agent-grpc-port=$(free_port) \
---runtime-env-agent-port=$(free_port) --metrics-export-port=$(free_port)"
+    # All six held open together while they are picked: ports picked one at a time (each socket
+    # closed before the next bind) can repeat, and Ray refuses a port given to two components.
+    "$PY" -c '
+import socket
+socks = [socket.socket() for _ in range(6)]
+for s in socks:
+    s.bind(("127.0.0.1", 0))
+names = ["node-manager", "object-manager", "dashboard-agent-listen", "dashboard-agent-grpc", "runtime-env-agent", "metrics-export"]
+print(" ".join(f"--{n}-port={s.getsockname()[1]}" for n, s in zip(names, socks)))
+'
 }
 
 COMMON="--node-ip-address=127.0.0.1 --num-cpus=1 --object-store-memory=80000000 --disable-usage-stats"
@@ -204,6 +211,8 @@ case "$cmd" in
         echo "$SLOTS" >"$DIR/slots"
         echo "$DRIVERS" >"$DIR/drivers"  # start-node declares the same providers again
         PORT="$(free_port)"
+        HEAD_PORTS="$(node_ports)"
+        while [[ " $HEAD_PORTS " == *"=$PORT "* ]]; do HEAD_PORTS="$(node_ports)"; done
         head_env=()
         if [ "$HEAD_SLOTS" != 0 ]; then
             HEAD_RES="{\"acx_slots\": $HEAD_SLOTS, \"acx_node_head\": 1}"
@@ -216,7 +225,7 @@ case "$cmd" in
         fi
         # shellcheck disable=SC2046
         "${head_env[@]}" "$RAY" start --head --port="$PORT" --temp-dir="$DIR/t" --include-dashboard=false \
-            $COMMON $(node_ports) \
+            $COMMON $HEAD_PORTS \
             --resources="$HEAD_RES" >"$DIR/head.log" 2>&1 || { cat "$DIR/head.log" >&2; exit 1; }
         echo "127.0.0.1:$PORT" > "$DIR/address"
         for i in $(seq 1 "$WORKERS"); do
