@@ -40,7 +40,9 @@ async def prepare_drivers(programs: Sequence[RequestProgram], report: Reporter |
         try:
             notes = await driver.prepare()
         except EnvironmentSetupError as exc:
-            raise AcxUserError(str(exc), code="E0701", help="make the environment provider reachable") from None
+            # The provider's own advice when it has one (a cluster: which node to start).
+            help = exc.fields.get("help") or "make the environment provider reachable"
+            raise AcxUserError(str(exc), code="E0701", help=help) from None
         for note in notes:
             (report or _log_report)(f"acx: {note}")
 

@@ -110,6 +110,7 @@ class Dispatcher:
         provider can give ``need.image`` (one question per node and image, ever)."""
         if need.image is None:
             return
+        self._sync()
         key = (need.driver, need.image)
         for node in self.nodes:
             state = self.states[node.node_id]
