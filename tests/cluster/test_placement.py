@@ -364,3 +364,28 @@ def test_a_plan_image_no_node_has_is_refused_at_start() -> None:
     assert "need driver host_process with image b" in msg
     assert "w1: image b not present" in msg and "w2: image b not present" in msg
     assert not cluster.opened
+
+
+# issue 18 item 2: a node's capacity is shared by every request of the run (every driver on the
+# cluster), not counted per request.
+def test_node_capacity_is_shared_by_every_driver_on_the_cluster() -> None:
+    from acx.drivers import OpenRequest
+
+    cluster = Nodes({"w1": {}})
+    cluster.nodes[0].slots = 1
+    one = RemoteDriver(cluster, "host_process")  # type: ignore[arg-type]
+    other = RemoteDriver(cluster, "host_process", {"keep_workdir": False})  # type: ignore[arg-type]
+
+    async def main() -> None:
+        await one.prepare()
+        await other.prepare()
+        first = await one.open(OpenRequest(session_id="share-1"))
+        with trio.move_on_after(0.3) as waited:
+            await other.open(OpenRequest(session_id="share-2"))
+        assert waited.cancelled_caught  # the other request waits for the node's one slot
+        await first.close()
+        second = await other.open(OpenRequest(session_id="share-3"))
+        assert second.node.name == "w1"
+        await second.close()
+
+    trio.run(main)

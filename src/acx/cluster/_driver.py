@@ -202,7 +202,8 @@ class RemoteDriver(Driver):
         self.stats.late_replies_discarded += 1
 
     def _live(self) -> list[Node]:
-        return [n for n in self.cluster.nodes if n.alive]
+        """Live nodes that may hold sandboxes of this provider (those declaring others never do)."""
+        return [n for n in self.cluster.nodes if n.alive and self._serves(n)]
 
     def _serves(self, node: Node) -> bool:
         """Whether ``node`` declares this provider (a node that declares none serves any)."""
