@@ -113,14 +113,20 @@ def _own_engine_problem() -> str | None:
 
 
 @pytest.fixture()
-def three_nodes_own_engines() -> Iterator[LocalCluster]:
-    """Head + 2 workers, 4 slots each, every node with its own dockerd (issue 18 item 4)."""
+def own_engines_problem() -> None:
+    """Ray and what node engines need (dockerd, root, the default engine with the test image): a
+    skip without them, a failure under ACX_REQUIRE_DOCKER=1."""
     _require_ray()
     problem = _own_engine_problem()
     if problem is not None:
         if os.environ.get("ACX_REQUIRE_DOCKER") == "1":
             pytest.fail(f"{problem} and ACX_REQUIRE_DOCKER=1")
-        pytest.skip(f"!!! node engines cannot be started: {problem}: chaos test SKIPPED !!!")
+        pytest.skip(f"!!! node engines cannot be started: {problem}: test SKIPPED !!!")
+
+
+@pytest.fixture()
+def three_nodes_own_engines(own_engines_problem: None) -> Iterator[LocalCluster]:
+    """Head + 2 workers, 4 slots each, every node with its own dockerd (issue 18 item 4)."""
     cluster = LocalCluster(workers=2, slots=4, engine="own", head_slots=4)
     try:
         yield cluster
@@ -137,3 +143,13 @@ def labelled() -> Iterator[LocalCluster]:
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture()
+def one_worker_own_engine(own_engines_problem: None) -> Iterator[LocalCluster]:
+    """A head without slots and one worker with 2 slots and its own dockerd."""
+    cluster = LocalCluster(workers=1, slots=2, engine="own")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()  # again when the test stopped it: a no-op then

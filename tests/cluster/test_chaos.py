@@ -243,3 +243,50 @@ def _check_no_containers_left(cluster: Any, chaos: Chaos, cwd: Path, replay: str
     assert left == {node: [] for node in engines}, f"{replay}: acx objects left after gc: {left}\n{gc.stderr[-2000:]}"
     assert _containers(None, f"acx.run_id={chaos.run_id}") == [], replay
     print(f"chaos: {len(left_on_victim)} container(s) of the killed node {chaos.victim} reclaimed by gc")
+
+
+def _mounts_under(path: str) -> list[str]:
+    with open("/proc/self/mountinfo") as f:
+        return [line.split()[4] for line in f if line.split()[4].startswith(path + "/")]
+
+
+def _processes_naming(text: str) -> list[str]:
+    out = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit() and int(p.name) != os.getpid():
+            try:
+                if text.encode() in (p / "cmdline").read_bytes():
+                    out.append(p.name)
+            except OSError:  # ended meanwhile
+                continue
+    return out
+
+
+# issue 18 item 4: a node engine is its own dockerd (own data root, socket, the test image copied
+# in), and `stop` leaves nothing of it: no process, no mount, no directory.
+def test_node_engine_is_separate_and_stop_leaves_nothing(one_worker_own_engine: Any) -> None:
+    cluster = one_worker_own_engine
+    try:
+        engines = cluster.engines
+        assert list(engines) == ["w1"]
+        env = {**os.environ, "DOCKER_HOST": engines["w1"]}
+        info = subprocess.run(
+            ["docker", "info", "--format", "{{.DockerRootDir}}"], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert info.stdout.strip() == f"{cluster.dir}/e1/d", info.stderr
+        image = subprocess.run(["docker", "image", "inspect", BUSYBOX], env=env, capture_output=True, timeout=60)
+        assert image.returncode == 0
+        started = subprocess.run(
+            ["docker", "run", "-d", "--label", "acx.managed=test", BUSYBOX, "sleep", "300"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert started.returncode == 0, started.stderr  # a container the stop must remove with its mounts
+        assert _processes_naming(f"{cluster.dir}/e1/") and _mounts_under(cluster.dir)
+    finally:
+        cluster.stop()
+    assert _processes_naming(cluster.dir + "/") == []
+    assert _mounts_under(cluster.dir) == []
+    assert not Path(cluster.dir).exists()
