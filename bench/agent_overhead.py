@@ -10,6 +10,13 @@ task) and one ``Session.exec`` on an opened host_process session; nothing record
 written. acx's side is everything a user gets: compile and plan, the gateway (tokens, limits,
 transcript, usage), trajectories, durable result files, metrics and the report.
 
+Same calls: the minimal loop sends the conversation react sends (its default system prompt, its
+QA prompt template, the ``bash`` and ``submit`` tool specs), so the server parses the same bodies
+for both. acx's endpoint has ``max_connections`` = the concurrency (the minimal loop keeps one
+connection per task; acx's default of 8 would queue half the tasks' calls — a cap, not overhead)
+and a key shaped like a real one (the scrubber looks for it in everything acx writes; a key such
+as ``none`` would also be found in ordinary words and masked there).
+
 Prints both wall times (median of ``--repeats``) and the ratio acx / minimal (target <= 1.2x),
 and each side's own CPU time (this process's, without the commands it ran): on a loaded machine
 a CPU-bound side waits for a core, so the wall ratio swings from run to run while the CPU ratio
@@ -32,16 +39,19 @@ from typing import Any
 
 import trio
 
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "bash",
-            "description": "run a command",
-            "parameters": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
-        },
-    }
-]
+# What react sends (its defaults for a QA task with tools [bash, submit]), so both sides make the
+# same calls.
+from acx.components.harnesses._react_tools import TOOL_SPECS
+from acx.components.harnesses.react import DEFAULT_SYSTEM_PROMPT, PROMPT_TEMPLATES
+
+TOOLS = [TOOL_SPECS["bash"], TOOL_SPECS["submit"]]
+
+
+def _first_messages(index: int) -> list[dict[str, Any]]:
+    return [
+        {"role": "system", "content": DEFAULT_SYSTEM_PROMPT},
+        {"role": "user", "content": PROMPT_TEMPLATES["submit"].replace("{prompt}", f"task {index}")},
+    ]
 
 
 def _serve(port_out: Any, stop: Any) -> None:
@@ -69,7 +79,7 @@ async def _minimal_task(driver: Any, port: int, index: int, turns: int) -> None:
 
     session = await driver.open(OpenRequest(session_id=f"bench-min-{index}-{time.monotonic_ns()}"))
     conn = _Conn(port)
-    messages: list[dict[str, Any]] = [{"role": "user", "content": f"task {index}"}]
+    messages = _first_messages(index)
     try:
         for _ in range(turns):
             body = json.dumps({"model": "m", "messages": messages, "tools": TOOLS}).encode()
@@ -116,7 +126,8 @@ requests:
   - name: bench
     benchmark: {{id: exact_match, dataset: data.jsonl}}
     harness: {{id: react, max_turns: {turns}, tools: [bash, submit]}}
-    model: {{id: m, base_url: "http://127.0.0.1:{port}/v1", api_key: none}}
+    model: {{id: m, base_url: "http://127.0.0.1:{port}/v1", api_key: sk-bench-5f0c9a7e31d24b68,
+            max_connections: {concurrency}}}
     environment: {{id: host_process}}
 """
     )

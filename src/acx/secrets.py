@@ -251,7 +251,21 @@ class Scrubber:
         encode (not plain JSON, lone surrogates) is walked."""
         import msgspec
 
+        try:
+            data = msgspec.json.encode(obj)
+        except (TypeError, ValueError, OverflowError, RecursionError):
+            return True
+        return self.in_json(data)
+
+    def in_json(self, data: bytes) -> bool:
+        """False only when the JSON text ``data`` holds no secret in any of its strings (keys
+        included): one search for the secrets' JSON encodings. Lets a writer that has encoded a
+        tree anyway check it without encoding it a second time (:meth:`tree` then scrubs it)."""
+        if not self._secrets:
+            return False
         if self._escaped_re is None:
+            import msgspec
+
             try:
                 escaped = {msgspec.json.encode(v)[1:-1] for v in self._secrets}
             except (TypeError, ValueError):
@@ -260,10 +274,6 @@ class Scrubber:
                 alternatives = sorted(escaped, key=lambda v: (-len(v), v))
                 self._escaped_re = re.compile(b"|".join(re.escape(v) for v in alternatives))
         if not isinstance(self._escaped_re, re.Pattern):
-            return True
-        try:
-            data = msgspec.json.encode(obj)
-        except (TypeError, ValueError, OverflowError, RecursionError):
             return True
         return self._escaped_re.search(data) is not None
 

@@ -102,3 +102,24 @@ def test_cli_run_never_prints_or_writes_a_secret_embedded_in_a_larger_value(tmp_
     leaked = [p for p in files if TOKEN in p.read_text(errors="replace") or URL_PW in p.read_text(errors="replace")]
     assert leaked == []
     assert "token ******** pw ********" in "".join(p.read_text() for p in files if p.name == "result.json")
+
+
+def test_harness_events_are_scrubbed_with_the_whole_event(tmp_path: Path) -> None:
+    # contract V1: a harness's progress event (ctx.emit) holding a secret reaches progress.jsonl
+    # and the console masked; events without one are written as they are.
+    class Emitting(PyHarness):
+        async def execute_task(self, ctx: Any) -> RunResult:
+            ctx.emit("note", {"printed": f"x {TOKEN} y", "plain": "nothing here"})
+            ctx.emit("clean", {"n": 1})
+            return RunResult(task_id=ctx.prepared.task_id, final_answer="A")
+
+    env = EnvironmentSpec(id="fake", run_env_variables={"AUTH": "Bearer ${TOKEN}"})
+    events: list[Any] = []
+    result = run(
+        [program(FakeBench(), Emitting(), tasks(1), environment=env)], tmp_path, environ={"TOKEN": TOKEN}, events=events
+    )
+    log = (run_dir(result) / "progress.jsonl").read_text()
+    assert TOKEN not in log and TOKEN not in repr([e.to_json() for e in events])
+    notes = [e for e in events if e.event == "harness_event" and e.payload.get("event") == "note"]
+    assert notes and notes[0].payload["printed"] == "x ******** y" and notes[0].payload["plain"] == "nothing here"
+    assert any(e.event == "harness_event" and e.payload == {"event": "clean", "n": 1} for e in events)

@@ -121,3 +121,34 @@ def test_trees_that_do_not_encode_are_still_walked() -> None:
     surrogate.add_secret(["sk-\udc00-key"])
     assert surrogate.tree({"k": "<sk-\udc00-key>", "n": 1}) == {"k": f"<{REDACTED}>", "n": 1}
     assert scrub.tree({"k": ("a", "sk-abcdef")}) == {"k": ["a", REDACTED]}
+
+
+@settings(max_examples=300, deadline=None)
+@given(secrets=st.lists(secret, max_size=3), tree=json_tree, where=noise, put=st.booleans())
+def test_result_files_encoded_once_are_what_scrubbing_then_encoding_gives(
+    secrets: list[str], tree: object, where: str, put: bool
+) -> None:
+    # contract V1: result.json, task.json, checkpoints and transcripts are encoded once when they
+    # hold no secret (the encoding is searched, then written); byte for byte what scrubbing the
+    # tree and encoding it gives, with or without a secret, with or without secrets at all.
+    from acx.interpreter._fs import encode_json, encode_scrubbed_json
+
+    scrub = Scrubber()
+    scrub.add_secret(secrets)
+    obj = {where + secrets[0]: tree, "k": [where, tree]} if put and secrets else {"k": [where, (tree, 1)]}
+    assert encode_scrubbed_json(obj, scrub) == encode_json(scrub.tree(obj))
+    if put and secrets:
+        assert scrub.in_json(encode_json(obj))
+        assert all(s not in json.loads(encode_scrubbed_json(obj, scrub)) for s in secrets)
+
+
+def test_in_json_finds_secrets_as_json_encodes_them() -> None:
+    # contract V1: a key with a quote, a backslash or a non-ASCII character is found in the JSON text.
+    import msgspec
+
+    scrub = Scrubber()
+    assert not scrub.in_json(b'{"a": "sk-abc"}')  # no secrets: nothing to find
+    scrub.add_secret(['sk-"q\\ü'])
+    assert scrub.in_json(msgspec.json.encode({"x": ['pre sk-"q\\ü post']}))
+    assert scrub.in_json(msgspec.json.encode({'sk-"q\\ü': 1}))
+    assert not scrub.in_json(msgspec.json.encode({"x": 'sk-"q\\u'}))

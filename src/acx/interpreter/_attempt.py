@@ -790,7 +790,7 @@ class AttemptRunner:
         # An empty answer is the benchmark's to judge, not an infrastructure error.
         t.result = partial or RunResult(task_id=self.task.task_id)
         if models is not None:
-            t.result = merge_into_result(t.result, models, self.attempt_dir, ctx.scrub)
+            t.result = await merge_into_result(t.result, models, self.attempt_dir, ctx.scrub)
 
     async def _install_agent(self, t: _Try, session: Session, hctx: HarnessContext) -> bool:
         """The ``install_agent`` phase: its own budget B from the plan (the harness clips its
@@ -827,12 +827,8 @@ class AttemptRunner:
         task_id, attempt = self.task.task_id, self.attempt
 
         def emit(event: str, payload: dict[str, Any]) -> None:
-            self.ctx.emit(
-                "harness_event",
-                task_id=task_id,
-                attempt=attempt,
-                payload=self.ctx.scrub.tree({"event": event, **payload}),
-            )
+            # Scrubbed with the whole event on its way out (RequestRun._emit), like every event.
+            self.ctx.emit("harness_event", task_id=task_id, attempt=attempt, payload={"event": event, **payload})
 
         return HarnessContext(
             session=session,

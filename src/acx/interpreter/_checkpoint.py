@@ -27,7 +27,7 @@ from typing import Any
 
 import msgspec
 
-from acx.interpreter._fs import PRIVATE, atomic_write_json, task_dir_name
+from acx.interpreter._fs import PRIVATE, atomic_write_bytes, encode_scrubbed_json, task_dir_name
 from acx.interpreter._store import FINAL_STATES, read_json
 from acx.ir import ExecutionPlan, PreparedTask, RunResult, TaskSpec, content_hash, to_builtins
 from acx.secrets import Scrubber
@@ -161,7 +161,7 @@ def write(attempt_dir: Path, checkpoint: dict[str, Any], scrub: Scrubber) -> Pat
     loses nothing (the file is in the page cache).
     """
     path = attempt_dir / CHECKPOINT_NAME
-    atomic_write_json(path, scrub.tree(checkpoint), fsync=False, mode=PRIVATE)
+    atomic_write_bytes(path, encode_scrubbed_json(checkpoint, scrub), fsync=False, mode=PRIVATE)
     return path
 
 

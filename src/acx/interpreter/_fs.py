@@ -25,6 +25,7 @@ __all__ = [
     "atomic_write_text",
     "disk_full_error",
     "encode_json",
+    "encode_scrubbed_json",
     "task_dir_name",
     "write_new_bytes",
 ]
@@ -161,6 +162,22 @@ def encode_json(obj: Any) -> bytes:
     import msgspec
 
     return msgspec.json.format(msgspec.json.encode(obj, enc_hook=str), indent=2) + b"\n"
+
+
+def encode_scrubbed_json(obj: Any, scrub: Any) -> bytes:
+    """``encode_json(scrub.tree(obj))`` (``scrub``: an ``acx.secrets.Scrubber``), byte for byte,
+    with ``obj`` encoded once when it holds no secret — the common case: the encoding is searched
+    for the secrets and formatted as it is, instead of encoded to search, then again to write (an
+    attempt's transcript and trajectory are the largest files a run writes)."""
+    import msgspec
+
+    try:
+        raw = msgspec.json.encode(obj, enc_hook=str)
+    except (TypeError, ValueError, OverflowError, RecursionError):
+        return encode_json(scrub.tree(obj))  # raises as encode_json would
+    if scrub.in_json(raw):
+        return encode_json(scrub.tree(obj))
+    return msgspec.json.format(raw, indent=2) + b"\n"
 
 
 def append_line(path: Path, line: str, *, fsync: bool = True) -> None:

@@ -96,11 +96,17 @@ def _limits(req: RunRequest) -> Any:
     return limits_for(req)
 
 
-def merge_into_result(result: RunResult, session: Any, attempt_dir: Path, scrub: Any) -> RunResult:
+async def merge_into_result(result: RunResult, session: Any, attempt_dir: Path, scrub: Any) -> RunResult:
     """The attempt's model calls in its result: trajectory (ACTF v1.0, from the gateway's
     transcript whoever made the calls), ``telemetry.model_usage``, ``limit_exceeded`` issues; the
-    full transcript in ``model_calls.json`` beside ``result.json``."""
-    from acx.interpreter._fs import atomic_write_json
+    full transcript in ``model_calls.json`` beside ``result.json``.
+
+    The file is encoded here and written by a worker thread without an fsync of its own: the
+    attempt's ``result.json`` group commit (a ``syncfs`` of the results filesystem, after this
+    write) makes it durable, and an attempt whose result was not committed reruns on resume, its
+    transcript rewritten. On the trio thread, the write and its fsync stalled every task of the
+    run for their duration (a busy disk: tens of ms per attempt)."""
+    from acx.interpreter._fs import encode_scrubbed_json
     from acx.models import actf_trajectory
 
     issues = list(result.issues)
@@ -123,11 +129,8 @@ def merge_into_result(result: RunResult, session: Any, attempt_dir: Path, scrub:
             )
         )
     trajectory = actf_trajectory(session.calls, session.tool_results)
-    attempt_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(
-        attempt_dir / "model_calls.json",
-        scrub.tree({"schema_version": "acx.model_calls.v1", "calls": session.transcript()}),
-    )
+    data = encode_scrubbed_json({"schema_version": "acx.model_calls.v1", "calls": session.transcript()}, scrub)
+    await trio.to_thread.run_sync(_write_transcript, attempt_dir / "model_calls.json", data)
     extra = dict(result.extra)
     if trajectory is not None and result.trajectory is not None:
         # The gateway's record is the attempt's trajectory; a harness's own view is kept beside it.
@@ -139,6 +142,13 @@ def merge_into_result(result: RunResult, session: Any, attempt_dir: Path, scrub:
         extra=extra,
         trajectory=scrub.tree(trajectory) if trajectory is not None else result.trajectory,
     )
+
+
+def _write_transcript(path: Path, data: bytes) -> None:
+    from acx.interpreter._fs import atomic_write_bytes
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(path, data, fsync=False)
 
 
 def usage_summary(outcomes: list[Any]) -> dict[str, Any] | None:

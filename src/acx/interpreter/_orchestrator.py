@@ -318,8 +318,11 @@ class _RequestRun:
             log.warning("cannot write %s: %s", path, exc, extra={"request": self.prog.name})
 
     def _emit(self, event: ProgressEvent) -> None:
-        if self.ctx.scrub:  # progress.jsonl, progress.json and the console see the same event
-            event = msgspec.convert(self.ctx.scrub.tree(event.to_json()), ProgressEvent)
+        # progress.jsonl, progress.json and the console see the same event. Checked on the event's
+        # own encoding: the round trip through a dict runs only when a secret is in it.
+        scrub = self.ctx.scrub
+        if scrub and scrub.in_json(msgspec.json.encode(event, enc_hook=str)):
+            event = msgspec.convert(scrub.tree(event.to_json()), ProgressEvent)
         self.progress.emit(event)
         try:
             self.console(event)

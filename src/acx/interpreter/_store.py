@@ -43,7 +43,7 @@ from acx.interpreter._fs import (
     atomic_write_bytes,
     atomic_write_json,
     disk_full_error,
-    encode_json,
+    encode_scrubbed_json,
     safe_name,
     task_dir_name,
     write_new_bytes,
@@ -444,7 +444,7 @@ class RunStore:
 
     # ---- files -------------------------------------------------------------------------------
     def write_json(self, name: str, obj: Any) -> None:
-        atomic_write_json(self.run_dir / name, self.scrub.tree(obj))
+        atomic_write_bytes(self.run_dir / name, encode_scrubbed_json(obj, self.scrub))
 
     def write_text(self, name: str, text: str) -> None:
         atomic_write_bytes(self.run_dir / name, self.scrub.text(text).encode("utf-8"))
@@ -468,7 +468,7 @@ class RunStore:
 
     def write_attempt(self, task_id: str, attempt: int, result: dict[str, Any], *, fsync: bool = False) -> Path:
         """``attempt-N/result.json`` (atomic; the directories are created when missing)."""
-        data = encode_json(self.scrub.tree({"schema_version": RESULT_SCHEMA, **result}))
+        data = encode_scrubbed_json({"schema_version": RESULT_SCHEMA, **result}, self.scrub)
         return self.write_attempt_bytes(task_id, attempt, data)
 
     def write_attempt_bytes(self, task_id: str, attempt: int, data: bytes) -> Path:
@@ -490,7 +490,7 @@ class RunStore:
         An attempt is done iff its result.json exists: a crash before the round reruns the attempt
         on resume, and the task's final rename requires this write (see :meth:`durably`).
         """
-        data = encode_json(self.scrub.tree({"schema_version": RESULT_SCHEMA, **result}))
+        data = encode_scrubbed_json({"schema_version": RESULT_SCHEMA, **result}, self.scrub)
         return self.queue(self.write_attempt_bytes, task_id, attempt, data)
 
     def completed_attempts(self, task_id: str) -> dict[int, dict[str, Any]]:
@@ -540,7 +540,7 @@ class RunStore:
         from the group commit this runs in (``fsync`` is unused).
         """
         src = self._running(task_id)
-        data = encode_json(self.scrub.tree({"schema_version": TASK_SCHEMA, **task_json}))
+        data = encode_scrubbed_json({"schema_version": TASK_SCHEMA, **task_json}, self.scrub)
         try:
             write_new_bytes(f"{src}/task.json", data)
         except FileNotFoundError:  # no attempt wrote anything (all were loaded from elsewhere)

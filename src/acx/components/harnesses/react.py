@@ -177,8 +177,11 @@ class ReactHarness(BaseHarness):
         ep.turns += 1
         request = ChatRequest(messages=list(ep.messages), tools=self.tools())
         try:
-            with trio.fail_after(left if left is not None else float("inf")):
+            if left is None:  # no budget: no cancel scope of its own (the gateway bounds the call)
                 resp = await models.complete(request)
+            else:
+                with trio.fail_after(left):
+                    resp = await models.complete(request)
         except trio.TooSlowError:
             self._out_of_time(ctx, ep)
             return
