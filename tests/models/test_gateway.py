@@ -9,6 +9,8 @@ from functools import partial
 import httpx
 import pytest
 import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from acx.models import ChatRequest, Endpoint, Gateway, Limits, ModelCallError, Price, Role, actf_trajectory
 from acx.testing.fake_models import FakeModelServer, error, text, tool_call
@@ -388,3 +390,24 @@ def test_a_stream_the_agent_never_read_frees_its_upstream_connection() -> None: 
     assert status == status2 == 200 and b"data:" in got
     assert len(s.calls) == 2 and s.calls[0].finished_at and s.calls[0].error is not None
     assert s.calls[1].error is None and s.usage()["model_calls"] == 2
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    ts=st.floats(min_value=-2e9, max_value=253402300799.0, allow_nan=False)
+    | st.builds(
+        lambda s, f: s + f,
+        st.integers(min_value=0, max_value=2**33),
+        st.sampled_from([0.0, 0.0005, 0.0004999, 0.9995, 0.9999995, 0.9999996, 0.5, 0.0000005, 0.0000015]),
+    )
+)
+def test_trajectory_timestamps_are_what_datetime_gives(ts: float) -> None:
+    # contract M6: iso_now's per-second cache and its own rounding give datetime's text exactly
+    # (microseconds rounded half-even, then cut to milliseconds), carries and negatives included.
+    from datetime import UTC, datetime
+
+    from acx.models._gateway import iso_now
+
+    want = datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    assert iso_now(ts) == want
+    assert iso_now(ts) == want  # the cached second gives the same

@@ -17,6 +17,7 @@ client's auth header; it is never in a record, an env map or a message.
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -57,9 +58,33 @@ _PATHS: dict[str, Protocol] = {
 
 
 def iso_now(ts: float | None = None) -> str:
-    """ISO 8601 UTC with milliseconds (the trajectories' timestamp form)."""
-    when = datetime.fromtimestamp(ts if ts is not None else time.time(), tz=UTC)
-    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """ISO 8601 UTC with milliseconds (the trajectories' timestamp form).
+
+    ``datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")`` with ``Z``, exactly
+    (the fraction rounded half-even to microseconds, as datetime does, then cut to milliseconds);
+    the date-and-seconds part is remembered per second: a transcript and its trajectory format a
+    hundred timestamps per 20-turn attempt, most of them in the same few seconds."""
+    if ts is None:
+        ts = time.time()
+    frac, whole = math.modf(ts)
+    micros = round(frac * 1e6)
+    if micros >= 1_000_000:
+        micros -= 1_000_000
+        whole += 1.0
+    elif micros < 0:  # before 1970: datetime borrows a second
+        micros += 1_000_000
+        whole -= 1.0
+    second = int(whole)
+    prefix = _ISO_SECONDS.get(second)
+    if prefix is None:
+        if len(_ISO_SECONDS) >= 256:
+            _ISO_SECONDS.clear()
+        prefix = _ISO_SECONDS[second] = datetime.fromtimestamp(second, tz=UTC).isoformat()[:-6]
+    return f"{prefix}.{micros // 1000:03d}Z"
+
+
+#: whole second → ``YYYY-MM-DDTHH:MM:SS`` (bounded: cleared when full).
+_ISO_SECONDS: dict[int, str] = {}
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,11 @@ def _text(content: Any) -> str:
 
 def _new_user_text(messages: list[dict[str, Any]]) -> str:
     """User text after the last assistant turn (the whole first turn on step 1)."""
-    last_assistant = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
+    last_assistant = -1
+    for i in range(len(messages) - 1, -1, -1):  # from the end: the conversation grows each turn
+        if messages[i].get("role") == "assistant":
+            last_assistant = i
+            break
     parts = [_text(m.get("content")) for m in messages[last_assistant + 1 :] if m.get("role") == "user"]
     return "\n\n".join(p for p in parts if p)
 
