@@ -502,7 +502,7 @@ class AttemptRunner:
                 if session is not None:
                     await self._release(t, session)
         if t.run_ok and t.result is not None and mode in _checkpoint.RECOVERABLE_MODES:
-            self._save_checkpoint(t)
+            await self._save_checkpoint(t)
         if t.run_ok and t.result is not None and mode == "none":
             await self._evaluate(t, None, switch=False)
         elif t.run_ok and t.result is not None and mode == "fresh":
@@ -513,7 +513,7 @@ class AttemptRunner:
     def _baseline(self, env: EnvironmentSpec) -> NetworkPolicy:
         return env.baseline_network_policy or _PUBLIC
 
-    def _save_checkpoint(self, t: _Try) -> None:
+    async def _save_checkpoint(self, t: _Try) -> None:
         """The evaluation checkpoint (A9): written once, before evaluation, so a failed scoring
         never changes it. Not written when declared artifacts left no manifest (nothing to verify
         a recovery against). Failing to write it costs only the recovery: a warning."""
@@ -535,7 +535,10 @@ class AttemptRunner:
                 inputs=_checkpoint.fingerprints(ctx.benchmark, self.task, ctx.request.benchmark),
             )
             data["run_issues"] = to_builtins(t.issues)
-            _checkpoint.write(self.attempt_dir, data, ctx.scrub)
+            # In a worker thread: the write creates the task and attempt directories (two mkdirs,
+            # a temp file, a rename), metadata operations that wait for a busy filesystem's
+            # journal — on the trio thread they stall every other task of the run.
+            await trio.to_thread.run_sync(_checkpoint.write, self.attempt_dir, data, ctx.scrub)
         except Exception as exc:  # any failure only costs the recovery (a full disk: see one())
             t.add("warning", "collect", "checkpoint_failed", f"evaluation checkpoint not written: {self._msg(exc)}")
 
