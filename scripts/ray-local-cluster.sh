@@ -31,8 +31,9 @@
 #       slots and engine; a new Ray node id).
 #
 # Node engines run with --iptables=false (a second dockerd managing iptables would rewrite the
-# default engine's chains and the acxi+ rules' neighbours), no default bridge (--bridge=none) and
-# an address pool of their own (a /16 of 10.128.0.0/9), so they never touch the default engine's
+# default engine's chains and the acxi+ rules' neighbours), a default bridge of their own
+# (acxe<hash><i>, created here: --bridge=none would make dockerd DELETE the machine's docker0 at start,
+# breaking the default engine's containers) and an address pool of their own (a /16 of 10.128.0.0/9), so they never touch the default engine's
 # networks or firewall rules. Without Docker's forwarding rules their sandboxes reach this machine
 # but nothing beyond it (public, allowlist and denylist network modes are not for node engines).
 #
@@ -122,6 +123,15 @@ can_own_engine() {  # why a node cannot have its own engine (empty: it can)
 
 engine_host() { echo "unix://$DIR/e$1/docker.sock"; }
 
+# Node i's default bridge: a name of at most 15 characters, unique per DIR and node, never docker0.
+# dockerd started with --bridge=none removes an existing docker0 (the default engine's bridge) on
+# start, so each node engine gets a bridge of its own, created before the engine starts.
+engine_bridge() {
+    local h
+    h="$(printf '%s' "$DIR" | cksum | cut -d' ' -f1)"
+    printf 'acxe%06x%d' "$((h % 16777216))" "$1"
+}
+
 # Node i's address pool: a /16 of 10.128.0.0/9 picked from DIR and i, so the engines of clusters
 # started side by side (tests in parallel) rarely share one; the default engine's pools (172.17+,
 # 192.168) are never used.
@@ -136,12 +146,23 @@ start_engine() {  # engine i for node NAME
     host="$(engine_host "$i")"
     mkdir -p "$e/d" "$e/x"
     echo '{}' >"$e/daemon.json"  # never the machine's /etc/docker/daemon.json (its hosts, its pools)
+    # the bridge gets the last /24 of the node's pool: the engine allocates its networks from the
+    # pool's start, so they never overlap it
+    local br pool
+    br="$(engine_bridge "$i")"
+    pool="$(engine_pool "$i")"
+    as_root ip link del "$br" 2>/dev/null || true
+    as_root ip link add "$br" type bridge \
+        && as_root ip addr add "${pool%.0.0/16}.255.1/24" dev "$br" \
+        && as_root ip link set "$br" up \
+        || { say "could not create bridge $br for node $name's engine (needs root and iproute2)"; return 1; }
+    echo "$br" >"$e/bridge"
     local group=()
     [ "$(id -u)" = 0 ] || group=(--group "$(id -gn)")
     # shellcheck disable=SC2024  # the log is ours, written by this shell
     as_root nohup dockerd --config-file "$e/daemon.json" --data-root "$e/d" --exec-root "$e/x" \
         -H "$host" --pidfile "$e/docker.pid" --iptables=false --ip6tables=false --ip-masq=false \
-        --bridge=none --default-address-pool "base=$(engine_pool "$i"),size=24" "${group[@]}" \
+        --bridge="$br" --default-address-pool "base=$pool,size=24" "${group[@]}" \
         >"$e/dockerd.log" 2>&1 </dev/null &
     for _ in $(seq 1 120); do
         DOCKER_HOST="$host" docker info >/dev/null 2>&1 && break
@@ -183,6 +204,10 @@ stop_engine() {  # containers first (their processes are not the engine's childr
     for m in $(awk -v p="$e/" 'index($5, p) == 1 { print $5 }' /proc/self/mountinfo | sort -r); do
         as_root umount -l "$m" 2>/dev/null || true
     done
+    # the engine's own default bridge (never docker0: engine_bridge names it acxe…)
+    local br=""
+    [ -f "$e/bridge" ] && br="$(cat "$e/bridge" 2>/dev/null || true)"
+    case "$br" in acxe*) as_root ip link del "$br" 2>/dev/null || true ;; esac
 }
 
 start_node() {  # worker node NAME (w<i>) joins the cluster of DIR; with its engine when it has one

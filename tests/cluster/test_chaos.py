@@ -285,8 +285,25 @@ def test_node_engine_is_separate_and_stop_leaves_nothing(one_worker_own_engine: 
         )
         assert started.returncode == 0, started.stderr  # a container the stop must remove with its mounts
         assert _processes_naming(f"{cluster.dir}/e1/") and _mounts_under(cluster.dir)
+        bridge = (Path(cluster.dir) / "e1" / "bridge").read_text().strip()
+        assert bridge.startswith("acxe") and Path(f"/sys/class/net/{bridge}").exists()
+        # the default engine keeps its own default bridge: a node engine started with --bridge=none
+        # deleted the machine's docker0, and every default-network container of other runs failed
+        default = subprocess.run(
+            ["docker", "run", "--rm", BUSYBOX, "true"],
+            env=_default_engine_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert default.returncode == 0, default.stderr
     finally:
         cluster.stop()
     assert _processes_naming(cluster.dir + "/") == []
     assert _mounts_under(cluster.dir) == []
     assert not Path(cluster.dir).exists()
+    assert not Path(f"/sys/class/net/{bridge}").exists()
+
+
+def _default_engine_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k != "DOCKER_HOST"}
