@@ -3,7 +3,7 @@ test, byte by byte: framing (Content-Length, chunked, until close), gzip/deflate
 a server closing an idle connection, proxies from the environment (a loopback proxy started
 here), TLS against a loopback server with a CA made here, timeouts under MockClock, and the
 refusals (credentials in a base URL, line breaks in a header). Contracts M2 (retry classes),
-M3 (timeouts), S1 (secrets never shown)."""
+M3 (timeouts), M4 (the key stays with acx)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 import trio
 import trio.testing
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from acx.errors import AcxPlanError
 from acx.models import ChatRequest, Endpoint, ModelCallError, ModelClient, RetryPolicy
@@ -290,7 +292,7 @@ def test_connect_timeout_is_a_connection_error(monkeypatch: pytest.MonkeyPatch) 
 # ---- refusals --------------------------------------------------------------------------------------
 
 
-def test_base_url_with_credentials_is_refused_and_never_shown() -> None:  # contract S1
+def test_base_url_with_credentials_is_refused_and_never_shown() -> None:  # contract M4 (the key stays with acx)
     ep = Endpoint(base_url="http://user:pw-secret-1@127.0.0.1:9/v1", model="m", api_key="sk-x")
     with pytest.raises(ModelCallError) as info:
         trio.run(call, ep)
@@ -298,7 +300,7 @@ def test_base_url_with_credentials_is_refused_and_never_shown() -> None:  # cont
     assert "model.api_key" in info.value.message
 
 
-def test_base_url_with_credentials_is_a_located_plan_error() -> None:  # contract S1
+def test_base_url_with_credentials_is_a_located_plan_error() -> None:  # contract M4 (the key stays with acx)
     """A ``${VAR}`` resolved at run time is checked before the run starts (``acx compile``
     refuses a literal one: tests/cli/test_saved_plan_secrets.py)."""
     import msgspec
@@ -318,7 +320,7 @@ def test_base_url_with_credentials_is_a_located_plan_error() -> None:  # contrac
     assert "api_key" in str(info.value.help)
 
 
-def test_header_with_line_break_is_refused() -> None:  # contract S1
+def test_header_with_line_break_is_refused() -> None:  # contract M4 (the key stays with acx)
     ep = Endpoint(base_url="http://127.0.0.1:9/v1", model="m", api_key="sk-x\r\nX-Evil: 1")
     with pytest.raises(ModelCallError) as info:
         trio.run(call, ep)
@@ -507,3 +509,49 @@ def test_tls_through_a_connect_tunnel(pki: Path, monkeypatch: pytest.MonkeyPatch
 
     r, _ = trio.run(main)
     assert r.content == "ok" and log[0].startswith(b"CONNECT localhost:")
+
+
+# ---- hostile servers ---------------------------------------------------------------------------------
+
+_answer = (
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Encoding: gzip\r\n\r\n"
+    + b"%x\r\n%s\r\n0\r\n\r\n" % (len(gzip.compress(OK_BYTES)), gzip.compress(OK_BYTES))
+)
+
+
+def _mutated(edits: list[tuple[int, int]]) -> bytes:
+    b = bytearray(_answer)
+    for pos, byte in edits:
+        b[pos % len(b)] = byte
+    return bytes(b)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.one_of(
+        st.binary(max_size=3000),
+        st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), min_size=1, max_size=5).map(_mutated),
+        st.builds(lambda n, tail: _answer[:n] + tail, st.integers(0, len(_answer)), st.binary(max_size=100)),
+    )
+)
+@example(_answer)
+def test_any_server_answer_is_a_response_or_a_transport_error(data: bytes) -> None:  # contract M2
+    """Whatever a server sends, the client reads a response or raises its transport error (a
+    ``connection`` failure for the retry layer) — never another exception, never a hang."""
+    from acx.models._client import _Body, _Conn, _read_head, _TransportError
+
+    async def main():
+        client, server = trio.testing.memory_stream_pair()
+        await server.send_all(data)
+        await server.send_stream.aclose()
+        conn = _Conn(client, -1)
+        try:
+            status, headers = await _read_head(conn, 5)
+            body = await _Body(conn, status, headers, "POST", 5).read_all()
+        except _TransportError:
+            return None
+        return status, body
+
+    out = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    if data == _answer:
+        assert out == (200, OK_BYTES)

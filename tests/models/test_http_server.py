@@ -1,7 +1,7 @@
 """The gateway's HTTP/1.1 server (acx.models._http_server) on in-memory streams: valid requests in
 any framing and any split are read exactly; hostile or broken input gets a 4xx and a closed
 connection — never a crash, a hang or unbounded memory (hypothesis fuzzing). Contract M4
-(the gateway's endpoint), T1 (bad input: clear error, bounded)."""
+(the gateway's endpoint: bad input gets a clear error, bounded in time and memory)."""
 
 from __future__ import annotations
 
@@ -134,7 +134,7 @@ def _mutate(data: bytes, edits: list[tuple[int, int]]) -> bytes:
         st.builds(lambda a, b: _valid[:a] + b, st.integers(0, len(_valid)), st.binary(max_size=200)),
     )
 )
-def test_any_input_gets_answers_or_silence_never_a_crash(data: bytes) -> None:  # T1
+def test_any_input_gets_answers_or_silence_never_a_crash(data: bytes) -> None:  # contract M4
     seen: Seen = []
     out = run([data], recording(seen))
     codes = statuses(out)
@@ -166,20 +166,20 @@ def test_any_input_gets_answers_or_silence_never_a_crash(data: bytes) -> None:  
         (b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 100\r\n\r\nshort", 400),  # ends early
     ],
 )
-def test_bad_requests_get_a_4xx_and_the_connection_closes(raw: bytes, status: int) -> None:  # T1
+def test_bad_requests_get_a_4xx_and_the_connection_closes(raw: bytes, status: int) -> None:  # contract M4
     seen: Seen = []
     out = run([raw, b"GET / HTTP/1.1\r\nHost: a\r\n\r\n"], recording(seen))
     assert statuses(out) == [status] and seen == []  # nothing after the bad request is read
     assert b"connection: close" in out.lower() and b'"message": "acx gateway: ' in out
 
 
-def test_chunked_body_over_the_limit_is_413(monkeypatch: pytest.MonkeyPatch) -> None:  # T1
+def test_chunked_body_over_the_limit_is_413(monkeypatch: pytest.MonkeyPatch) -> None:  # contract M4
     monkeypatch.setattr(srv, "MAX_BODY", 10)
     raw = b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n8\r\n12345678\r\n8\r\n12345678\r\n"
     assert statuses(run([raw], recording([]))) == [413]
 
 
-def test_silent_client_is_dropped_after_the_idle_timeout() -> None:  # T1 (bounded time)
+def test_silent_client_is_dropped_after_the_idle_timeout() -> None:  # contract M4 (bounded time)
     async def main():
         client, server = trio.testing.memory_stream_pair()
         t0 = trio.current_time()
@@ -235,7 +235,7 @@ def test_streamed_reply_is_chunked_and_closes_its_producer() -> None:  # M4
     assert body == b"9\r\ndata: 1\n\n\r\n9\r\ndata: 2\n\n\r\n0\r\n\r\n" and closed == [True]
 
 
-def test_a_failing_handler_answers_500_and_the_server_lives() -> None:  # T1
+def test_a_failing_handler_answers_500_and_the_server_lives() -> None:  # contract M4
     async def handler(method, target, headers, body):
         raise KeyError("boom")
 
