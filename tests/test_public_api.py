@@ -198,6 +198,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "attach",
         "parse_address",
         "remote_driver",
+        "unlisted_nodes",
     ],
     "acx.drivers": [
         "DRIVERS",

@@ -249,3 +249,22 @@ def test_ray_is_imported_only_in_acx_cluster() -> None:
         if re.search(r"^\s*(import ray|from ray)", p.read_text(), re.M)
     ]
     assert users and all(u.startswith("cluster/") for u in users), users
+
+
+# issue 18 item 3 (`acx gc --cluster`): a node that does not answer is not silently skipped: the
+# listing names it (the gc command then reports it and exits 1), and a live node is listed.
+def test_listing_names_the_nodes_it_could_not_ask() -> None:
+    from acx.cluster import unlisted_nodes
+
+    cluster = LoopbackCluster()
+    cluster.nodes.append(Node("id-n2", "n2", "127.0.0.1", 4, {}, alive=False))
+    driver = _driver(cluster)
+
+    async def main() -> None:
+        await driver.list_sessions()
+
+    trio.run(main)
+    assert unlisted_nodes(driver) == {"n2": "its acx worker does not answer"}
+    from acx.drivers import create_driver
+
+    assert unlisted_nodes(create_driver("host_process")) == {}

@@ -183,6 +183,20 @@ async def _listed(drivers: list[tuple[str, Driver, bool]]) -> list[tuple[Driver,
     return out
 
 
+def _unlisted(args: argparse.Namespace, drivers: list[tuple[str, Driver, bool]]) -> list[str]:
+    """With --cluster: the nodes the last listing could not ask (their sandboxes were not looked at)."""
+    if not getattr(args, "cluster", None):
+        return []
+    from acx.cluster import unlisted_nodes
+
+    return [
+        f"cluster node {node} was not reached ({why}): its `{env_id}` sandboxes were not looked at; "
+        "run this again once the node is back"
+        for env_id, driver, _ in drivers
+        for node, why in sorted(unlisted_nodes(driver).items())
+    ]
+
+
 async def _close_one(driver: Driver, sid: str, failures: list[str]) -> bool:
     """Close one session; a failure is reported (and makes the command exit 1), not raised."""
     try:
@@ -214,6 +228,8 @@ def _list(args: argparse.Namespace) -> int:
     drivers = _drivers(args)
     listed = _run(lambda: _listed(drivers))
     records = [r for _, recs in listed for r in recs]
+    for line in _unlisted(args, drivers):
+        sys.stderr.write(f"warning: {line}\n")
     if args.format == "json":
         sys.stdout.write(json.dumps([msgspec.to_builtins(r) for r in records], indent=2) + "\n")
         return 0
@@ -245,6 +261,7 @@ def _close(args: argparse.Namespace) -> int:
         return closed
 
     closed = _run(main)
+    failures += _unlisted(args, drivers)
     if args.id and not closed and not failures:
         raise AcxUserError(
             f"no acx environment with session id {args.id!r}",
@@ -277,6 +294,7 @@ def _gc(args: argparse.Namespace) -> int:
     done = _run(main)
     for what in done:
         print(f"{'would remove' if args.dry_run else 'removed'} {what}")
+    failures += _unlisted(args, drivers)
     if not done and not failures:
         print("nothing to remove")
     return _report(failures)

@@ -22,10 +22,11 @@ from acx.errors import AcxConfigError
 if TYPE_CHECKING:
     from acx.cluster._driver import RemoteDriver
     from acx.cluster._ray import RayCluster
+    from acx.drivers import Driver
     from acx.interpreter import RequestProgram
     from acx.ir import ResolvedRuntimeOptions
 
-__all__ = ["PROTOCOL_VERSION", "attach", "parse_address", "remote_driver"]
+__all__ = ["PROTOCOL_VERSION", "attach", "parse_address", "remote_driver", "unlisted_nodes"]
 
 
 def parse_address(text: str, *, field: str = "--cluster") -> str:
@@ -72,6 +73,14 @@ def remote_driver(
     from acx.cluster._driver import RemoteDriver
 
     return RemoteDriver(_cluster(address), env_id, params, **options)
+
+
+def unlisted_nodes(driver: Driver) -> dict[str, str]:
+    """Nodes whose sandboxes ``driver``'s last ``list_sessions`` could not see (name → why): a
+    cluster node that did not answer. Empty for a driver that is not a cluster's."""
+    from acx.cluster._driver import RemoteDriver
+
+    return dict(driver.unlisted) if isinstance(driver, RemoteDriver) else {}
 
 
 _CLUSTERS: dict[str, RayCluster] = {}

@@ -161,6 +161,8 @@ class RemoteDriver(Driver):
         self.cluster = cluster
         self.ref = P.DriverRef(env_id=env_id, params=dict(params or {}))
         self.stats = ClusterStats()
+        #: Node name → why its sandboxes were not listed by the last :meth:`list_sessions`.
+        self.unlisted: dict[str, str] = {}
         self.node_provider_limits = dict(node_provider_limits or {})
         self.node_open_qps = dict(node_open_qps or {})
         #: Images every sandbox of the plan needs (its environment's ``setup.image``): checked at start.
@@ -275,13 +277,19 @@ class RemoteDriver(Driver):
         return await self.inner_class(self.config).model_gateway_address()
 
     async def list_sessions(self, labels: Mapping[str, str] | None = None) -> list[SessionRecord]:
+        """The sandboxes of every live node; the nodes that could not be asked are left in
+        :attr:`unlisted` (``acx gc``/``acx env`` report them: their sandboxes were not looked at)."""
         await self.cluster.connect()
         out: list[SessionRecord] = []
+        self.unlisted = {
+            n.name: "its acx worker does not answer" for n in self.cluster.nodes if not n.alive and self._serves(n)
+        }
         for node in self._live():
             try:
                 value = await self.call(node, P.ListSessions(labels=dict(labels) if labels else None))
             except DriverError as exc:
                 log.warning("cannot list sandboxes on node %s: %s", node.name, exc)
+                self.unlisted[node.name] = str(exc)
                 continue
             out += msgspec.convert(value, list[SessionRecord])
         return out
