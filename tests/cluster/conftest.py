@@ -153,3 +153,13 @@ def one_worker_own_engine(own_engines_problem: None) -> Iterator[LocalCluster]:
         yield cluster
     finally:
         cluster.stop()  # again when the test stopped it: a no-op then
+
+
+@pytest.fixture()
+def two_workers_own_engines(own_engines_problem: None) -> Iterator[LocalCluster]:
+    """Two worker nodes (the head holds no slots), each with a Docker engine of its own."""
+    cluster = LocalCluster(workers=2, slots=4, engine="own")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

@@ -234,15 +234,21 @@ class RemoteDriver(Driver):
                 dispatch.state(node).refused[self.id] = str(exc)
                 notes.append(f"{node.name}: cannot serve {self.id}: {exc}")
         unmet = dispatch.unmet(Need(self.id))
-        for image in self.images if unmet is None else ():
-            await dispatch.learn(Need(self.id, image), self._missing_images)
-            unmet = unmet or dispatch.unmet(Need(self.id, image))
         if unmet is not None:
             raise EnvironmentSetupError(
                 unmet,
                 help=f"start a node that serves it (`ray start --resources` with acx_slots and "
                 f"acx_driver_{self.id}; docs/cluster.md), or choose a provider the nodes serve",
             )
+        for image in self.images:
+            await dispatch.learn(Need(self.id, image), self._missing_images)
+            unmet = dispatch.unmet(Need(self.id, image))
+            if unmet is not None:
+                raise EnvironmentSetupError(
+                    unmet,
+                    help="put the image on a node's engine (docker load / docker build there), or let the "
+                    "provider fetch it (docker params `pull: missing`)",
+                )
         self._dispatch = dispatch
         return notes
 

@@ -9,6 +9,7 @@ on its own; every re-run is the interpreter's decision (its retries), journaled 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -153,12 +154,29 @@ def _start_workers(nodes: list[Node]) -> None:
     # One round trip each: the actor is up (its __init__ ran) before the first sandbox is asked
     # for. A node that does not answer (killed, not yet known dead to the head) gets no sandbox.
     pings = {n.node_id: n.handle.ping.remote() for n in nodes}
+    deadline = time.monotonic() + 60
     for node in nodes:
-        try:
-            ray.get(pings[node.node_id], timeout=60)
-        except (ray.exceptions.RayError, TimeoutError) as exc:
-            node.alive = False
-            log.warning("cluster node %s does not answer; no sandbox goes there: %s", node.name, exc)
+        while True:
+            try:
+                ray.get(pings[node.node_id], timeout=max(1.0, deadline - time.monotonic()))
+                break
+            except ray.exceptions.ActorUnavailableError as exc:
+                # "temporarily unavailable" (a busy machine's RPC hiccup): asked again until the
+                # deadline; a dead worker is ActorDiedError (or a timeout) and gets no sandbox.
+                if time.monotonic() < deadline:
+                    time.sleep(0.5)
+                    pings[node.node_id] = node.handle.ping.remote()
+                    continue
+                _unanswered(node, exc)
+                break
+            except (ray.exceptions.RayError, TimeoutError) as exc:
+                _unanswered(node, exc)
+                break
+
+
+def _unanswered(node: Node, exc: BaseException) -> None:
+    node.alive = False
+    log.warning("cluster node %s does not answer; no sandbox goes there: %s", node.name, exc)
 
 
 def connect(address: str) -> list[Node]:
