@@ -254,6 +254,27 @@ def test_max_connections_bounds_open_connections() -> None:  # contract M2
     assert peak[0] == 3
 
 
+def test_failed_connects_free_their_connection_slot() -> None:  # contract M2
+    """Refused connections retried through a one-connection pool: each failed attempt gives
+    its slot back (a leaked slot would stall the next attempt until the total deadline)."""
+
+    async def main():
+        async with trio.open_nursery() as n:
+            port = await serve(n, lambda stream, k: stream.aclose())
+            n.cancel_scope.cancel()
+        t0 = trio.current_time()
+        ep = endpoint(port, max_connections=1, max_retries=4, total_timeout=20)
+        async with ModelClient(retry=FAST) as c:
+            with pytest.raises(ModelCallError) as info:
+                await call(ep, c)
+            with pytest.raises(ModelCallError):
+                await call(ep, c)
+        return info.value, trio.current_time() - t0
+
+    err, elapsed = trio.run(main)
+    assert err.kind == "connection" and err.attempts == 5 and elapsed < 10
+
+
 # ---- timeouts (virtual time) --------------------------------------------------------------------------
 
 

@@ -118,20 +118,33 @@ class _Refused(Exception):
 # ---- connections ---------------------------------------------------------------------------------
 
 
+class _TotalTimeout(Exception):
+    """The call's total deadline passed."""
+
+
 class _Timer:
-    """The read/send timeout of one request as a single cancel scope whose deadline moves at
-    each wait (a new scope per socket operation cost more than the rest of a gateway call)."""
+    """The timeouts of one request — waiting for a connection slot, sending, each read, and the
+    call's total deadline — as a single cancel scope whose deadline moves at each wait: a scope
+    per wait (or per call) cost more than the rest of a gateway call's Python work."""
 
-    __slots__ = ("phase", "scope", "timeout")
+    __slots__ = ("phase", "scope", "timeout", "total_at")
 
-    def __init__(self, scope: trio.CancelScope) -> None:
-        self.scope = scope
-        self.phase = "read"
-        self.timeout = 0.0
+    def __init__(self, total_at: float) -> None:
+        self.scope = trio.CancelScope(deadline=total_at)
+        self.total_at = total_at
+        self.phase = "pool"
+        self.timeout = math.inf
 
     def arm(self, phase: str, timeout: float) -> None:
+        """The next wait: ``phase`` for at most ``timeout`` seconds (and never past the total)."""
         self.phase, self.timeout = phase, timeout
-        self.scope.deadline = trio.current_time() + timeout
+        self.scope.deadline = min(trio.current_time() + timeout, self.total_at)
+
+    def expired(self) -> Exception:
+        """What the scope's deadline meant, once it has cancelled the request."""
+        if trio.current_time() >= self.total_at:
+            return _TotalTimeout()
+        return self.error()
 
     def error(self) -> _TransportError:
         if self.phase == "send":
@@ -671,10 +684,13 @@ class ModelClient:
         attempts: list[AttemptRecord] = []
         deadline = endpoint.total_timeout
         data = body if isinstance(body, bytes) else msgspec.json.encode(body)
+        # The total deadline is enforced by each request's own scope and before each wait, not
+        # by one more cancel scope around the call (the costliest part of a call's Python work).
+        total_at = trio.current_time() + deadline if deadline is not None else math.inf
         try:
-            with trio.fail_after(deadline) if deadline is not None else _nullscope():
-                return await self._attempts(endpoint, url, data, headers, parse, attempts, stream)
-        except trio.TooSlowError:
+            return await self._attempts(endpoint, url, data, headers, parse, attempts, stream, total_at)
+        except _TotalTimeout:
+            assert deadline is not None
             exc = ModelCallError(
                 "timeout",
                 f"the model call did not finish within its total deadline of {deadline:g} s "
@@ -695,16 +711,19 @@ class ModelClient:
         headers: dict[str, str],
         parse: Callable[[bytes], Any] | None,
         attempts: list[AttemptRecord],
-        stream: bool = False,
+        stream: bool,
+        total_at: float,
     ) -> Exchange:
         policy = self.retry
         retry_index = 0
         while True:
             started = time.time()
             t0 = trio.current_time()
+            if t0 >= total_at:
+                raise _TotalTimeout()
             failure: ModelCallError
             try:
-                resp = await self._send(endpoint, url, data, headers, stream)
+                resp = await self._send(endpoint, url, data, headers, stream, total_at)
             except _Refused as exc:
                 attempts.append(AttemptRecord(started, _ms(t0), None, str(exc)))
                 raise _scrubbed(ModelCallError("refused", str(exc), attempts=len(attempts)), endpoint) from None
@@ -748,7 +767,7 @@ class ModelClient:
                     failure.message = f"{failure.message} (after {len(attempts)} attempts)"
                 raise _scrubbed(failure, endpoint)
             wait = policy.delay(retry_index, failure.retry_after, self._rng)
-            remaining = trio.current_effective_deadline() - trio.current_time()
+            remaining = min(total_at, trio.current_effective_deadline()) - trio.current_time()
             if wait is None or wait >= remaining:
                 failure.attempts = len(attempts)
                 why = (
@@ -764,7 +783,7 @@ class ModelClient:
 
     # ---- one HTTP request ------------------------------------------------------------------------
     async def _send(
-        self, endpoint: Endpoint, url: str, data: bytes, headers: dict[str, str], stream: bool
+        self, endpoint: Endpoint, url: str, data: bytes, headers: dict[str, str], stream: bool, total_at: float
     ) -> tuple[int, dict[str, str], bytes, _Response | None]:
         """One POST: (status, headers, body, None), or for a streamed 2xx (status, headers, b"",
         the open response)."""
@@ -773,30 +792,34 @@ class ModelClient:
         route, target = self._route(url)
         head = _request_head(route, target, headers, len(data), stream)
         pool = self._pool(route, endpoint.max_connections)
-        await pool.slots.acquire()
-        timer = _Timer(trio.CancelScope())
+        timer = _Timer(total_at)
         conn: _Conn | None = None
+        holds_slot = False
         try:
             with timer.scope:
+                # Waiting for a free connection is bounded by the call's total deadline only.
+                await pool.slots.acquire()
+                holds_slot = True
                 conn = await self._sent(pool, head, data, endpoint, timer)
                 status, resp_headers = await _read_head(conn, endpoint.read_timeout)
                 body = _Body(conn, status, resp_headers, "POST", endpoint.read_timeout)
                 if stream and 200 <= status < 300:
                     conn.timer = None  # the body is read later, each wait with its own timeout
                     live = _Response(pool, conn, status, resp_headers, body)
-                    conn = None  # the response owns it now
+                    conn, holds_slot = None, False  # the response owns both now
                     return status, resp_headers, b"", live
                 content = await body.read_all()
                 conn.timer = None
                 live = _Response(pool, conn, status, resp_headers, body)
-                conn = None
+                conn, holds_slot = None, False
                 await live.aclose()  # back to the pool (or closed) and the slot released
                 return status, resp_headers, content, None
-            raise timer.error()  # the scope's deadline passed: a read or send timeout
+            raise timer.expired()  # the scope's deadline passed: which one
         except BaseException:
             if conn is not None:
                 conn.timer = None
                 conn.close()
+            if holds_slot:  # also when no connection could be made: the slot is free again
                 pool.slots.release()
             raise
 
@@ -810,7 +833,7 @@ class ModelClient:
         reused = conn is not None
         for _ in range(2):
             if conn is None:
-                timer.scope.deadline = math.inf  # connecting has its own timeout
+                timer.arm("connect", math.inf)  # connecting has its own timeout (within the total)
                 conn = await pool.connect(endpoint.connect_timeout)
             conn.timer = timer
             try:
@@ -924,14 +947,6 @@ def _scrubbed(exc: ModelCallError, endpoint: Endpoint) -> ModelCallError:
                 exc.body = exc.body.replace(secret.encode(), b"***")
     exc.args = (exc.message,)
     return exc
-
-
-class _nullscope:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def _ms(t0: float) -> float:
