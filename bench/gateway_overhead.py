@@ -15,7 +15,8 @@ Prints per side the median calls/s and the p50/p99 latency per call, and the lat
 adds (p50 and p99 of through-gateway minus direct; target: under 1 ms at p50), and the CPU the
 gateway process spends per call. On a loaded machine the latencies are noisy (scheduling delays
 dominate): compare the sides and the CPU per call, not the absolute values. Usage:
-``python bench/gateway_overhead.py [--calls N] [--concurrency C] [--repeats R]``.
+``python bench/gateway_overhead.py [--calls N] [--concurrency C] [--repeats R] [--floor]`` (``--floor``
+also measures a bare byte relay in the gateway's place: the least any relay on this event loop adds).
 """
 
 from __future__ import annotations
@@ -93,11 +94,34 @@ def _process_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+async def _relay(port: int, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
+    """``--floor``: a byte relay to the model server in the gateway's place — the least any
+    relay on this event loop costs (no HTTP parsing, no token, no record)."""
+
+    async def pump(src: trio.SocketStream, dst: trio.SocketStream, done: trio.CancelScope) -> None:
+        try:
+            while data := await src.receive_some(65536):
+                await dst.send_all(data)
+        except trio.BrokenResourceError:
+            pass
+        done.cancel()
+
+    async def one(down: trio.SocketStream) -> None:
+        async with down, await trio.open_tcp_stream("127.0.0.1", port) as up, trio.open_nursery() as n:
+            n.start_soon(pump, down, up, n.cancel_scope)
+            n.start_soon(pump, up, down, n.cancel_scope)
+
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    task_status.started(listeners[0].socket.getsockname()[1])
+    await trio.serve_listeners(one, listeners)
+
+
 async def _gateway_side(args: argparse.Namespace, base_url: str, agent: Any, server_pid: int) -> dict[str, Any]:
     from acx.models import Endpoint, Gateway, Role
 
     endpoint = Endpoint(base_url=base_url, model="bench", api_key="sk-bench", max_connections=args.concurrency)
-    results: dict[str, Any] = {"direct": [], "gateway": []}
+    sides = ("direct", "gateway", "relay") if args.floor else ("direct", "gateway")
+    results: dict[str, Any] = {side: [] for side in sides}
     cpu: dict[str, float] = {}
     async with trio.open_nursery() as nursery:
         gateway = Gateway({"agent": Role("agent", endpoint)})
@@ -108,6 +132,10 @@ async def _gateway_side(args: argparse.Namespace, base_url: str, agent: Any, ser
             "direct": (f"{base_url}/chat/completions", "sk-bench"),
             "gateway": (f"{env['OPENAI_BASE_URL']}/chat/completions", env["OPENAI_API_KEY"]),
         }
+        if args.floor:
+            model_port = int(base_url.rsplit(":", 1)[1].split("/")[0])
+            relay_port = await nursery.start(_relay, model_port)
+            jobs["relay"] = (f"http://127.0.0.1:{relay_port}/v1/chat/completions", "sk-bench")
 
         async def run(side: str, calls: int) -> tuple[float, list[float]]:
             url, token = jobs[side]
@@ -120,11 +148,11 @@ async def _gateway_side(args: argparse.Namespace, base_url: str, agent: Any, ser
             cpu[f"{side} server"] = cpu.get(f"{side} server", 0.0) + _process_cpu(server_pid) - server0
             return seconds, latencies
 
-        for side in ("direct", "gateway"):  # warm-up: connections, code paths
+        for side in sides:  # warm-up: connections, code paths
             await run(side, min(args.calls, 200))
         cpu.clear()  # count the measured rounds only
         for _ in range(args.repeats):
-            for side in ("direct", "gateway"):
+            for side in sides:
                 session.calls.clear()  # keep the transcript from growing across rounds
                 results[side].append(await run(side, args.calls))
         await gateway.aclose()
@@ -134,6 +162,8 @@ async def _gateway_side(args: argparse.Namespace, base_url: str, agent: Any, ser
     per_call = 1000 / (args.calls * args.repeats)
     results["gateway_cpu_ms_per_call"] = [(cpu.get("gateway", 0.0) - cpu.get("direct", 0.0)) * per_call]
     results["cpu"] = {k: v * per_call for k, v in cpu.items() if " " in k}
+    if args.floor:
+        results["relay_cpu_ms_per_call"] = (cpu.get("relay", 0.0) - cpu.get("direct", 0.0)) * per_call
     return results
 
 
@@ -142,6 +172,9 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument(
+        "--floor", action="store_true", help="also measure a bare byte relay in the gateway's place (the floor)"
+    )
     args = ap.parse_args()
     parent, child = multiprocessing.Pipe()
     stop = multiprocessing.Event()
@@ -165,6 +198,7 @@ def main() -> None:
     summary = {}
     gateway_cpu = results.pop("gateway_cpu_ms_per_call")[0]
     others = results.pop("cpu")
+    relay_cpu = results.pop("relay_cpu_ms_per_call", None)
     for side, rounds in results.items():
         rates = [args.calls / seconds for seconds, _ in rounds]
         lat = [x for _, ls in rounds for x in ls]
@@ -178,6 +212,9 @@ def main() -> None:
     ratio = summary["gateway"][0] / summary["direct"][0]
     print(f"  added by the gateway: p50 {added50:+.2f} ms, p99 {added99:+.2f} ms (p50 ratio {ratio:.2f}x direct)")
     print(f"  gateway CPU per call: {gateway_cpu:.3f} ms (token check, forward, record, count)")
+    if relay_cpu is not None:
+        floor50 = (summary["relay"][0] - summary["direct"][0]) * 1000
+        print(f"  floor: a bare byte relay adds p50 {floor50:+.2f} ms for {relay_cpu:.3f} ms CPU per call")
     print(
         "  other processes' CPU per call: "
         + ", ".join(f"{name} {ms:.3f} ms" for name, ms in sorted(others.items()))
