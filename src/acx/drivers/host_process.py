@@ -667,6 +667,31 @@ def _make_session_dir(parent: str, prefix: str) -> str:
     raise FileExistsError(f"no free session directory name under {parent}")
 
 
+def _make_session(parent: str, prefix: str, keep: bool, cgroups: str | None) -> tuple[str, int, str | None]:
+    """A session's directory (held open: the returned descriptor), its kept marker when ``keep``,
+    and its cgroup under ``cgroups`` (named after the directory) when given. Nothing is left
+    behind when a step fails."""
+    try:
+        root = _make_session_dir(parent, prefix)
+        holder = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        if keep:
+            _mark_kept(root)
+    except OSError as exc:
+        raise EnvironmentSetupError(f"host_process: cannot create a session directory: {exc}") from exc
+    if cgroups is None:
+        return root, holder, None
+    path = os.path.join(cgroups, _cgroup_name(root))
+    try:
+        os.mkdir(path)
+    except OSError as exc:
+        os.close(holder)
+        _remove_session_dir(root)
+        with contextlib.suppress(OSError):
+            os.unlink(_kept_marker(root))
+        raise EnvironmentSetupError(f"host_process: cannot create the session cgroup {path}: {exc}") from exc
+    return root, holder, path
+
+
 def _kept_marker(root: str) -> str:
     head, name = os.path.split(root)
     return os.path.join(head, f".{name}.kept")
@@ -714,6 +739,7 @@ class HostProcessDriver(Driver):
     sessions_discoverable = True  # acx-<session id>-* directories under the workdir root
     _env_snapshot: dict[bytes, bytes] | None = None
     _parent_dir: str | None = None
+    _real_parent_dir: str | None = None
 
     def __init__(self, config: HostProcessConfig | None = None) -> None:
         super().__init__(config if config is not None else HostProcessConfig())
@@ -741,16 +767,13 @@ class HostProcessDriver(Driver):
                 f"host_process: setup.workdir {request.setup.workdir} is a host path and does not exist; "
                 "create it, or unset setup.workdir so each session gets its own work directory"
             )
-        try:
-            # Inline: one mkdir costs less than a worker-thread hop (see _close).
-            root = _make_session_dir(self._parent(), _prefix(request.session_id))
-            holder = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-            if request.labels.get("acx.keep") == "true":
-                _mark_kept(root)
-        except OSError as exc:
-            raise EnvironmentSetupError(f"host_process: cannot create a session directory: {exc}") from exc
-        cgroup = self._make_cgroup(root, config)
-        self._opened.append((request.session_id, os.path.realpath(root)))
+        keep = request.labels.get("acx.keep") == "true"
+        cgroups = self._cgroup_parent(config)  # probed once, on this thread (functools.cache)
+        # In a worker thread: the directory's mkdir waits for a busy filesystem's journal (see _close).
+        root, holder, cgroup = await trio.to_thread.run_sync(
+            _make_session, self._parent(), _prefix(request.session_id), keep, cgroups
+        )
+        self._opened.append((request.session_id, os.path.join(self._real_parent(), os.path.basename(root))))
         return HostProcessSession(
             session_id=request.session_id,
             root=root,
@@ -764,26 +787,27 @@ class HostProcessDriver(Driver):
             cgroup=cgroup,
         )
 
-    def _make_cgroup(self, root: str, config: HostProcessConfig) -> str | None:
-        """The session's cgroup under :func:`cgroup_parent`, named after its directory; None when
-        containment is ``process_group`` or (``auto``) cgroups are not available here."""
+    def _cgroup_parent(self, config: HostProcessConfig) -> str | None:
+        """Where this session's cgroup goes (:func:`cgroup_parent`); None when containment is
+        ``process_group`` or (``auto``) cgroups are not available here."""
         if config.containment == "process_group":
             return None
         parent = cgroup_parent()
-        if parent is None:
-            if config.containment == "cgroup":
-                raise EnvironmentSetupError(
-                    "host_process: containment = 'cgroup' but this process cannot create and join a "
-                    "cgroup v2 (no cgroup2 mount, no write access to its own cgroup, or a kernel "
-                    "before 5.14); use containment = 'auto' to fall back to process groups"
-                )
-            return None
-        path = os.path.join(parent, _cgroup_name(root))
-        try:
-            os.mkdir(path)
-        except OSError as exc:
-            raise EnvironmentSetupError(f"host_process: cannot create the session cgroup {path}: {exc}") from exc
-        return path
+        if parent is None and config.containment == "cgroup":
+            raise EnvironmentSetupError(
+                "host_process: containment = 'cgroup' but this process cannot create and join a "
+                "cgroup v2 (no cgroup2 mount, no write access to its own cgroup, or a kernel "
+                "before 5.14); use containment = 'auto' to fall back to process groups"
+            )
+        return parent
+
+    def _real_parent(self) -> str:
+        """:meth:`_parent` with symlinks resolved (cached): a session directory's real path is this
+        plus its name (acx made it: no symlink of its own)."""
+        real = self._real_parent_dir
+        if real is None:
+            real = self._real_parent_dir = os.path.realpath(self._parent())
+        return real
 
     def _parent(self) -> str:
         """The absolute directory that holds the session directories (cached per driver)."""
