@@ -115,3 +115,16 @@ def test_per_node_options_default_to_the_runs_limits(tmp_path: Path) -> None:
     assert driver.max_infrastructure_losses == 3
     assert driver.node_provider_limits["host_process"] == 7  # runtime.provider_limits, per node too
     assert driver.node_open_qps["host_process"] == 0.5  # runtime.cluster.env_open_qps wins
+
+
+def test_bad_runtime_override_of_a_compiled_plan_is_a_located_error(tmp_path: Path) -> None:
+    # was: "internal error" (a msgspec ValidationError) for any bad --runtime-params with a plan.json
+    spec = _spec(tmp_path)
+    assert _acx("compile", str(spec), "-o", str(tmp_path / "plan.json"), cwd=tmp_path).returncode == 0
+    for params, where in (
+        ('{"cluster": {"address": "ray://h:0"}}', "--runtime-params cluster.address"),
+        ('{"timeout_seconds": -1}', "--runtime-params timeout_seconds"),
+    ):
+        out = _acx("run", str(tmp_path / "plan.json"), "--runtime-params", params, cwd=tmp_path)
+        assert out.returncode == 2, out.stderr
+        assert f"`{where}`" in out.stderr and "E0204" in out.stderr and "internal error" not in out.stderr

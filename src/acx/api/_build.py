@@ -347,6 +347,15 @@ def _from_program(
     orch = program.orchestration
     refuse_missing_env([run.request for run in orch.requests], environ)
     if runtime:
+        from acx.compiler._validate import check_cli_params
+        from acx.ir import ResolvedRuntimeOptions
+
+        # As for a spec: a bad override is a located error (E02xx at --runtime-params.<key>).
+        errors = [
+            d for d in check_cli_params(runtime, ResolvedRuntimeOptions, "--runtime-params") if d.severity == "error"
+        ]
+        if errors:
+            raise AcxConfigError(diagnostics=errors)
         merged = {**msgspec.to_builtins(orch.runtime), **runtime}
         orch = msgspec.structs.replace(orch, runtime=msgspec.convert(merged, type(orch.runtime)))
     progs = []
