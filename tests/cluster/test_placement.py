@@ -283,7 +283,9 @@ def _retry_records(root: Path) -> list[dict[str, Any]]:
 def test_a_driver_only_one_node_serves_lands_there(tmp_path: Path) -> None:
     cluster = Nodes({"w1": {"acx_driver_docker": 1}, "w2": {"acx_driver_host_process": 1}})
     results = _run(_spec(tmp_path, 6, 0), cluster)
-    assert len(results) == 6 and all(r["status"] == "completed" for r in results.values())
+    assert len(results) == 6 and all(r["status"] == "completed" for r in results.values()), [
+        r["issues"] for r in results.values()
+    ]
     assert cluster.opened == {"w2": 6}
 
 
