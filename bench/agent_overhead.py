@@ -17,10 +17,13 @@ connection per task; acx's default of 8 would queue half the tasks' calls — a 
 and a key shaped like a real one (the scrubber looks for it in everything acx writes; a key such
 as ``none`` would also be found in ordinary words and masked there).
 
-Prints both wall times (median of ``--repeats``) and the ratio acx / minimal (target <= 1.2x),
-and each side's own CPU time (this process's, without the commands it ran): on a loaded machine
-a CPU-bound side waits for a core, so the wall ratio swings from run to run while the CPU ratio
-stays put. Compare ratios within one run only.
+The sides alternate (which one goes first changes per repeat). Prints both wall times (each
+repeat, the median) and the ratio acx / minimal of the medians and of the best runs (target
+<= 1.2x), each side's own CPU time (this process's, without the commands it ran) and the part of
+it on the trio thread, and the load average. On a loaded machine a CPU-bound side waits for a
+core, so the wall ratio swings from run to run while the CPU ratio stays put; acx does all its
+work on the trio thread where the minimal loop's HTTP runs in worker threads, so under load the
+wall ratio leans toward the trio-thread CPU ratio. Compare ratios within one run only.
 Usage: ``python bench/agent_overhead.py [--tasks 50] [--turns 20] [--concurrency 16] [--repeats 3]``.
 """
 
@@ -30,6 +33,7 @@ import argparse
 import http.client
 import json
 import multiprocessing
+import os
 import resource
 import statistics
 import tempfile
@@ -134,17 +138,17 @@ requests:
     return spec
 
 
-def _acx(port: int, tasks: int, turns: int, concurrency: int) -> tuple[float, float]:
+def _acx(port: int, tasks: int, turns: int, concurrency: int) -> tuple[float, float, float]:
     import acx
 
     with tempfile.TemporaryDirectory() as tmp:
         spec = _spec(Path(tmp), port, tasks, turns, concurrency)
-        started, cpu = time.perf_counter(), _cpu()
-        result = acx.run(spec, progress="none")
-        elapsed, cpu = time.perf_counter() - started, _cpu() - cpu
+        started, cpu, main = time.perf_counter(), _cpu(), time.thread_time()
+        result = acx.run(spec)
+        elapsed, cpu, main = time.perf_counter() - started, _cpu() - cpu, time.thread_time() - main
     if result.exit_code not in (0, 1):
         raise SystemExit(f"acx run failed with exit code {result.exit_code}")
-    return elapsed, cpu
+    return elapsed, cpu, main
 
 
 def _cpu() -> float:
@@ -153,11 +157,21 @@ def _cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def _timed(fn: Any, *args: Any) -> tuple[float, float]:
-    """(wall seconds ``fn`` reports, CPU seconds it took)."""
-    before = _cpu()
+def _timed(fn: Any, *args: Any) -> tuple[float, float, float]:
+    """(wall seconds ``fn`` reports, CPU seconds it took, of which on this thread)."""
+    before, main = _cpu(), time.thread_time()
     wall = fn(*args)
-    return wall, _cpu() - before
+    return wall, _cpu() - before, time.thread_time() - main
+
+
+def _line(name: str, runs: list[tuple[float, float, float]], calls: int) -> str:
+    wall = statistics.median(r[0] for r in runs)
+    cpu, main = statistics.median(r[1] for r in runs), statistics.median(r[2] for r in runs)
+    each = " ".join(f"{r[0]:.2f}" for r in runs)
+    return (
+        f"{name}: {wall:6.2f} s ({calls / wall:5.0f} turns/s)  cpu {cpu:5.2f} s, "
+        f"{main:5.2f} s on the trio thread   runs: {each}"
+    )
 
 
 def main() -> None:
@@ -173,22 +187,30 @@ def main() -> None:
     server = ctx.Process(target=_serve, args=(child, stop), daemon=True)
     server.start()
     port = parent.recv()
+    load = os.getloadavg()[0]
     try:
-        minimal, full = [], []
+        minimal: list[tuple[float, float, float]] = []
+        full: list[tuple[float, float, float]] = []
         _acx(port, 4, 2, 4)  # warm-up: imports, parser tables
-        for _ in range(args.repeats):
-            minimal.append(_timed(trio.run, _minimal, port, args.tasks, args.turns, args.concurrency))
-            full.append(_acx(port, args.tasks, args.turns, args.concurrency))
+        for i in range(args.repeats):
+            # Alternating order: neither side always runs on a warmer (or busier) machine.
+            for side in ("minimal", "acx") if i % 2 == 0 else ("acx", "minimal"):
+                if side == "minimal":
+                    minimal.append(_timed(trio.run, _minimal, port, args.tasks, args.turns, args.concurrency))
+                else:
+                    full.append(_acx(port, args.tasks, args.turns, args.concurrency))
     finally:
         stop.set()
         server.join(5)
-    m, a = statistics.median(w for w, _ in minimal), statistics.median(w for w, _ in full)
-    mc, ac = statistics.median(c for _, c in minimal), statistics.median(c for _, c in full)
+    m, a = statistics.median(r[0] for r in minimal), statistics.median(r[0] for r in full)
+    mc, ac = statistics.median(r[1] for r in minimal), statistics.median(r[1] for r in full)
     calls = args.tasks * args.turns
     print(f"episodes: {args.tasks} tasks x {args.turns} turns, concurrency {args.concurrency} ({calls} calls/execs)")
-    print(f"minimal loop : {m:7.2f} s  ({calls / m:6.0f} turns/s)  cpu {mc:6.2f} s")
-    print(f"acx react    : {a:7.2f} s  ({calls / a:6.0f} turns/s)  cpu {ac:6.2f} s")
-    print(f"ratio acx/minimal: {a / m:.2f}x (target <= 1.2x); own CPU {ac / mc:.2f}x")
+    print(_line("minimal loop", minimal, calls))
+    print(_line("acx react   ", full, calls))
+    best = min(r[0] for r in full) / min(r[0] for r in minimal)
+    print(f"ratio acx/minimal: {a / m:.2f}x median, {best:.2f}x best (target <= 1.2x); own CPU {ac / mc:.2f}x")
+    print(f"load average (1 min): {load:.2f} before, {os.getloadavg()[0]:.2f} after, {os.cpu_count()} CPUs")
 
 
 if __name__ == "__main__":
