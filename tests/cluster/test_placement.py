@@ -240,7 +240,7 @@ class Nodes:
         threading.Thread(target=self.thread.call, args=(self.cores[node.name].handle, data), daemon=True).start()
 
 
-def _spec(root: Path, n: int, max_retries: int) -> Path:
+def _spec(root: Path, n: int, max_retries: int, command: str = "echo 1", setup: str = "") -> Path:
     (root / "data.jsonl").write_text(
         "".join(json.dumps({"id": f"t{i}", "question": "1?", "answer": "1"}) + "\n" for i in range(n))
     )
@@ -253,8 +253,8 @@ runtime: {{progress: none, results_dir: {json.dumps(str(root / "r"))}}}
 requests:
   - name: pl
     benchmark: {{id: exact_match, dataset: data.jsonl}}
-    harness: {{id: command, command: "echo 1", prompt_file: null}}
-    environment: {{id: host_process, evaluation_environment_mode: none}}
+    harness: {{id: command, command: {json.dumps(command)}, prompt_file: null}}
+    environment: {{id: host_process, evaluation_environment_mode: none{setup}}}
     execution: {{max_retries: {max_retries}, retry_min_delay_seconds: 0, retry_max_delay_seconds: 0}}
 """
     )
@@ -391,3 +391,15 @@ def test_node_capacity_is_shared_by_every_driver_on_the_cluster() -> None:
         await second.close()
 
     trio.run(main)
+
+
+# issue 18 item 2: waiting for a node's free slot (back-pressure) is not part of the environment's
+# setup deadline (build_timeout_seconds), as the run-wide provider limits' queue is not.
+def test_waiting_for_a_node_slot_is_not_part_of_the_setup_deadline(tmp_path: Path) -> None:
+    cluster = Nodes({"w1": {}})
+    cluster.nodes[0].slots = 1
+    spec = _spec(tmp_path, 3, 0, command="sleep 1; echo 1", setup=", setup: {build_timeout_seconds: 0.5}")
+    results = _run(spec, cluster)
+    assert len(results) == 3
+    assert all(r["status"] == "completed" for r in results.values()), [r["issues"] for r in results.values()]
+    assert cluster.opened == {"w1": 3}

@@ -168,6 +168,8 @@ class RemoteDriver(Driver):
         #: Images every sandbox of the plan needs (its environment's ``setup.image``): checked at start.
         self.images = sorted(set(images))
         self._dispatch: Dispatcher | None = None
+        #: session id → the node admit() placed it on (and its need), until open() takes it.
+        self._admitted: dict[str, tuple[Node, Need]] = {}
         self._seq = itertools.count(1)
 
     # ---- plumbing ----------------------------------------------------------------------------
@@ -252,13 +254,23 @@ class RemoteDriver(Driver):
         self._dispatch = dispatch
         return notes
 
-    async def open(self, request: OpenRequest) -> Session:
+    async def admit(self, request: OpenRequest) -> None:
+        """Place the sandbox (waiting for a node with room: back-pressure) before its setup
+        deadline starts; :meth:`open` uses the node held here."""
         if self._dispatch is None:
             await self.prepare()
         assert self._dispatch is not None
         need = Need(self.id, request.setup.image)
         await self._dispatch.learn(need, self._missing_images)
-        node = await self._dispatch.place(need)
+        self._admitted[request.session_id] = (await self._dispatch.place(need), need)
+
+    async def open(self, request: OpenRequest) -> Session:
+        held = self._admitted.pop(request.session_id, None)  # before any checkpoint: never leaked
+        if held is None:
+            await self.admit(request)
+            held = self._admitted.pop(request.session_id)
+        assert self._dispatch is not None
+        node, need = held
         labels = {**request.labels, "acx.node": node.name}
         req = msgspec.structs.replace(request, labels=labels)
         try:

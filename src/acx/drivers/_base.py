@@ -405,6 +405,13 @@ class Driver(ABC):
     @abstractmethod
     async def open(self, request: OpenRequest) -> Session: ...
 
+    async def admit(self, request: OpenRequest) -> None:
+        """Wait until the provider has room for ``request``'s sandbox (a cluster: a node with a
+        free slot that meets its needs), holding that room for the :meth:`open` that follows at
+        once. The interpreter calls it outside the environment's setup deadline, so queueing for
+        capacity never times an attempt out. Default: nothing to wait for."""
+        return None
+
     async def missing_images(self, images: Sequence[str]) -> list[str]:
         """Which of ``images`` this provider cannot give a sandbox here: not present and not
         obtainable (e.g. docker with ``pull: never``). Cluster placement sends a sandbox that needs

@@ -604,6 +604,9 @@ class AttemptRunner:
         budget = env.setup.build_timeout_seconds
         session: Session | None = None
         try:
+            # Waiting for room (a cluster node's free slot) is not part of the setup deadline; no
+            # checkpoint between it and open(), which takes over what it holds.
+            await ctx.driver.admit(req)
             with trio.fail_after(budget) if budget else _nullscope():
                 session = await ctx.driver.open(req)
         except trio.TooSlowError:
