@@ -78,10 +78,10 @@ def _finished(results: Path) -> int:
 
 
 def _containers(docker_host: str | None, *filters: str) -> list[str]:
+    """Containers with all these labels on the engine ``docker_host`` (None: the default engine, the
+    one the cluster script copies images from)."""
     env = {**os.environ}
-    if docker_host is None:
-        env.pop("DOCKER_HOST", None)
-    else:
+    if docker_host is not None:
         env["DOCKER_HOST"] = docker_host
     args = ["docker", "ps", "-aq"]
     for f in filters:
