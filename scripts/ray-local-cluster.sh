@@ -291,7 +291,10 @@ case "$cmd" in
         # A worker node's processes: its raylet (whose command line names acx_node_NAME), every
         # process the raylet started (its workers, the acx worker actor among them) and the
         # node's agents (their command lines name its node id).
-        raylet="$(for p in $(ours "acx_node_$NODE"); do { tr '\0' ' ' < /proc/$p/cmdline; } 2>/dev/null | grep -q raylet && echo $p; done | head -1 || true)"
+        # (this cluster's: its socket lives under DIR; every cluster has a w1, so the name alone
+        # would pick another cluster's node; "acx_node_w1," never matches w10)
+        raylet="$(for p in $(ours "acx_node_$NODE,"); do { tr '\0' ' ' < /proc/$p/cmdline; } 2>/dev/null \
+            | grep -F -- "--raylet_socket_name=$DIR/t/" | grep -q raylet && echo $p; done | head -1 || true)"
         [ -n "$raylet" ] || { echo "no node $NODE" >&2; exit 1; }
         node_id="$({ tr '\0' '\n' < /proc/$raylet/cmdline; } 2>/dev/null | sed -n 's/^--node_id=//p' || true)"
         victims="$raylet $(ours "$node_id" | tr '\n' ' ')"

@@ -119,7 +119,9 @@ class Chaos:
             done = _finished(self.results)
             if self.node_killed_in is None and done >= self.node_kill_at:
                 time.sleep(self.node_kill_delay)
+                assert self._victim_raylets(), f"no raylet of node {self.victim} in {self.cluster.dir}"
                 self.cluster.kill_node(self.victim)
+                assert self._victim_raylets() == [], "kill-node left the node's raylet running"
                 self.node_killed_in = phase
             if kill_driver and done >= self.driver_kill_at:
                 time.sleep(self.driver_kill_delay)
@@ -128,6 +130,11 @@ class Chaos:
                 return
             self._sample()
             time.sleep(0.2)
+
+    def _victim_raylets(self) -> list[str]:
+        """The victim's raylet in this cluster (never another cluster's node of the same name)."""
+        marks = (f"{self.cluster.dir}/t/", f"acx_node_{self.victim},", "raylet")
+        return [p for p in _processes_naming(marks[0]) if all(m in _cmdline(p) for m in marks)]
 
     def _sample(self) -> None:
         """Where the run's containers are: the node engines, never the default one."""
@@ -248,6 +255,13 @@ def _check_no_containers_left(cluster: Any, chaos: Chaos, cwd: Path, replay: str
 def _mounts_under(path: str) -> list[str]:
     with open("/proc/self/mountinfo") as f:
         return [line.split()[4] for line in f if line.split()[4].startswith(path + "/")]
+
+
+def _cmdline(pid: str) -> str:
+    try:
+        return Path("/proc", pid, "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+    except OSError:  # ended meanwhile
+        return ""
 
 
 def _processes_naming(text: str) -> list[str]:
