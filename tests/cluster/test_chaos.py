@@ -200,6 +200,7 @@ def test_chaos_node_and_driver_killed_every_task_exactly_once(three_nodes_own_en
         f"containers sampled per engine {dict(chaos.seen_on)}; run took {time.monotonic() - started:.1f} s"
     )
     _check_results(run_dir, n, replay)
+    _check_retries(run_dir, chaos.victim, replay)
     _check_no_containers_left(cluster, chaos, tmp_path, replay)
     print(f"chaos: passed in {time.monotonic() - started:.1f} s ({replay})")
 
@@ -238,6 +239,18 @@ def _check_results(run_dir: Path, n: int, replay: str) -> None:
     summaries = re.findall(summary, log)
     assert summaries, f"{replay}: no cluster summary in run.log"
     print(f"chaos: cluster summaries (sessions per node, late replies discarded): {summaries}")
+
+
+def _check_retries(run_dir: Path, victim: str, replay: str) -> None:
+    """Every re-run was an infrastructure loss on the killed node: no other failure hid behind a retry."""
+    records = [json.loads(p.read_text()) for p in run_dir.glob("details/*/*/attempt-*/retries/*.json")]
+    other = [
+        (r["task_id"], r["scope"], r["reason"])
+        for r in records
+        if r["scope"] != "infrastructure" or f"node {victim} was lost" not in json.dumps(r["issues"])
+    ]
+    assert other == [], f"{replay}: retries not caused by the node loss: {other[:5]}"
+    print(f"chaos: {len(records)} attempt(s) re-run after the loss of {victim}")
 
 
 def _check_no_containers_left(cluster: Any, chaos: Chaos, cwd: Path, replay: str) -> None:
