@@ -5,6 +5,7 @@ golden trajectories. Contracts M4, M5, M6 (model calls through the gateway), T1 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -116,6 +117,14 @@ def test_react_answers_a_qa_task_through_submit(tmp_path: Path) -> None:  # cont
     assert second[-1] == {"role": "tool", "tool_call_id": "c1", "content": "42\n"}
     assert r["telemetry"]["model_usage"]["prompt_tokens"] == 230
     check_golden("react_qa_submit", r["trajectory"])
+    # contract A9: the evaluation checkpoint names the transcript by the digest of its bytes on disk
+    # (taken when it was written, off the trio thread; no fsync of its own: the result's commit).
+    (attempt,) = (tmp_path / "results" / "r").rglob("attempt-1")
+    calls = (attempt / "model_calls.json").read_bytes()
+    inference = json.loads((attempt / "checkpoint.json").read_text())["inference"]
+    assert inference["trajectory_file"] == "model_calls.json"
+    assert inference["trajectory_sha256"] == hashlib.sha256(calls).hexdigest()
+    assert [c["seq"] for c in json.loads(calls)["calls"]] == [1, 2]
 
 
 def test_react_parallel_calls_truncation_and_timeouts(tmp_path: Path) -> None:

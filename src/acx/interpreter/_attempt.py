@@ -172,6 +172,8 @@ class _Try:
     net: NetworkPolicy | None = None
     #: A sandbox of this try was lost with its infrastructure (a cluster node died).
     infra_lost: bool = False
+    #: SHA-256 of the model_calls.json this try wrote (for its evaluation checkpoint).
+    transcript_sha256: str | None = None
 
     def add(self, severity: str, phase: str, code: str, message: str = "") -> None:
         self.issues.append(_issue(severity, phase, code, message))
@@ -533,6 +535,7 @@ class AttemptRunner:
                 artifacts=t.artifacts,
                 attempt_dir=self.attempt_dir,
                 inputs=_checkpoint.fingerprints(ctx.benchmark, self.task, ctx.request.benchmark),
+                transcript_sha256=t.transcript_sha256,
             )
             data["run_issues"] = to_builtins(t.issues)
             # In a worker thread: the write creates the task and attempt directories (two mkdirs,
@@ -796,7 +799,7 @@ class AttemptRunner:
         # An empty answer is the benchmark's to judge, not an infrastructure error.
         t.result = partial or RunResult(task_id=self.task.task_id)
         if models is not None:
-            t.result = await merge_into_result(t.result, models, self.attempt_dir, ctx.scrub)
+            t.result, t.transcript_sha256 = await merge_into_result(t.result, models, self.attempt_dir, ctx.scrub)
 
     async def _install_agent(self, t: _Try, session: Session, hctx: HarnessContext) -> bool:
         """The ``install_agent`` phase: its own budget B from the plan (the harness clips its

@@ -115,13 +115,20 @@ def build(
     artifacts: Mapping[str, Any],
     attempt_dir: Path,
     inputs: Mapping[str, Any],
+    transcript_sha256: str | None = None,
 ) -> dict[str, Any]:
+    """The checkpoint record. ``transcript_sha256``: the digest of the ``model_calls.json`` this
+    try wrote, taken from the bytes as they were written (saves reading the file back); without
+    it the file in ``attempt_dir`` is hashed, if there is one."""
     manifest_name = artifacts.get("manifest")
     manifest: dict[str, Any] | None = None
     if manifest_name:
         path = attempt_dir / str(manifest_name)
         manifest = {"name": str(manifest_name), "sha256": _sha256(path)}
-    trajectory = attempt_dir / "model_calls.json"
+    digest = transcript_sha256
+    if digest is None:
+        trajectory = attempt_dir / "model_calls.json"
+        digest = _sha256(trajectory) if trajectory.is_file() else None
     return {
         "schema_version": CHECKPOINT_SCHEMA,
         "task_id": task.task_id,
@@ -131,8 +138,8 @@ def build(
         "run_completed": True,
         "inference": {
             "run_result": to_builtins(result),
-            "trajectory_file": "model_calls.json" if trajectory.is_file() else None,
-            "trajectory_sha256": _sha256(trajectory) if trajectory.is_file() else None,
+            "trajectory_file": "model_calls.json" if digest is not None else None,
+            "trajectory_sha256": digest,
         },
         "preparation": {"prepared_task": to_builtins(prepared)},
         "network_policies": {

@@ -96,10 +96,13 @@ def _limits(req: RunRequest) -> Any:
     return limits_for(req)
 
 
-async def merge_into_result(result: RunResult, session: Any, attempt_dir: Path, scrub: Any) -> RunResult:
+async def merge_into_result(
+    result: RunResult, session: Any, attempt_dir: Path, scrub: Any
+) -> tuple[RunResult, str | None]:
     """The attempt's model calls in its result: trajectory (ACTF v1.0, from the gateway's
     transcript whoever made the calls), ``telemetry.model_usage``, ``limit_exceeded`` issues; the
-    full transcript in ``model_calls.json`` beside ``result.json``.
+    full transcript in ``model_calls.json`` beside ``result.json``. Returns the result and the
+    SHA-256 of the ``model_calls.json`` written (``None``: no call, no file).
 
     The file is encoded here and written by a worker thread without an fsync of its own: the
     attempt's ``result.json`` group commit (a ``syncfs`` of the results filesystem, after this
@@ -114,7 +117,7 @@ async def merge_into_result(result: RunResult, session: Any, attempt_dir: Path, 
         issues.append(ExecutionIssue(severity="error", phase="run", code="limit_exceeded", message=message))
     telemetry = dict(result.telemetry)
     if not session.calls:
-        return msgspec.structs.replace(result, issues=issues) if issues != list(result.issues) else result
+        return (msgspec.structs.replace(result, issues=issues) if issues != list(result.issues) else result), None
     telemetry["model_usage"] = session.usage()
     missing = session.totals.calls_without_usage
     if missing and session.limits.max_tokens_total is not None:
@@ -130,25 +133,31 @@ async def merge_into_result(result: RunResult, session: Any, attempt_dir: Path, 
         )
     trajectory = actf_trajectory(session.calls, session.tool_results)
     data = encode_scrubbed_json({"schema_version": "acx.model_calls.v1", "calls": session.transcript()}, scrub)
-    await trio.to_thread.run_sync(_write_transcript, attempt_dir / "model_calls.json", data)
+    digest = await trio.to_thread.run_sync(_write_transcript, attempt_dir / "model_calls.json", data)
     extra = dict(result.extra)
     if trajectory is not None and result.trajectory is not None:
         # The gateway's record is the attempt's trajectory; a harness's own view is kept beside it.
         extra["harness_trajectory"] = result.trajectory
-    return msgspec.structs.replace(
+    merged = msgspec.structs.replace(
         result,
         issues=issues,
         telemetry=telemetry,
         extra=extra,
         trajectory=scrub.tree(trajectory) if trajectory is not None else result.trajectory,
     )
+    return merged, digest
 
 
-def _write_transcript(path: Path, data: bytes) -> None:
+def _write_transcript(path: Path, data: bytes) -> str:
+    """Writes ``data`` to ``path`` (atomic, no fsync: see :func:`merge_into_result`); its SHA-256
+    for the evaluation checkpoint (hashed here, in the worker thread, not read back later)."""
+    import hashlib
+
     from acx.interpreter._fs import atomic_write_bytes
 
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(path, data, fsync=False)
+    return hashlib.sha256(data).hexdigest()
 
 
 def usage_summary(outcomes: list[Any]) -> dict[str, Any] | None:
