@@ -6,7 +6,7 @@
  * Why C: subprocess runs no code between fork and exec except through preexec_fn, which forbids
  * vfork (a full fork of the acx process: ~2 ms of page-table copying) and runs Python in the child.
  * The alternative, a /bin/sh wrapper that joins the cgroup and execs the command, costs a whole
- * extra exec per command (~0.7 ms CPU). Measurements: docs/drivers.md, "Containment".
+ * extra exec per command (~0.7 ms CPU). Measurements: docs/running.md, "Overhead".
  *
  * Built at install time when a C compiler is present (setup.py, optional); without it acx uses the
  * /bin/sh wrapper (acx.drivers._procs.FAST_SPAWN is False). Linux only.
