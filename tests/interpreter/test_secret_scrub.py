@@ -123,3 +123,22 @@ def test_harness_events_are_scrubbed_with_the_whole_event(tmp_path: Path) -> Non
     notes = [e for e in events if e.event == "harness_event" and e.payload.get("event") == "note"]
     assert notes and notes[0].payload["printed"] == "x ******** y" and notes[0].payload["plain"] == "nothing here"
     assert any(e.event == "harness_event" and e.payload == {"event": "clean", "n": 1} for e in events)
+
+
+def test_an_event_that_does_not_encode_is_walked_not_refused() -> None:
+    # contract V1: the one-search check of an event falls back to the full walk when the event does
+    # not encode as it is (a lone surrogate from undecodable output); a clean event is not walked.
+    from acx.interpreter._events import ProgressEvent
+    from acx.interpreter._orchestrator import _may_hold_secret
+    from acx.secrets import Scrubber
+
+    scrub = Scrubber()
+    scrub.add_secret([TOKEN])
+
+    def event(payload: dict[str, Any]) -> ProgressEvent:
+        return ProgressEvent(run_id="r", event="harness_event", timestamp=1.0, payload=payload)
+
+    assert not _may_hold_secret(scrub, event({"printed": "nothing here"}))
+    assert _may_hold_secret(scrub, event({"printed": f"x {TOKEN}"}))
+    assert _may_hold_secret(scrub, event({"printed": "\ud800"}))
+    assert scrub.tree(event({"printed": f"\ud800 {TOKEN}"}).to_json())["payload"]["printed"] == "\ud800 ********"

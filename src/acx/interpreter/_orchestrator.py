@@ -321,7 +321,7 @@ class _RequestRun:
         # progress.jsonl, progress.json and the console see the same event. Checked on the event's
         # own encoding: the round trip through a dict runs only when a secret is in it.
         scrub = self.ctx.scrub
-        if scrub and scrub.in_json(msgspec.json.encode(event, enc_hook=str)):
+        if scrub and _may_hold_secret(scrub, event):
             event = msgspec.convert(scrub.tree(event.to_json()), ProgressEvent)
         self.progress.emit(event)
         try:
@@ -1219,6 +1219,15 @@ async def run_orchestration(
         started_at=started,
         finished_at=_iso(),
     )
+
+
+def _may_hold_secret(scrub: Scrubber, event: ProgressEvent) -> bool:
+    """One search of the event's encoding; an event that does not encode as it is (a lone
+    surrogate) is left to the full walk."""
+    try:
+        return scrub.in_json(msgspec.json.encode(event, enc_hook=str))
+    except (TypeError, ValueError, OverflowError, RecursionError):
+        return True
 
 
 def _tell_stderr(line: str) -> None:
