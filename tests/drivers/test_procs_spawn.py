@@ -125,3 +125,33 @@ def test_a_command_that_cannot_join_its_cgroup_never_runs(tmp_path: Path) -> Non
     with pytest.raises(OSError) as exc:
         _run(["touch", str(marker)], procs=procs)
     assert exc.value.filename == procs and not marker.exists()
+
+
+def test_offload_runs_quick_calls_inline_and_slow_ones_in_a_worker_thread() -> None:
+    # contract E2: the choice follows how long the calls take inline; a slow period still runs
+    # one call in PROBE inline, so a machine that became quiet again is noticed.
+    import threading
+    import time
+
+    import trio
+
+    where: list[bool] = []
+
+    def call(seconds: float) -> None:
+        where.append(threading.current_thread() is threading.main_thread())
+        time.sleep(seconds)
+
+    async def go() -> None:
+        offload = _procs.Offload(threshold=0.002)
+        await offload.run(call, 0)
+        await offload.run(call, 0.05)  # inline (the average was 0): now it is slow
+        assert not offload.inline
+        for _ in range(10 * offload.PROBE):
+            await offload.run(call, 0)
+        assert offload.inline  # the inline probes measured quick calls again
+
+    trio.run(go)
+    probe = _procs.Offload.PROBE
+    assert where[:2] == [True, True]
+    assert where[2 : 2 + probe - 1] == [False] * (probe - 1) and where[2 + probe - 1]
+    assert where[-1]

@@ -16,7 +16,9 @@ import re
 import select
 import shutil
 import subprocess
-from typing import Protocol
+import time
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
 
 import trio
 
@@ -24,6 +26,8 @@ try:  # built at install time when a C compiler is there (setup.py); optional
     from acx.drivers import _cspawn
 except ImportError:  # pragma: no cover - depends on the install
     _cspawn = None
+
+T = TypeVar("T")
 
 #: Whether :func:`spawn` can start a command straight into a cgroup (``_cspawn`` is built).
 FAST_SPAWN = _cspawn is not None
@@ -34,6 +38,7 @@ __all__ = [
     "Capture",
     "Child",
     "Command",
+    "Offload",
     "Proc",
     "close_fds",
     "closed",
@@ -384,6 +389,50 @@ async def wait_exit(proc: Proc, pidfd: int) -> None:
     while proc.poll() is None:
         await trio.sleep(delay)
         delay = min(delay * 2, 0.05)
+
+
+class Offload:
+    """Runs one kind of blocking call (a spawn, a session directory's mkdir or rmdir) inline on the
+    trio thread while such calls are quick, in a worker thread while they are slow.
+
+    Inline, a call blocks every task of the run for as long as it takes. A worker-thread hop costs
+    CPU whatever the call — GIL hand-offs, a thread wake-up, trio's wake-up — measured at 0.5-1 ms
+    of CPU per task for four hops on the development VM (bench/run_overhead.py). A quiet machine
+    spawns or removes a directory in well under a millisecond; a busy one makes a vfork wait for
+    the child to be scheduled and an rmdir for the filesystem's journal, for milliseconds. So the
+    choice follows a moving average of the call's inline duration. Durations in a worker thread
+    would include waiting for the GIL; instead every ``PROBE``-th call of a slow period runs
+    inline, to notice when the machine is quiet again.
+    """
+
+    __slots__ = ("average", "skipped", "threshold")
+
+    #: Weight of the newest inline duration in the moving average.
+    ALPHA = 0.2
+    #: While slow, one call in this many still runs inline (a fresh sample).
+    PROBE = 8
+
+    def __init__(self, threshold: float = 0.001) -> None:
+        self.threshold = threshold
+        self.average = 0.0
+        self.skipped = 0
+
+    @property
+    def inline(self) -> bool:
+        return self.average < self.threshold
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)``, inline or in a worker thread (not cancellable there: it always completes)."""
+        if not self.inline and self.skipped < self.PROBE - 1:
+            self.skipped += 1
+            return await trio.to_thread.run_sync(fn, *args)
+        self.skipped = 0
+        await trio.lowlevel.checkpoint()
+        start = time.perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            self.average += self.ALPHA * (time.perf_counter() - start - self.average)
 
 
 def safe_name(text: str) -> str:

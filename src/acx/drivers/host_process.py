@@ -97,6 +97,8 @@ MINIMAL_ENV = ("PATH", "HOME", "LANG", "TMPDIR")
 #: A session directory's name: ``acx-<id as safe_name makes it>-<8 hex digits>``.
 _SESSION_DIR = re.compile(r"acx-([A-Za-z0-9_.-]{0,40})-[0-9a-f]{8}")
 _RANDOM = random.Random()
+#: Where the blocking calls of sessions run: inline while quick, in worker threads while slow.
+_SPAWNS, _DIRS, _RELEASES = _procs.Offload(), _procs.Offload(), _procs.Offload()
 
 
 @functools.cache
@@ -225,6 +227,16 @@ def _kill_cgroup(path: str) -> None:
     except OSError:
         _kill_listed(path)
     _remove_cgroup(path)
+
+
+def _cgroup_empty(path: str) -> bool:
+    """Whether no process is left in the cgroup ``path`` (``populated 0`` in ``cgroup.events``);
+    False when that cannot be read."""
+    try:
+        with open(os.path.join(path, "cgroup.events"), "rb") as fh:
+            return b"populated 0" in fh.read()
+    except OSError:
+        return False
 
 
 def _kill_cgroups(paths: list[str]) -> None:
@@ -373,13 +385,13 @@ class HostProcessSession(Session):
                     rest = prefill(in_w, stdin)
                     if rest is None:
                         in_w = closed(in_w)
-            # With _cspawn: in a worker thread (the C call drops the GIL while the child execs), the
-            # command joining the session's cgroup between vfork and exec — no wrapper shell, ~0.7 ms
-            # CPU less per command. vfork holds the calling thread until the child has exec'd, which
-            # on a busy machine waits for the child to be scheduled (ms): on the trio thread that
-            # serialised every spawn of the run (bench/run_overhead.py under load 11 on 2 cores,
-            # process_group: 3.6-4.5 s inline vs 1.5-1.9 s threaded for 600 tasks). Without _cspawn
-            # (subprocess, mostly Python): inline, a thread hop costs more than it saves there.
+            # With _cspawn: the command joins the session's cgroup between vfork and exec (no wrapper
+            # shell, ~0.7 ms CPU less per command). vfork holds the calling thread until the child
+            # has exec'd: ~0.1 ms on a quiet machine, milliseconds on a busy one (the child waits to
+            # be scheduled), which on the trio thread serialised every spawn of the run
+            # (bench/run_overhead.py at load 11 on 2 cores, process_group, 600 tasks: 3.6-4.5 s
+            # inline, 1.5-1.9 s threaded). _SPAWNS picks by how long spawns have been taking; the C
+            # call drops the GIL while it waits. Without _cspawn (subprocess, mostly Python): inline.
             spawn_args = (
                 self._argv(argv, command_env),
                 in_r if stdin is not None else subprocess.DEVNULL,
@@ -390,7 +402,7 @@ class HostProcessSession(Session):
                 procs if _procs.FAST_SPAWN else None,
             )
             if _procs.FAST_SPAWN:
-                proc = await trio.to_thread.run_sync(spawn, *spawn_args)
+                proc = await _SPAWNS.run(spawn, *spawn_args)
             else:
                 await trio.lowlevel.checkpoint()
                 proc = spawn(*spawn_args)
@@ -545,11 +557,16 @@ class HostProcessSession(Session):
             self._holder = -1
         remove = self._own_root and not self._config.keep_workdir
         if self.cgroup is not None or remove:
-            # One worker-thread hop for both: everything the session's commands started, wherever it
-            # went (issue 11 item 12), then the directory. Not inline: an rmdir on a busy ext4 waits
-            # for its journal (1.4 ms median, 4 ms p90 on the development VM under load), which on
-            # the trio thread stalls every other task of the run.
-            await trio.to_thread.run_sync(_release, self.cgroup, self.root if remove else None)
+            # Everything the session's commands started, wherever it went (issue 11 item 12), then
+            # the directory. A cgroup with processes left takes a kill and a wait: always a worker
+            # thread. Otherwise it is an rmdir or two, inline while those are quick: on a busy ext4
+            # an rmdir waits for the journal (1.4 ms median, 4 ms p90 on the development VM under
+            # load), which on the trio thread stalls every other task of the run.
+            root = self.root if remove else None
+            if self.cgroup is None or _cgroup_empty(self.cgroup):
+                await _RELEASES.run(_release, self.cgroup, root)
+            else:
+                await trio.to_thread.run_sync(_release, self.cgroup, root)
         else:
             await trio.lowlevel.checkpoint()
         if self._own_root and not remove:
@@ -769,8 +786,8 @@ class HostProcessDriver(Driver):
             )
         keep = request.labels.get("acx.keep") == "true"
         cgroups = self._cgroup_parent(config)  # probed once, on this thread (functools.cache)
-        # In a worker thread: the directory's mkdir waits for a busy filesystem's journal (see _close).
-        root, holder, cgroup = await trio.to_thread.run_sync(
+        # Off the trio thread when mkdirs have been slow: a busy filesystem's journal (see _close).
+        root, holder, cgroup = await _DIRS.run(
             _make_session, self._parent(), _prefix(request.session_id), keep, cgroups
         )
         self._opened.append((request.session_id, os.path.join(self._real_parent(), os.path.basename(root))))
