@@ -186,9 +186,12 @@ def test_a_whole_run_leaves_no_daemon_behind(tmp_path: Path) -> None:
 
 
 @needs_cgroups
-def test_orphaned_empty_session_cgroups_are_swept_live_ones_are_not(tmp_path: Path) -> None:
+def test_orphaned_empty_session_cgroups_are_swept_live_ones_are_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # A session never closed (a crash, a dropped driver) leaves its cgroup; once its processes are
-    # gone, the next acx process's probe removes it. A live session's empty cgroup is held open.
+    # gone, the next acx process's probe removes it. A live session's empty cgroup is held open,
+    # and a young one is spared (another acx may be between its mkdir and holding it open).
     from acx.drivers import host_process as hp
 
     async def go() -> tuple[str, str, object]:
@@ -202,6 +205,9 @@ def test_orphaned_empty_session_cgroups_are_swept_live_ones_are_not(tmp_path: Pa
     live_cg, dropped_cg, live = trio.run(go)
     parent = cgroup_parent()
     assert parent is not None
+    hp._sweep_orphan_cgroups(parent)
+    assert os.path.isdir(dropped_cg) and os.path.isdir(live_cg)  # both young
+    monkeypatch.setattr(hp, "_SWEEP_MIN_AGE", 0.0)
     hp._sweep_orphan_cgroups(parent)
     assert not os.path.exists(dropped_cg) and os.path.isdir(live_cg)
     trio.run(live.close)  # type: ignore[attr-defined]

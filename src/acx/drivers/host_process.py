@@ -60,6 +60,7 @@ import signal
 import stat
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import ClassVar
@@ -187,6 +188,10 @@ def _can_join(procs: str) -> bool:
     return done.returncode == 0
 
 
+#: The orphan sweep leaves cgroups younger than this alone (seconds).
+_SWEEP_MIN_AGE = 60.0
+
+
 def _sweep_orphan_cgroups(parent: str) -> None:
     """rmdir the empty session cgroups nobody holds open: left by sessions that were never closed
     (a crash, a dropped driver) whose processes are gone. A live session holds its cgroup open;
@@ -196,9 +201,12 @@ def _sweep_orphan_cgroups(parent: str) -> None:
     except OSError:
         return
     empty = set()
+    young = time.time() - _SWEEP_MIN_AGE
     for name in names:
         path = os.path.join(parent, name)
         try:
+            if os.stat(path).st_ctime > young:
+                continue  # maybe a session another acx is opening, not yet holding it open
             with open(os.path.join(path, "cgroup.procs"), encoding="ascii") as fh:
                 if not fh.read().strip():
                     empty.add(path)
@@ -260,7 +268,6 @@ def _kill_listed(path: str) -> None:
 
 def _remove_cgroup(path: str) -> None:
     """rmdir once the killed processes are gone (EBUSY until then; bounded, ~2 s)."""
-    import time
 
     for _ in range(200):
         try:
@@ -288,14 +295,16 @@ class HostProcessSession(Session):
         base_env: dict[bytes, bytes],
         holder: int = -1,
         cgroup: str | None = None,
+        cgroup_fd: int = -1,
     ) -> None:
         super().__init__(session_id=session_id, workdir=workdir, public_env=public_env)
         #: The session's cgroup directory: every command starts inside it, and closing the session
         #: kills whatever is left in it (None where cgroups are not available: process groups).
         self.cgroup = cgroup
-        #: Held open while the session lives, like its directory: how a sweep tells it from an orphan.
-        self._cgroup_fd = -1
-        if cgroup is not None:
+        #: Held open while the session lives, like its directory: how a sweep tells it from an
+        #: orphan. Opened right after the mkdir (:func:`_make_session`).
+        self._cgroup_fd = cgroup_fd
+        if cgroup is not None and cgroup_fd < 0:
             with contextlib.suppress(OSError):
                 self._cgroup_fd = os.open(cgroup, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         self.root = root
@@ -684,10 +693,10 @@ def _make_session_dir(parent: str, prefix: str) -> str:
     raise FileExistsError(f"no free session directory name under {parent}")
 
 
-def _make_session(parent: str, prefix: str, keep: bool, cgroups: str | None) -> tuple[str, int, str | None]:
+def _make_session(parent: str, prefix: str, keep: bool, cgroups: str | None) -> tuple[str, int, str | None, int]:
     """A session's directory (held open: the returned descriptor), its kept marker when ``keep``,
-    and its cgroup under ``cgroups`` (named after the directory) when given. Nothing is left
-    behind when a step fails."""
+    and its cgroup under ``cgroups`` (named after the directory, held open too) when given: (root,
+    holder, cgroup, cgroup descriptor). Nothing is left behind when a step fails."""
     try:
         root = _make_session_dir(parent, prefix)
         holder = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -696,17 +705,19 @@ def _make_session(parent: str, prefix: str, keep: bool, cgroups: str | None) -> 
     except OSError as exc:
         raise EnvironmentSetupError(f"host_process: cannot create a session directory: {exc}") from exc
     if cgroups is None:
-        return root, holder, None
+        return root, holder, None, -1
     path = os.path.join(cgroups, _cgroup_name(root))
     try:
         os.mkdir(path)
+        # At once: another acx process's orphan sweep spares what is held open (and young).
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as exc:
         os.close(holder)
         _remove_session_dir(root)
         with contextlib.suppress(OSError):
             os.unlink(_kept_marker(root))
         raise EnvironmentSetupError(f"host_process: cannot create the session cgroup {path}: {exc}") from exc
-    return root, holder, path
+    return root, holder, path, fd
 
 
 def _kept_marker(root: str) -> str:
@@ -787,7 +798,7 @@ class HostProcessDriver(Driver):
         keep = request.labels.get("acx.keep") == "true"
         cgroups = self._cgroup_parent(config)  # probed once, on this thread (functools.cache)
         # Off the trio thread when mkdirs have been slow: a busy filesystem's journal (see _close).
-        root, holder, cgroup = await _DIRS.run(
+        root, holder, cgroup, cgroup_fd = await _DIRS.run(
             _make_session, self._parent(), _prefix(request.session_id), keep, cgroups
         )
         self._opened.append((request.session_id, os.path.join(self._real_parent(), os.path.basename(root))))
@@ -802,6 +813,7 @@ class HostProcessDriver(Driver):
             base_env=self._base_env(),
             holder=holder,
             cgroup=cgroup,
+            cgroup_fd=cgroup_fd,
         )
 
     def _cgroup_parent(self, config: HostProcessConfig) -> str | None:
