@@ -127,7 +127,9 @@ PUBLIC_API: dict[str, list[str]] = {
     "acx.secrets": [
         "CONTAINER_KEYS",
         "FRAME_KEY_ENDINGS",
+        "MIN_SECRET_LENGTH",
         "NON_SENSITIVE_KEYS",
+        "PLACEHOLDER_VALUES",
         "REDACTED",
         "SECRET_NAME_PARTS",
         "SECRET_NAME_WORDS",
@@ -137,6 +139,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "holds_url_credentials",
         "is_container_key",
         "is_secret_name",
+        "is_secret_value",
         "is_sensitive_key",
         "is_sensitive_path",
         "mask_url_credentials",

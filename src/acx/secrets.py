@@ -10,6 +10,10 @@ frames, the interpreter's scrubbing and anything else that prints or persists va
 * A *variable name* is a secret by the same key rules, or when it contains ``PASSWORD`` /
   ``PASSWD`` / ``PASSPHRASE``, or has a ``SECRET`` or ``APIKEY`` word (:func:`is_secret_name`).
 * Any other string hides only the password of a URL's userinfo (:func:`mask_url_credentials`).
+* A *value* is secret material only when it is at least :data:`MIN_SECRET_LENGTH` characters and
+  not a publicly known placeholder (:data:`PLACEHOLDER_VALUES`, case-insensitive: ``none``,
+  ``EMPTY``, ``sk-no-key-required``, ...; :func:`is_secret_value`). Local OpenAI-compatible servers
+  take such a word as their API key; masking it would mask that word in every file acx writes.
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ from acx.envref import has_reference_syntax, resolved_values
 __all__ = [
     "CONTAINER_KEYS",
     "FRAME_KEY_ENDINGS",
+    "MIN_SECRET_LENGTH",
     "NON_SENSITIVE_KEYS",
+    "PLACEHOLDER_VALUES",
     "REDACTED",
     "SECRET_NAME_PARTS",
     "SECRET_NAME_WORDS",
@@ -33,6 +39,7 @@ __all__ = [
     "holds_url_credentials",
     "is_container_key",
     "is_secret_name",
+    "is_secret_value",
     "is_sensitive_key",
     "is_sensitive_path",
     "mask_url_credentials",
@@ -78,6 +85,49 @@ SECRET_NAME_WORDS = frozenset({"secret", "apikey"})
 #: Key endings a code frame masks on sight (``mytoken: …`` too: a frame errs towards hiding).
 FRAME_KEY_ENDINGS = tuple(sorted({*SENSITIVE_SUFFIXES, *SENSITIVE_KEYS}, key=lambda s: (-len(s), s)))
 
+#: Values shorter than this are not secret material and are never masked. Six characters: a value
+#: of five or fewer printable characters is found by brute force in seconds (95**5 ≈ 7.7e9), so
+#: masking it protects nothing, while masking it as a substring mangles ordinary text (``none``,
+#: ``test``, ``root``, ``admin``); real API keys and tokens are 20 characters or more.
+MIN_SECRET_LENGTH = 6
+#: Publicly known placeholder API keys (compared lower-case): what local OpenAI-compatible servers
+#: (vLLM ``EMPTY``, llama.cpp ``sk-no-key-required``, Ollama ``ollama``, LM Studio ``lm-studio``)
+#: and their docs tell users to pass. Public words, not secrets: never masked.
+PLACEHOLDER_VALUES = frozenset(
+    {
+        "none",
+        "null",
+        "nil",
+        "empty",
+        "dummy",
+        "fake",
+        "test",
+        "unused",
+        "placeholder",
+        "changeme",
+        "not-needed",
+        "not_needed",
+        "notneeded",
+        "no-key",
+        "no_key",
+        "nokey",
+        "no-key-required",
+        "sk-no-key-required",
+        "sk-dummy",
+        "sk-fake",
+        "sk-xxx",
+        "sk-placeholder",
+        "xxx",
+        "ollama",
+        "lm-studio",
+        "lmstudio",
+        "local",
+        "vllm",
+        "sglang",
+        "token-abc123",
+    }
+)
+
 #: ``scheme://user:PASSWORD@host``: a credential inside an ordinary value such as ``base_url``.
 _URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:)(?P<pw>[^@/\s]+)(?=@)")
 
@@ -102,6 +152,14 @@ def is_secret_name(name: object) -> bool:
     if is_sensitive_key(n):
         return True
     return any(part in n for part in SECRET_NAME_PARTS) or not SECRET_NAME_WORDS.isdisjoint(n.split("_"))
+
+
+def is_secret_value(value: object) -> bool:
+    """True when ``value`` is secret material: a string of at least :data:`MIN_SECRET_LENGTH`
+    characters that is not a known placeholder (:data:`PLACEHOLDER_VALUES`)."""
+    return (
+        isinstance(value, str) and len(value) >= MIN_SECRET_LENGTH and value.strip().lower() not in PLACEHOLDER_VALUES
+    )
 
 
 def is_container_key(key: object) -> bool:
@@ -135,8 +193,9 @@ def mask_url_credentials(text: str) -> str:
 class Scrubber:
     """The one scrubber: replaces secret values, as substrings, in whatever acx writes or prints.
 
-    Two kinds of values (each at least :attr:`MIN_LENGTH` characters; shorter ones cannot be told
-    from ordinary text and are left alone):
+    Two kinds of values (each secret material, :func:`is_secret_value`: at least :attr:`MIN_LENGTH`
+    characters and no known placeholder; the others cannot be told from ordinary text and are left
+    alone):
 
     * *secrets* (:meth:`add_secret`, :meth:`add_resolved`): values resolved from ``${VAR}``
       references, model keys, every variable's value inside a reference (``TOKEN`` of
@@ -149,7 +208,7 @@ class Scrubber:
     secret that a replacement would complete do not survive either.
     """
 
-    MIN_LENGTH = 4
+    MIN_LENGTH = MIN_SECRET_LENGTH
 
     def __init__(self) -> None:
         self._secrets: set[str] = set()
@@ -162,7 +221,7 @@ class Scrubber:
     # ---- adding ------------------------------------------------------------------------------
     def _usable(self, values: Iterable[object]) -> set[str]:
         # A value made only of the mask's characters is already indistinguishable from the mask.
-        return {v for v in values if isinstance(v, str) and len(v) >= self.MIN_LENGTH and v not in REDACTED}
+        return {v for v in values if is_secret_value(v) and isinstance(v, str) and v not in REDACTED}
 
     def add_secret(self, values: Iterable[object]) -> None:
         """Secrets, and the password of any URL inside one (an agent may print it alone)."""

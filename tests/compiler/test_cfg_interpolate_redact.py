@@ -93,3 +93,21 @@ def test_sensitive_path() -> None:
     assert is_sensitive_path(("environment", "env_variables", "X"))
     assert not is_sensitive_path(("model", "wrap_api_key"))
     assert not is_sensitive_path(("execution", "max_retries"))
+
+
+def test_a_short_literal_secret_warns_it_will_not_be_masked() -> None:  # contract V1
+    # W0305: "abc" is too short to be masked; placeholders (`none`), real-length keys, env maps'
+    # literal values and ordinary fields say nothing
+    _, short = interpolate({"api_key": "abc", "id": "m"}, {}, span_of=_span, abs_prefix=("model",))
+    (diag,) = short.diagnostics
+    assert (diag.code, diag.severity, diag.path) == ("W0305", "warning", "model.api_key")
+    assert "abc" not in diag.message + (diag.help or "")  # the value itself is never quoted
+    for quiet in (
+        {"api_key": "none"},
+        {"api_key": "EMPTY"},
+        {"api_key": "sk-live-123"},
+        {"id": "m1"},
+        {"env_variables": {"DB_PASSWORD": "x"}},
+    ):
+        _, info = interpolate(quiet, {}, span_of=_span, abs_prefix=("model",))
+        assert not info.diagnostics, quiet

@@ -355,3 +355,35 @@ def test_changed_benchmark_params_refuse_recovery_on_reuse(tmp_path: Path) -> No
     assert _agent_runs(log) == 2
     (issue,) = [i for i in res["issues"] if i["code"] == "checkpoint_refused"]
     assert issue["message"] == "evaluation-only recovery refused: benchmark params changed"
+
+
+def test_a_scrubbed_checkpoint_is_compared_as_written(tmp_path: Path) -> None:
+    # contract A9, V1: the checkpoint is written scrubbed; a secret that happens to sit in a field
+    # the check compares (here the task id and an input) must not make it look changed on resume
+    from acx.secrets import Scrubber
+
+    scrub = Scrubber()
+    scrub.add_secret(["sk-abcdef123"])
+    attempt_dir = tmp_path / "attempt-1"
+    attempt_dir.mkdir()
+    task = TaskSpec(task_id="job-sk-abcdef123", question="q0")
+    plan = ExecutionPlan(task_id=task.task_id, attempt=1, environment=EnvironmentSpec(id="fake"))
+    inputs = {"task": "h-sk-abcdef123"}
+    data = _checkpoint.build(
+        run_id="r",
+        task=task,
+        attempt=1,
+        plan=plan,
+        result=RunResult(task_id=task.task_id, final_answer="x"),
+        prepared=PreparedTask(task_id=task.task_id),
+        artifacts={},
+        attempt_dir=attempt_dir,
+        inputs=inputs,
+    )
+    path = _checkpoint.write(attempt_dir, data, scrub)
+    assert "sk-abcdef123" not in path.read_text()
+    assert isinstance(
+        _checkpoint.check(path, task=task, attempt=1, plan=plan, inputs=inputs, scrub=scrub), _checkpoint.Recovery
+    )
+    changed = _checkpoint.check(path, task=task, attempt=1, plan=plan, inputs={"task": "other"}, scrub=scrub)
+    assert changed == "task content changed"

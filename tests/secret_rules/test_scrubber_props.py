@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from acx.envref import reference_values, substitute
-from acx.secrets import REDACTED, Scrubber
+from acx.secrets import MIN_SECRET_LENGTH, REDACTED, Scrubber, is_secret_value
 
-secret = st.text(min_size=Scrubber.MIN_LENGTH, max_size=24).filter(lambda s: s not in REDACTED)
+secret = st.text(min_size=Scrubber.MIN_LENGTH, max_size=24).filter(lambda s: s not in REDACTED and is_secret_value(s))
 noise = st.text(max_size=40)
 
 
@@ -86,10 +87,10 @@ def test_literal_values_are_scrubbed_from_messages_only() -> None:
 
 def test_overlapping_secrets_and_completed_ones_do_not_survive() -> None:
     scrub = Scrubber()
-    scrub.add_secret(["abcd", "bcde", "*y**"])
-    assert scrub.text("abcde") == "********e" or "bcde" not in scrub.text("abcde")
-    out = scrub.text("xabcdy**")
-    assert "*y**" not in out and "abcd" not in out
+    scrub.add_secret(["abcdef", "bcdefg", "***y***"])
+    assert scrub.text("abcdefg") == "********g" or "bcdefg" not in scrub.text("abcdefg")
+    out = scrub.text("xabcdefy***")
+    assert "***y***" not in out and "abcdef" not in out
 
 
 json_leaf = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | noise
@@ -152,3 +153,26 @@ def test_in_json_finds_secrets_as_json_encodes_them() -> None:
     assert scrub.in_json(msgspec.json.encode({"x": ['pre sk-"q\\ü post']}))
     assert scrub.in_json(msgspec.json.encode({'sk-"q\\ü': 1}))
     assert not scrub.in_json(msgspec.json.encode({"x": 'sk-"q\\u'}))
+
+
+@pytest.mark.parametrize(
+    "value", ["none", "NONE", "EMPTY", "dummy", "sk-no-key-required", "Ollama", "not-needed", "abc12"]
+)
+def test_placeholders_and_short_values_are_not_secret_material(value: str) -> None:
+    # contract V1: a publicly known placeholder key or a value too short to be a secret is not
+    # masked, so the word stays readable in every file (`evaluation_mode: none`)
+    assert not is_secret_value(value)
+    scrub = Scrubber()
+    scrub.add_secret([value, "sk-real-123456"])
+    scrub.add({"MODE": value})
+    text = f"evaluation_mode: {value}; key sk-real-123456"
+    assert scrub.text(text) == f"evaluation_mode: {value}; key ********"
+    assert scrub(text) == scrub.text(text)
+
+
+def test_a_placeholder_inside_a_real_secret_is_still_masked() -> None:
+    # contract V1: the rule is about whole values; a real key that contains a placeholder word is masked whole
+    scrub = Scrubber()
+    scrub.add_secret(["none-of-your-business"])
+    assert scrub.text("k=none-of-your-business none") == "k=******** none"
+    assert is_secret_value("sk-abcdef") and MIN_SECRET_LENGTH == 6

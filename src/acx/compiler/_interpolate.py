@@ -24,7 +24,14 @@ from typing import Any
 from acx.compiler._source import Path_
 from acx.diagnostics import Diagnostic, Span
 from acx.envref import ENV_MAP_KEYS, has_reference_syntax, malformed_whole, whole_default_name, whole_name
-from acx.secrets import holds_url_credentials, is_secret_name, is_sensitive_path
+from acx.secrets import (
+    MIN_SECRET_LENGTH,
+    PLACEHOLDER_VALUES,
+    holds_url_credentials,
+    is_secret_name,
+    is_secret_value,
+    is_sensitive_path,
+)
 
 __all__ = [
     "ENV_MAP_KEYS",
@@ -130,6 +137,7 @@ class _Walk:
         if isinstance(value, list):
             return [self.walk(v, (*rel, i)) for i, v in enumerate(value)]
         if not has_reference_syntax(value) or rel in self.literal_paths:
+            self._check_short_secret(value, rel)
             return value
         full = (*self.prefix, *rel)
         if in_env_map(full) or (full and full[-1] in ENV_MAP_KEYS):
@@ -177,6 +185,31 @@ class _Walk:
         self.res.env_inputs.add(name)
         self.res.substituted[rel] = name
         return self.environ[name]
+
+    def _check_short_secret(self, value: Any, rel: Path_) -> None:
+        """W0305: a literal secret too short to be masked (a known placeholder is fine: public)."""
+        if not isinstance(value, str) or not value or is_secret_value(value):
+            return
+        if value.strip().lower() in PLACEHOLDER_VALUES:
+            return
+        full = (*self.prefix, *rel)
+        if in_env_map(full) or (full and full[-1] in ENV_MAP_KEYS):
+            return  # env maps' literal values are configuration, masked in messages only
+        if rel not in self.secret_paths and not is_sensitive_path(full):
+            return
+        where = format_path((*self.shown, *rel))
+        self.res.diagnostics.append(
+            Diagnostic(
+                code="W0305",
+                severity="warning",
+                message=f"`{where}` is shorter than {MIN_SECRET_LENGTH} characters: too short to be a secret, "
+                "it will not be masked in logs or result files",
+                span=self.span_of(rel),
+                path=where,
+                help="use the real secret (from `${VAR}`), or a known placeholder such as `none` if the server "
+                "takes no key",
+            )
+        )
 
 
 _NAME_HELP = "a name is letters, digits and `_`, not starting with a digit"

@@ -272,6 +272,7 @@ class AttemptRunner:
             plan=self.plan,
             inputs=inputs,
             allow_evaluation_changes=policy.no_agent,
+            scrub=self.ctx.scrub,
         )
         if isinstance(outcome, str):
             self.refused = self.ctx.scrub(outcome)

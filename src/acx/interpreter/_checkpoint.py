@@ -20,7 +20,7 @@ import hashlib
 import os
 import shutil
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -211,25 +211,32 @@ def check(
     plan: ExecutionPlan,
     inputs: Mapping[str, Any],
     allow_evaluation_changes: bool = False,
+    scrub: Scrubber | None = None,
 ) -> Recovery | str:
     """The checkpoint at ``path`` as a :class:`Recovery`, or why it cannot be used (a sentence
-    naming what changed or is missing)."""
+    naming what changed or is missing).
+
+    ``scrub``: the run's scrubber. The file was written scrubbed (:func:`write`), so the current
+    values are compared as they would be written: a secret that happens to equal a field's value
+    can never make an unchanged checkpoint look changed."""
+    written: Callable[[Any], Any] = scrub.tree if scrub else (lambda obj: obj)
     try:
         data = read_json(path)
     except (OSError, ValueError) as exc:
         return f"checkpoint unreadable: {exc}"
     if not isinstance(data, dict) or data.get("schema_version") != CHECKPOINT_SCHEMA:
         return "checkpoint has an unknown schema"
-    if data.get("task_id") != task.task_id or data.get("attempt") != attempt:
+    if data.get("task_id") != written(task.task_id) or data.get("attempt") != attempt:
         return "checkpoint belongs to another task or attempt"
     mode = plan.evaluation_environment_mode
     if mode not in RECOVERABLE_MODES:
         return f"evaluation mode {mode!r} evaluates in the run sandbox, which is gone: the attempt reruns"
-    if data.get("evaluation_mode") != mode:
+    if data.get("evaluation_mode") != written(mode):
         return f"evaluation mode changed: {data.get('evaluation_mode')!r} → {mode!r}"
-    if data.get("network_policies", {}).get("evaluation") != to_builtins(plan.evaluation_network_policy):
+    if data.get("network_policies", {}).get("evaluation") != written(to_builtins(plan.evaluation_network_policy)):
         return "evaluation network policy changed"
     old_inputs = data.get("inputs") or {}
+    inputs = written(dict(inputs))
     changed: list[str] = []
     for kind in sorted(old_inputs.keys() | inputs.keys()):
         old, new = old_inputs.get(kind), inputs.get(kind)
@@ -239,7 +246,7 @@ def check(
             changed.append(_diff(kind, old, new))
             continue
         return _diff("task content" if kind == "task" else kind.replace("_", " "), old, new)
-    problem = _artifacts_problem(path.parent, data.get("artifacts") or {}, plan)
+    problem = _artifacts_problem(path.parent, data.get("artifacts") or {}, plan, written)
     if problem is not None:
         return problem
     inference = data.get("inference") or {}
@@ -256,12 +263,14 @@ def check(
     return Recovery(path=path, result=result, prepared=prepared, changed=tuple(changed))
 
 
-def _artifacts_problem(attempt_dir: Path, recorded: Mapping[str, Any], plan: ExecutionPlan) -> str | None:
+def _artifacts_problem(
+    attempt_dir: Path, recorded: Mapping[str, Any], plan: ExecutionPlan, written: Callable[[Any], Any]
+) -> str | None:
     """Artifact integrity (A6/A7): the manifest recorded, unchanged, and every collected file's
     checksum as it lists them; the current plan's declarations covered by the recorded ones."""
     if plan.collect_artifacts and not recorded.get("collect"):
         return "artifacts are collected now but were not when the checkpoint was written"
-    if to_builtins(plan.artifacts) != recorded.get("declared") and plan.collect_artifacts:
+    if written(to_builtins(plan.artifacts)) != recorded.get("declared") and plan.collect_artifacts:
         return "declared artifacts changed"
     manifest = recorded.get("manifest")
     if not manifest:
