@@ -6,7 +6,15 @@ from typing import Any
 
 from acx.ir import ExecutionIssue
 
-__all__ = ["agent_exit_issues", "tail"]
+__all__ = ["agent_exit_issues", "has_agent_model", "tail"]
+
+
+def has_agent_model(model: Any) -> bool:
+    """True when ``model`` (a request's ``ModelSpec``) gives the ``agent`` role a model: the
+    top-level model (``model.id``/``model.base_url``) or ``model.roles.agent``. The same rule as
+    :func:`acx.models.roles_for` (which refuses an incomplete one, E0471) and the compiler's E0306,
+    so a harness never refuses per task what the compiler accepted."""
+    return bool(model.id or model.base_url or "agent" in model.roles)
 
 
 def tail(text: str, n: int = 800) -> str:

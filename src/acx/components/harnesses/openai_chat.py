@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 from acx.components._base import BaseHarness
 from acx.components._configs import OpenAIChatConfig
 from acx.components._context import HarnessContext
+from acx.components.harnesses._common import has_agent_model
 from acx.ir import ExecutionIssue, PreparedTask, RunRequest, RunResult
 
 __all__ = ["OpenAIChatHarness"]
@@ -71,8 +72,7 @@ class OpenAIChatHarness(BaseHarness):
 
     async def execute_task(self, ctx: HarnessContext) -> RunResult:
         prepared, req = ctx.prepared, ctx.request
-        m = req.model
-        if not m.base_url or not m.id:
+        if not has_agent_model(req.model):  # the agent role: model.id/base_url or model.roles.agent
             return RunResult(
                 task_id=prepared.task_id,
                 issues=[
@@ -80,7 +80,7 @@ class OpenAIChatHarness(BaseHarness):
                         severity="fatal",
                         phase="setup",
                         code="model_failed",
-                        message="openai_chat needs model.id and model.base_url",
+                        message="openai_chat needs a model (model.id and model.base_url, or model.roles.agent)",
                     )
                 ],
             )

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from acx.components._base import BaseHarness
 from acx.components._configs import ReactConfig
 from acx.components._network_notice import with_network_notice
+from acx.components.harnesses._common import has_agent_model
 from acx.components.harnesses._react_tools import TOOL_SPECS, Observation, ToolError, run_tool, truncate
 from acx.ir import ExecutionIssue, RunResult
 
@@ -103,7 +104,7 @@ class ReactHarness(BaseHarness):
 
     # ---- the loop ------------------------------------------------------------------------------
     async def execute_task(self, ctx: HarnessContext) -> RunResult:
-        if not ctx.request.model.id or not (ctx.request.model.base_url or ctx.request.model.roles):
+        if not has_agent_model(ctx.request.model):  # the agent role: model.id/base_url or model.roles.agent
             return RunResult(
                 task_id=ctx.task_id,
                 issues=[
@@ -111,7 +112,7 @@ class ReactHarness(BaseHarness):
                         severity="fatal",
                         phase="setup",
                         code="model_failed",
-                        message="the react harness needs a model (model.id and model.base_url)",
+                        message="the react harness needs a model (model.id and model.base_url, or model.roles.agent)",
                     )
                 ],
             )
