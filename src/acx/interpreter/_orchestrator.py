@@ -422,6 +422,8 @@ class _RequestRun:
         previous = self.store.completed_attempts(task.task_id) if self.resumed else {}
         for n, data in previous.items():
             done[n] = decode(msgspec.json.encode(_result_fields(data)), RunResult)
+        if previous:  # taken over from the interrupted run: journaled if its line was lost
+            self.store.journal_adopted(task.task_id, previous)
 
         async def one(n: int) -> RunResult:
             plan = self.first_plans.get(task.task_id) if n == 1 else None
@@ -624,14 +626,21 @@ class _RequestRun:
         finished: set[str] = set()
         for task_id, (state, d) in self.store.finished_tasks().items():
             attempts = []
+            numbers: list[int] = []
+            reused = False
             for res in sorted(d.glob("attempt-*/result.json")):
                 try:
-                    attempts.append(decode(msgspec.json.encode(_result_fields(read_json(res))), RunResult))
+                    data = read_json(res)
+                    attempts.append(decode(msgspec.json.encode(_result_fields(data)), RunResult))
+                    numbers.append(int(res.parent.name.split("-", 1)[1]))
                 except (msgspec.ValidationError, ValueError):
                     continue
+                reused = reused or "reuse_history" in (data.get("artifacts") or {})
             cat = next((t.category for t in self.prog.tasks if t.task_id == task_id), "all")
             self.outcomes[task_id] = TaskOutcome(task_id, cat, attempts, state)
             finished.add(task_id)
+            if self.resumed and not reused:  # a reused task is journaled by `reuse_loaded`
+                self.store.journal_adopted(task_id, numbers, state)
         return finished
 
     # ---- the model gateway ----------------------------------------------------------------------

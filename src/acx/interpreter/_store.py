@@ -28,7 +28,7 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
@@ -89,6 +89,8 @@ class RunStore:
         self._journal_lock = threading.Lock()  # lines stay whole if a caller writes from a thread
         self._journal_buffer: list[bytes] = []
         self._journal_flushed = time.monotonic()
+        #: What the journal showed finished when this store first looked (:meth:`journal_adopted`).
+        self._finishes: tuple[set[str], set[tuple[str, int]]] | None = None
         # The group commit writes buffered journal lines before its syncfs: one write per round.
         self.commit.before_round = self.flush_journal
         #: False: the group commit's syncfs runs inline (tests on trio's MockClock).
@@ -441,6 +443,37 @@ class RunStore:
             except json.JSONDecodeError:
                 continue  # a torn last line after SIGKILL
         return out
+
+    def _journaled_finishes(self) -> tuple[set[str], set[tuple[str, int]]]:
+        """Tasks and attempts the journal shows finished, as they were written (scrubbed ids).
+        Read once per store (a resume adopts many results; the lines it adds are added here)."""
+        if self._finishes is None:
+            tasks: set[str] = set()
+            attempts: set[tuple[str, int]] = set()
+            for rec in self.read_journal():
+                kind, task_id = rec.get("kind"), rec.get("task_id")
+                if kind == "task_finished" and isinstance(task_id, str):
+                    tasks.add(task_id)
+                elif kind == "attempt_finished" and isinstance(task_id, str) and isinstance(rec.get("attempt"), int):
+                    attempts.add((task_id, rec["attempt"]))
+            self._finishes = (tasks, attempts)
+        return self._finishes
+
+    def journal_adopted(self, task_id: str, attempts: Iterable[int], state: str | None = None) -> None:
+        """Resume: journal the finish of each result it takes over that the journal does not show
+        (``adopted: true``). A SIGKILL right after a result's write loses its buffered
+        ``attempt_finished``/``task_finished`` lines while the file, the truth on resume, stays;
+        without this the journal would never show that task finish. Idempotent: a line already
+        there (from the run, or an earlier resume) is not written again."""
+        tasks, done = self._journaled_finishes()
+        shown = self.scrub.text(task_id)  # journal lines are scrubbed: compare as written
+        for n in sorted(attempts):
+            if (shown, n) not in done:
+                self.journal("attempt_finished", fsync=False, task_id=task_id, attempt=n, adopted=True)
+                done.add((shown, n))
+        if state is not None and shown not in tasks:
+            self.journal("task_finished", fsync=False, task_id=task_id, state=state, adopted=True)
+            tasks.add(shown)
 
     # ---- files -------------------------------------------------------------------------------
     def write_json(self, name: str, obj: Any) -> None:
