@@ -60,7 +60,7 @@ def run_once(spec: Path, cluster: str | None) -> tuple[float, float]:
     result = trio.run(lambda: run_orchestration(orch, programs, environ=os.environ))
     t2 = time.perf_counter()
     if result.status != "completed" or result.requests[0].counts.get("tasks") != len(programs[0].tasks):
-        raise SystemExit(f"run did not complete: {result.status} {result.requests[0].counts}")
+        raise SystemExit(f"run did not complete: {result.status} {result.requests[0].counts} {result}"[:3000])
     return t1 - t0, t2 - t1
 
 

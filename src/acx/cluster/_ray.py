@@ -51,11 +51,16 @@ class Node:
     labels: dict[str, float]
     handle: Any = None
     alive: bool = True
+    #: Where the node worker's fast channel listens, and its secret (asked through Ray at connect).
+    channel_addr: tuple[str, int, bytes] | None = None
+    #: The open channel of the current trio run (acx.cluster._channel.Channel), if any.
+    channel: Any = None
 
 
 def _worker_class() -> Any:
     import ray
 
+    from acx.cluster._channel import ChannelServer
     from acx.cluster._worker import TrioThread, WorkerCore
 
     class AcxWorker:
@@ -65,12 +70,20 @@ def _worker_class() -> Any:
         def __init__(self, node: str) -> None:
             self.core = WorkerCore(node)
             self.loop = TrioThread()
+            self.server: ChannelServer | None = None
 
         def handle(self, data: bytes) -> bytes:
             return self.loop.call(self.core.handle, data)  # type: ignore[no-any-return]
 
         def ping(self) -> str:
             return self.core.node
+
+        def channel(self, host: str) -> tuple[str, int, bytes]:
+            """Where this worker's fast channel listens (on ``host``, the node's address as Ray
+            knows it; started on first ask), and its secret."""
+            if self.server is None:
+                self.server = ChannelServer(self.core.handle)
+            return self.loop.call(self.server.start, host)  # type: ignore[no-any-return]
 
     return ray.remote(AcxWorker)
 
@@ -172,6 +185,21 @@ def _start_workers(nodes: list[Node]) -> None:
             except (ray.exceptions.RayError, TimeoutError) as exc:
                 _unanswered(node, exc)
                 break
+    _open_channels([n for n in nodes if n.alive], deadline)
+
+
+def _open_channels(nodes: list[Node], deadline: float) -> None:
+    """Ask each worker where its fast channel listens. A worker that cannot say (an older acx
+    worker still running: no such method) keeps getting every call as a Ray actor call."""
+    import ray
+
+    asks = {n.node_id: n.handle.channel.remote(n.address) for n in nodes}
+    for node in nodes:
+        try:
+            host, port, secret = ray.get(asks[node.node_id], timeout=max(1.0, deadline - time.monotonic()))
+            node.channel_addr = (str(host), int(port), bytes(secret))
+        except (ray.exceptions.RayError, TimeoutError, AttributeError, ValueError) as exc:
+            log.warning("cluster node %s: no fast channel (calls go through Ray): %s", node.name, exc)
 
 
 def _unanswered(node: Node, exc: BaseException) -> None:
@@ -213,10 +241,30 @@ class RayCluster:
     async def send(self, node: Node, data: bytes, on_late: Callable[[], None]) -> bytes:
         """One call to ``node``'s worker. Raises :class:`NodeLost` when the worker is gone. If the
         caller is cancelled, the reply that may still come is handed to nobody: ``on_late`` counts it."""
-        import ray
-
         if not node.alive:
             raise NodeLost(node.name)
+        if node.channel_addr is not None:
+            return await self._send_channel(node, data, on_late)
+        return await self._send_ray(node, data, on_late)
+
+    async def _send_channel(self, node: Node, data: bytes, on_late: Callable[[], None]) -> bytes:
+        from acx.cluster._channel import Channel, ChannelClosed
+
+        assert node.channel_addr is not None
+        if node.channel is None or not node.channel.usable():
+            node.channel = Channel(*node.channel_addr)
+        try:
+            return await node.channel.call(data, on_late)  # type: ignore[no-any-return]
+        except ChannelClosed as exc:
+            # Only the worker's process ending closes its side (or keepalive finding the peer
+            # gone): the node's worker, and the sandboxes it held, are lost.
+            log.warning("cluster node %s: channel to its worker closed: %s", node.name, exc)
+            node.alive = False
+            raise NodeLost(node.name) from None
+
+    async def _send_ray(self, node: Node, data: bytes, on_late: Callable[[], None]) -> bytes:
+        import ray
+
         ref = node.handle.handle.remote(data)
         fut = ref.future()
         token = trio.lowlevel.current_trio_token()
