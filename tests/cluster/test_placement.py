@@ -206,12 +206,14 @@ class Nodes:
         labels: dict[str, dict[str, float]],
         die_on_exec: str | None = None,
         images: dict[str, set[str]] | None = None,
+        die_on: type = P.Exec,
     ) -> None:
         self.address = "in-process"
         self.nodes = [Node(f"id-{n}", n, "127.0.0.1", 4, dict(lab)) for n, lab in labels.items()]
         self.cores = {n: WorkerCore(n) for n in labels}
         self.thread = TrioThread()
         self.die_on_exec = die_on_exec
+        self.die_on = die_on
         self.dispatcher: Any = None
         self.opened: dict[str, int] = {}
         #: node → the images its provider has (stands in for a node's Docker engine); None: any
@@ -223,7 +225,7 @@ class Nodes:
 
     async def send(self, node: Node, data: bytes, on_late: Any) -> bytes:
         call = P.decode_call(data)
-        if node.name == self.die_on_exec and isinstance(call.op, P.Exec):
+        if node.name == self.die_on_exec and isinstance(call.op, self.die_on):
             node.alive = False
         if not node.alive:
             raise NodeLost(node.name)
@@ -313,6 +315,20 @@ def test_node_loss_has_its_own_retry_budget(tmp_path: Path) -> None:
     records = _retry_records(tmp_path)
     assert len(records) == len(lost) and all(r["scope"] == "infrastructure" for r in records)
     assert all("node_lost" in r["reason"] and "(1/1)" in r["reason"] for r in records)
+
+
+# issue 18 item 3: a node lost while the attempt switches its sandbox's network policy is a lost
+# node like any other (node_lost, re-run elsewhere), never the task's network_policy_failed.
+def test_node_lost_at_a_network_policy_switch_is_node_lost(tmp_path: Path) -> None:
+    cluster = Nodes({"w1": {}, "w2": {}}, die_on_exec="w1", die_on=P.SetPolicy)
+    spec = _spec(tmp_path, 6, max_retries=0, setup=", run_network_policy: no-network")
+    results = _run(spec, cluster, max_node_losses=1)
+    assert sorted(results) == [f"t{i}" for i in range(6)]
+    assert all(r["status"] == "completed" for r in results.values()), [r["issues"] for r in results.values()]
+    records = _retry_records(tmp_path)
+    assert records and len(records) == cluster.opened["w1"]
+    codes = [i["code"] for r in records for i in r["issues"]]
+    assert "node_lost" in codes and "network_policy_failed" not in codes, codes
 
 
 # issue 18 item 2: one loss more than runtime.cluster.max_node_losses fails the attempt with its

@@ -685,7 +685,11 @@ class AttemptRunner:
         try:
             await session.set_network_policy(self.ctx.bind_policy(policy))
         except Exception as exc:
-            t.add("fatal", phase, "network_policy_failed", self._msg(exc))
+            # A sandbox lost with its infrastructure (a cluster node) keeps the driver's own code
+            # (node_lost): the loss is not the policy's, and is retried as a loss.
+            lost = isinstance(exc, DriverError) and exc.infrastructure_lost
+            code = self._code(exc, "network_policy_failed") if lost else "network_policy_failed"
+            t.add("fatal", phase, code, self._msg(exc))
             raise _Abort from exc
         return policy
 
