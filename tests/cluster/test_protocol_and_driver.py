@@ -268,3 +268,101 @@ def test_listing_names_the_nodes_it_could_not_ask() -> None:
     from acx.drivers import create_driver
 
     assert unlisted_nodes(create_driver("host_process")) == {}
+
+
+class _Future:
+    """A ref's future as Ray gives it: done at once, with ``exc`` or ``value``."""
+
+    def __init__(self, exc: BaseException | None, value: bytes = b"") -> None:
+        self.exc, self.value = exc, value
+
+    def add_done_callback(self, cb: Any) -> None:
+        cb(self)
+
+    def exception(self) -> BaseException | None:
+        return self.exc
+
+    def result(self) -> bytes:
+        return self.value
+
+
+def _flaky_node(unavailable: int) -> tuple[Node, list[bytes]]:
+    """A node whose worker is "temporarily unavailable" for its first ``unavailable`` calls, then
+    answers (every call sent is kept)."""
+    import ray
+
+    seen: list[bytes] = []
+
+    class Handle:
+        class handle:
+            @staticmethod
+            def remote(data: bytes) -> Any:
+                seen.append(data)
+                if len(seen) <= unavailable:
+                    fut = _Future(ray.exceptions.ActorUnavailableError("temporarily unavailable", None))
+                else:
+                    key = P.decode_call(data).key
+                    fut = _Future(None, P.encode(P.Reply(key=key, node="n1", value=[])))
+                return type("Ref", (), {"future": lambda self: fut})()
+
+    return Node("x", "n1", "127.0.0.1", 1, {}, handle=Handle()), seen
+
+
+# issue 18 item 3: Ray's "actor temporarily unavailable" during a run is asked again (bounded),
+# marked resent so the worker never runs it twice, before the node counts as lost.
+def test_temporarily_unavailable_worker_is_asked_again_not_lost(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("ray")
+    from acx.cluster import _ray
+
+    monkeypatch.setattr(_ray, "UNAVAILABLE_DELAY", 0.0)
+    node, seen = _flaky_node(unavailable=2)
+    data = P.encode(P.Call(key="s/1", driver=P.DriverRef(env_id="host_process"), op=P.Hello()))
+    reply = P.decode_reply(trio.run(_ray.RayCluster("x").send, node, data, lambda: None))
+    assert reply.key == "s/1" and reply.error is None and node.alive
+    assert [P.decode_call(d).resent for d in seen] == [False, True, True]
+
+    node, seen = _flaky_node(unavailable=_ray.UNAVAILABLE_RETRIES + 1)
+    with pytest.raises(NodeLost):
+        trio.run(_ray.RayCluster("x").send, node, data, lambda: None)
+    assert not node.alive and len(seen) == _ray.UNAVAILABLE_RETRIES + 1
+
+
+# issue 18 item 1: a call sent again under the same key runs once; its first reply answers both.
+def test_a_resent_call_runs_once(tmp_path: Path) -> None:
+    core = WorkerCore("n1")
+    ref = P.DriverRef(env_id="host_process")
+    marks = tmp_path / "marks"
+
+    async def main() -> None:
+        opened = P.decode_reply(
+            await core.handle(
+                P.encode(
+                    P.Call(
+                        key="s/1", driver=ref, session_id="r-x-1", op=P.Open(request=OpenRequest(session_id="r-x-1"))
+                    )
+                )
+            )
+        )
+        assert opened.error is None
+        run = P.Call(
+            key="s/2",
+            driver=ref,
+            session_id="r-x-1",
+            op=P.Exec(
+                argv=["sh", "-c", f"echo x >> {marks}"],
+                cwd=None,
+                env={},
+                timeout=None,
+                stdin=None,
+                max_output_bytes=1000,
+            ),
+        )
+        first = await core.handle(P.encode(run))
+        again = await core.handle(P.resent(P.encode(run)))
+        assert first == again
+        fresh = await core.handle(P.encode(run))  # not resent: a new driver process's call, run
+        assert P.decode_reply(fresh).error is None
+        await core.handle(P.encode(P.Call(key="s/3", driver=ref, session_id="r-x-1", op=P.Close())))
+
+    trio.run(main)
+    assert marks.read_text() == "x\nx\n"

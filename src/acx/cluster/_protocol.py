@@ -168,6 +168,10 @@ class Call(msgspec.Struct, frozen=True, kw_only=True):
     driver: DriverRef
     session_id: str | None = None
     op: Op
+    #: Sent again after the transport could not tell whether it ran (Ray's "temporarily
+    #: unavailable"): the worker answers with the first run's reply if it has one (or waits for
+    #: it), and runs it only if it never saw the key.
+    resent: bool = False
 
 
 class ErrorInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -222,6 +226,11 @@ def decode_call(data: bytes) -> Call:
         raise ProtocolError(f"not an acx cluster call: {exc}") from None
     _check_version(data, call.v)
     return call
+
+
+def resent(data: bytes) -> bytes:
+    """The encoded call ``data``, marked as sent again (see :attr:`Call.resent`)."""
+    return encode(msgspec.structs.replace(decode_call(data), resent=True))
 
 
 def decode_reply(data: bytes) -> Reply:

@@ -16,6 +16,7 @@ from typing import Any
 
 import trio
 
+from acx.cluster import _protocol as P
 from acx.errors import DriverError, EnvironmentSetupError
 
 __all__ = ["Node", "RayCluster", "connect", "declared_drivers"]
@@ -30,6 +31,10 @@ NODE_LABEL = "acx_node_"
 #: that declares none serves every provider.
 DRIVER_LABEL = "acx_driver_"
 NAMESPACE = "acx"
+#: A call whose worker is "temporarily unavailable" is sent again this many times (after
+#: UNAVAILABLE_DELAY, 2×, 3×… seconds) before its node counts as lost.
+UNAVAILABLE_RETRIES = 4
+UNAVAILABLE_DELAY = 0.5
 
 
 def declared_drivers(labels: dict[str, float]) -> frozenset[str] | None:
@@ -263,8 +268,28 @@ class RayCluster:
             raise NodeLost(node.name) from None
 
     async def _send_ray(self, node: Node, data: bytes, on_late: Callable[[], None]) -> bytes:
+        """One actor call. "Temporarily unavailable" (a busy machine's RPC hiccup: the actor may or
+        may not have run it) sends the same call again, at most :data:`UNAVAILABLE_RETRIES` times,
+        before the node counts as lost; the worker answers a key it has seen with that call's one
+        reply (it never runs a call twice)."""
         import ray
 
+        for retry in range(UNAVAILABLE_RETRIES + 1):
+            try:
+                return await self._ray_call(node, data, on_late)
+            except ray.exceptions.ActorUnavailableError as exc:
+                if retry == UNAVAILABLE_RETRIES:
+                    log.warning("cluster node %s: its worker stayed unavailable: %s", node.name, exc)
+                    break
+                log.info("cluster node %s: worker temporarily unavailable, asking again: %s", node.name, exc)
+                await trio.sleep(UNAVAILABLE_DELAY * (retry + 1))
+                data = P.resent(data)
+            except ray.exceptions.RayActorError:
+                break
+        node.alive = False
+        raise NodeLost(node.name)
+
+    async def _ray_call(self, node: Node, data: bytes, on_late: Callable[[], None]) -> bytes:
         ref = node.handle.handle.remote(data)
         fut = ref.future()
         token = trio.lowlevel.current_trio_token()
@@ -292,9 +317,10 @@ class RayCluster:
         state["waiting"] = False
         exc = fut.exception()
         if exc is not None:
-            if isinstance(exc, ray.exceptions.RayActorError | ray.exceptions.ActorUnavailableError):
-                node.alive = False
-                raise NodeLost(node.name) from None
+            import ray
+
+            if isinstance(exc, ray.exceptions.RayActorError):  # ActorUnavailableError included
+                raise exc
             raise DriverError(f"acx worker on node {node.name} failed: {exc}", code="sandbox_stopped") from None
         return fut.result()  # type: ignore[no-any-return]
 

@@ -10,6 +10,7 @@ import os
 import tarfile
 import tempfile
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +24,9 @@ from acx.errors import AcxUserError, CapabilityError, DriverError
 __all__ = ["WorkerCore", "error_info", "pack_dir", "unpack_dir"]
 
 log = logging.getLogger("acx.cluster")
+
+#: How many recent replies a worker keeps for calls sent again (bounded memory).
+REMEMBERED_REPLIES = 256
 
 
 def pack_dir(path: str) -> bytes:
@@ -66,6 +70,10 @@ class WorkerCore:
         self._sessions: dict[str, Session] = {}
         self._inflight: dict[str, trio.CancelScope] = {}
         self._cancelled: set[str] = set()
+        #: key → the reply of a recent call (or an event while it runs): a call sent again
+        #: (``resent``: Ray's "temporarily unavailable", it may have run) gets that one reply, never
+        #: a second run. Only a resent call looks here (keys restart with a new driver process).
+        self._replies: OrderedDict[str, bytes | trio.Event] = OrderedDict()
 
     def _driver(self, ref: P.DriverRef) -> Driver:
         key = msgspec.json.encode(ref, order="sorted")
@@ -93,6 +101,28 @@ class WorkerCore:
             else:
                 self._cancelled.add(call.op.target)  # arrived before its call: cancel on arrival
             return P.encode(P.Reply(key=call.key, node=self.node))
+        seen = self._replies.get(call.key) if call.resent else None
+        if seen is not None:
+            if isinstance(seen, trio.Event):
+                await seen.wait()
+                seen = self._replies.get(call.key)
+            if isinstance(seen, bytes):
+                return seen
+        finished = trio.Event()
+        self._replies[call.key] = finished
+        try:
+            reply = await self._run(call)
+        except BaseException:
+            self._replies.pop(call.key, None)
+            raise
+        finally:
+            finished.set()
+        self._replies[call.key] = reply
+        while len(self._replies) > REMEMBERED_REPLIES:
+            self._replies.popitem(last=False)
+        return reply
+
+    async def _run(self, call: P.Call) -> bytes:
         with trio.CancelScope() as scope:
             self._inflight[call.key] = scope
             if call.key in self._cancelled:
