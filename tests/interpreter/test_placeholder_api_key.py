@@ -4,13 +4,16 @@ readable, so ``--resume`` recovers the evaluation from it instead of rerunning t
 (contracts V1, A9).
 
 Real processes (``python -m acx``) and fake model servers on loopback: one plays the agent's
-model (openai_chat), one the model_graded scorer's grader (down on the first run)."""
+model (openai_chat), one the model_graded scorer's grader (down, or hanging until a SIGKILL, on
+the first run)."""
 
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from acx.testing.fake_models import FakeModelServer, error, text
@@ -62,3 +65,32 @@ def test_api_key_none_keeps_the_word_and_resume_reuses_the_checkpoint(tmp_path: 
     provenance = (run_dir / "provenance.json").read_text()
     # two masked provenance values, the two api_keys (by key); `evaluation_environment_mode: none` is kept
     assert provenance.count("********") == 2 and '"none"' in provenance
+
+
+def test_api_key_none_run_killed_after_the_agent_phase_resumes_from_its_checkpoints(
+    tmp_path: Path,
+) -> None:  # contract V1, A9
+    slow = text("GRADE: C", delay=120)  # the grader hangs: the kill lands in evaluation
+    with (
+        FakeModelServer([], default=text("none other than 5")) as agent,
+        FakeModelServer([slow, slow], default=text("GRADE: C")) as judge,
+    ):
+        _spec(tmp_path, agent.base_url, judge.base_url)
+        proc = subprocess.Popen([sys.executable, "-m", "acx", "run", "qa.yaml", *_RUN], cwd=tmp_path)
+        try:
+            deadline = time.monotonic() + 90
+            checkpoints = "r/qa/*/details/running/*/*/checkpoint.json"
+            while len(judge.requests) < 2 or len(list(tmp_path.glob(checkpoints))) < 2:
+                assert proc.poll() is None and time.monotonic() < deadline, "never reached evaluation"
+                time.sleep(0.1)
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+        (run_dir,) = (tmp_path / "r" / "qa").iterdir()
+        resumed = _acx(tmp_path, "run", "--resume", str(run_dir.resolve()), "--progress", "none", "--no-report")
+        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+        assert len(agent.requests) == 2  # both evaluations recovered from their checkpoints
+    results = [json.loads(p.read_text()) for p in run_dir.glob("details/*/*/attempt-1/result.json")]
+    assert len(results) == 2
+    assert all(r["telemetry"]["recovered_from"]["kind"] == "resume" for r in results)
+    assert all(r["final_answer"] == "none other than 5" and r["metrics"] for r in results), results

@@ -94,3 +94,19 @@ def test_resume_journals_a_saved_attempt_of_an_unfinished_task(tmp_path: Path) -
     assert read_results(d)["t0"][0]["status"] == "completed"
     _resume(log, tmp_path, d, 1)
     assert _finishes(d, "t0") == [("attempt_finished", True), ("task_finished", False)]
+
+
+def test_adopted_lines_compare_task_ids_as_journaled(tmp_path: Path) -> None:  # contract R13, V1
+    # journal lines are scrubbed: a task id holding a secret is journaled masked, and a resume must
+    # still see its finish there (comparing the raw id would add a line on every resume)
+    from acx.interpreter._store import RunStore
+
+    task_id = "task-sk-secret-9911"
+    for _ in range(3):  # the run, then two resumes
+        store = RunStore(tmp_path, run_id="r")
+        store.scrub.add_secret(["sk-secret-9911"])
+        store.journal_adopted(task_id, [1], "normal")
+        store.close()
+    text = (tmp_path / "journal.jsonl").read_text()
+    assert "sk-secret-9911" not in text
+    assert [r["kind"] for r in _journal(tmp_path)] == ["attempt_finished", "task_finished"]
