@@ -48,20 +48,20 @@ requests:
     return spec
 
 
-def run_once(spec: Path, cluster: str | None) -> tuple[float, float]:
-    """(prepare seconds, run seconds) of one full run."""
+def run_once(spec: Path, cluster: str | None) -> tuple[float, float, float]:
+    """(prepare seconds, run seconds, this process's CPU seconds during the run) of one full run."""
     from acx.api import build_programs, prepare_drivers
     from acx.interpreter import run_orchestration
 
     orch, programs = build_programs(spec, report=lambda s: None, cluster=cluster)
     t0 = time.perf_counter()
     trio.run(prepare_drivers, programs, lambda s: None)
-    t1 = time.perf_counter()
+    t1, c1 = time.perf_counter(), time.process_time()
     result = trio.run(lambda: run_orchestration(orch, programs, environ=os.environ))
-    t2 = time.perf_counter()
+    t2, c2 = time.perf_counter(), time.process_time()
     if result.status != "completed" or result.requests[0].counts.get("tasks") != len(programs[0].tasks):
         raise SystemExit(f"run did not complete: {result.status} {result.requests[0].counts} {result}"[:3000])
-    return t1 - t0, t2 - t1
+    return t1 - t0, t2 - t1, c2 - c1
 
 
 def main() -> None:
@@ -91,18 +91,26 @@ def main() -> None:
             local: list[float] = []
             remote: list[float] = []
             prep: list[float] = []
+            cpu: dict[str, list[float]] = {"local": [], "cluster": []}
             run_once(spec, cluster)  # warm-up: connects, starts the node's worker
             for _ in range(args.repeats):
-                local.append(run_once(spec, None)[1])
-                p, r = run_once(spec, cluster)
+                _, r, c = run_once(spec, None)
+                local.append(r)
+                cpu["local"].append(c)
+                p, r, c = run_once(spec, cluster)
                 prep.append(p)
                 remote.append(r)
+                cpu["cluster"].append(c)
     finally:
         subprocess.run(["bash", script, "stop", cdir], env=env)
     lm, rm = statistics.median(local), statistics.median(remote)
     print(f"tasks: {args.tasks}, repeats: {args.repeats}, load average: {os.getloadavg()[0]:.2f}")
     print(f"local:   median {lm:.3f} s ({args.tasks / lm:.0f} tasks/s)  runs {[round(x, 3) for x in local]}")
     print(f"cluster: median {rm:.3f} s ({args.tasks / rm:.0f} tasks/s)  runs {[round(x, 3) for x in remote]}")
+    print(
+        "driver process CPU (median; the cluster side's sandboxes run in the node's worker): "
+        + ", ".join(f"{k} {statistics.median(v):.3f} s" for k, v in cpu.items())
+    )
     print(f"cluster prepare (connect, worker check): median {statistics.median(prep):.3f} s (not in the ratio)")
     ratio = rm / lm
     print(f"ratio cluster/local: {ratio:.2f}x (target <= 1.15x) -> {'OK' if ratio <= 1.15 else 'OVER TARGET'}")

@@ -100,6 +100,10 @@ print(" ".join(f"--{n}-port={s.getsockname()[1]}" for n, s in zip(names, socks))
 '
 }
 
+# Ray starts its worker processes at niceness 15 by default: the acx worker (and every sandbox
+# process it starts) would then get a sliver of a busy machine's CPU. acx workers are the node's
+# sandbox service, not background compute: nice 0 like the driver.
+export RAY_worker_niceness=0
 COMMON="--node-ip-address=127.0.0.1 --num-cpus=1 --object-store-memory=80000000 --disable-usage-stats"
 
 say() { echo "ray-local-cluster: $*" >&2; }

@@ -74,6 +74,7 @@ def _worker_class() -> Any:
 
         def __init__(self, node: str) -> None:
             self.core = WorkerCore(node)
+            self.core.notes = _unnice()
             self.loop = TrioThread()
             self.server: ChannelServer | None = None
 
@@ -91,6 +92,25 @@ def _worker_class() -> Any:
             return self.loop.call(self.server.start, host)  # type: ignore[no-any-return]
 
     return ray.remote(AcxWorker)
+
+
+def _unnice() -> list[str]:
+    """Ray starts workers at niceness 15 (its ``worker_niceness``): the acx worker and every sandbox
+    process it starts would get a sliver of a busy node's CPU. Back to 0 where allowed; otherwise a
+    note for the run's start (the node should be started with ``RAY_worker_niceness=0``)."""
+    import os
+
+    nice = os.getpriority(os.PRIO_PROCESS, 0)
+    if nice <= 0:
+        return []
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, 0)
+        return []
+    except OSError:
+        return [
+            f"its acx worker runs at niceness {nice} (Ray's worker_niceness): sandboxes there get little "
+            "CPU on a busy node; start the node with RAY_worker_niceness=0 (docs/cluster.md)"
+        ]
 
 
 _CONNECTED: str | None = None

@@ -68,6 +68,8 @@ class WorkerCore:
         self.node = node
         self._drivers: dict[bytes, Driver] = {}
         self._sessions: dict[str, Session] = {}
+        #: Notes about the worker itself, given with its provider's at Hello (e.g. its niceness).
+        self.notes: list[str] = []
         self._inflight: dict[str, trio.CancelScope] = {}
         self._cancelled: set[str] = set()
         #: key → the reply of a recent call (or an event while it runs): a call sent again
@@ -146,7 +148,7 @@ class WorkerCore:
 
     # ---- driver operations ---------------------------------------------------------------------
     async def _op_Hello(self, call: P.Call, op: P.Hello) -> list[str]:
-        return list(await self._driver(call.driver).prepare())
+        return [*self.notes, *await self._driver(call.driver).prepare()]
 
     async def _op_MissingImages(self, call: P.Call, op: P.MissingImages) -> list[str]:
         return list(await self._driver(call.driver).missing_images(list(op.images)))
