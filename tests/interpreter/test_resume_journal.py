@@ -110,3 +110,14 @@ def test_adopted_lines_compare_task_ids_as_journaled(tmp_path: Path) -> None:  #
     text = (tmp_path / "journal.jsonl").read_text()
     assert "sk-secret-9911" not in text
     assert [r["kind"] for r in _journal(tmp_path)] == ["attempt_finished", "task_finished"]
+
+
+def test_resume_takes_a_result_file_that_is_not_an_object_as_damaged(tmp_path: Path) -> None:  # contract R13
+    # a result.json holding a JSON list (not an object) is damaged like undecodable JSON: resume skips
+    # it the same way instead of stopping with an internal error (AttributeError on .items())
+    log = tmp_path / "agent.log"
+    d = run_dir(run([program(FakeBench(), _agent(log), tasks(2))], tmp_path, task_concurrency=1))
+    damaged = sorted(d.glob("details/*/*/attempt-1/result.json"))
+    assert len(damaged) == 2
+    damaged[0].write_text("[1, 2]")
+    _resume(log, tmp_path, d, 2)

@@ -631,6 +631,8 @@ class _RequestRun:
             for res in sorted(d.glob("attempt-*/result.json")):
                 try:
                     data = read_json(res)
+                    if not isinstance(data, dict):  # damaged like undecodable JSON: skipped the same way
+                        raise ValueError(f"{res} is not a JSON object")
                     attempts.append(decode(msgspec.json.encode(_result_fields(data)), RunResult))
                     numbers.append(int(res.parent.name.split("-", 1)[1]))
                 except (msgspec.ValidationError, ValueError):
