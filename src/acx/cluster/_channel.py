@@ -19,6 +19,7 @@ from __future__ import annotations
 import hmac
 import itertools
 import logging
+import os
 import secrets
 import socket
 import struct
@@ -51,6 +52,30 @@ def _keepalive(stream: trio.SocketStream) -> None:
 
 def frame(rid: int, payload: bytes) -> bytes:
     return _HEAD.pack(len(payload) + 8, rid) + payload
+
+
+async def send_frame(stream: trio.SocketStream, lock: trio.Lock, data: bytes) -> None:
+    """Write ``data`` whole, frames never interleaved. Written at once when the socket takes it
+    (no await): ``send_all`` would first yield to every other ready task of the loop, delaying the
+    call (or reply) behind their work; what the socket does not take goes through ``send_all``
+    under ``lock``. Shielded: a frame half-written by a cancelled caller would corrupt the stream."""
+    with trio.CancelScope(shield=True):
+        if lock.locked():
+            async with lock:
+                await stream.send_all(data)
+            return
+        lock.acquire_nowait()
+        try:
+            try:
+                sent = os.write(stream.socket.fileno(), data)
+            except BlockingIOError:
+                sent = 0
+            except OSError as exc:
+                raise trio.BrokenResourceError(str(exc)) from None
+            if sent < len(data):
+                await stream.send_all(memoryview(data)[sent:])
+        finally:
+            lock.release()
 
 
 class FrameReader:
@@ -133,8 +158,7 @@ class ChannelServer:
     async def _answer(self, stream: trio.SocketStream, lock: trio.Lock, rid: int, payload: bytes) -> None:
         try:
             reply = await self.handle(payload)
-            async with lock:
-                await stream.send_all(frame(rid, reply))
+            await send_frame(stream, lock, frame(rid, reply))
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             pass  # nobody to answer any more: the driver's side counts it as lost
         except Exception:
@@ -214,10 +238,7 @@ class Channel:
         slot: list[Any] = [trio.Event(), None]
         self._waiting[rid] = slot
         try:
-            # Shielded: a frame half-written by a cancelled caller would corrupt the stream.
-            with trio.CancelScope(shield=True):
-                async with self._sending:
-                    await stream.send_all(frame(rid, payload))
+            await send_frame(stream, self._sending, frame(rid, payload))
             await slot[0].wait()
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             self._waiting.pop(rid, None)
