@@ -67,7 +67,7 @@ def run_once(spec: Path, cluster: str | None) -> tuple[float, float, float]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tasks", type=int, default=200)
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args()
     bindir = os.path.dirname(sys.executable)
     env = {**os.environ, "PATH": f"{bindir}:{os.environ.get('PATH', '')}", "RAY": f"{bindir}/ray"}
