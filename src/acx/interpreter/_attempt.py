@@ -520,29 +520,38 @@ class AttemptRunner:
         """The evaluation checkpoint (A9): written once, before evaluation, so a failed scoring
         never changes it. Not written when declared artifacts left no manifest (nothing to verify
         a recovery against). Failing to write it costs only the recovery: a warning."""
-        assert t.result is not None and t.prepared is not None
+        result, prepared = t.result, t.prepared
+        assert result is not None and prepared is not None
         if self.plan.collect_artifacts and not t.artifacts.get("manifest"):
             return
         self.phase("save_evaluation_checkpoint")
         ctx = self.ctx
-        try:
+        attempt_dir = self.attempt_dir
+        issues = to_builtins(t.issues)  # as of now: the try goes on to add the evaluation's
+
+        def save() -> None:
             data = _checkpoint.build(
                 run_id=ctx.store.run_id,
                 task=self.task,
                 attempt=self.attempt,
                 plan=self.plan,
-                result=t.result,
-                prepared=t.prepared,
+                result=result,
+                prepared=prepared,
                 artifacts=t.artifacts,
-                attempt_dir=self.attempt_dir,
+                attempt_dir=attempt_dir,
                 inputs=_checkpoint.fingerprints(ctx.benchmark, self.task, ctx.request.benchmark),
                 transcript_sha256=t.transcript_sha256,
             )
-            data["run_issues"] = to_builtins(t.issues)
-            # In a worker thread: the write creates the task and attempt directories (two mkdirs,
-            # a temp file, a rename), metadata operations that wait for a busy filesystem's
-            # journal — on the trio thread they stall every other task of the run.
-            await trio.to_thread.run_sync(_checkpoint.write, self.attempt_dir, data, ctx.scrub)
+            data["run_issues"] = issues
+            _checkpoint.write(attempt_dir, data, ctx.scrub)
+
+        try:
+            # All of it in one worker-thread hop: the input fingerprints (the benchmark's files,
+            # hashed), the transcript's stat, the encoding, and the write — which creates the task
+            # and attempt directories (two mkdirs, a temp file, a rename), metadata operations that
+            # wait for a busy filesystem's journal. On the trio thread they stall every other task
+            # of the run. The try is not touched meanwhile: its task awaits the hop.
+            await trio.to_thread.run_sync(save)
         except Exception as exc:  # any failure only costs the recovery (a full disk: see one())
             t.add("warning", "collect", "checkpoint_failed", f"evaluation checkpoint not written: {self._msg(exc)}")
 
