@@ -167,3 +167,19 @@ def test_one_channel_per_trio_run() -> None:
     for _ in range(2):
         assert trio.run(rc.send, node, b"ping", lambda: None) == b"ping"
     assert node.alive
+
+
+def test_a_worker_without_a_channel_keeps_the_ray_path() -> None:
+    # An older acx worker still running on a node (no `channel` method): connect does not fail;
+    # its calls keep going through Ray (send takes the Ray path when channel_addr is None).
+    pytest.importorskip("ray")
+    import time
+
+    from acx.cluster._ray import _open_channels
+
+    class OldHandle:
+        pass
+
+    node = Node("id", "n1", "127.0.0.1", 1, {}, handle=OldHandle())
+    _open_channels([node], time.monotonic() + 5)
+    assert node.channel_addr is None and node.alive

@@ -218,12 +218,19 @@ def _open_channels(nodes: list[Node], deadline: float) -> None:
     worker still running: no such method) keeps getting every call as a Ray actor call."""
     import ray
 
-    asks = {n.node_id: n.handle.channel.remote(n.address) for n in nodes}
+    asks: dict[str, Any] = {}
     for node in nodes:
+        try:
+            asks[node.node_id] = node.handle.channel.remote(node.address)
+        except AttributeError as exc:  # the running worker's class has no such method
+            log.warning("cluster node %s: no fast channel (calls go through Ray): %s", node.name, exc)
+    for node in nodes:
+        if node.node_id not in asks:
+            continue
         try:
             host, port, secret = ray.get(asks[node.node_id], timeout=max(1.0, deadline - time.monotonic()))
             node.channel_addr = (str(host), int(port), bytes(secret))
-        except (ray.exceptions.RayError, TimeoutError, AttributeError, ValueError) as exc:
+        except (ray.exceptions.RayError, TimeoutError, ValueError, TypeError) as exc:
             log.warning("cluster node %s: no fast channel (calls go through Ray): %s", node.name, exc)
 
 
