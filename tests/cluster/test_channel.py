@@ -156,30 +156,26 @@ def test_a_connection_without_the_secret_is_closed_unanswered() -> None:
     assert ran == [b"ok?"]
 
 
-def test_one_channel_per_trio_run() -> None:
-    # The bench and the API run prepare and the run in separate trio runs: each gets its own.
+def test_before_the_secret_only_one_small_frame_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    # An unauthenticated peer cannot make the worker buffer a large frame: a first frame longer than
+    # the secret's is refused from its length alone (nothing of its body is awaited), and a silent
+    # peer is closed after AUTH_TIMEOUT_SECONDS (shortened here).
+    from acx.cluster import _channel
+
+    monkeypatch.setattr(_channel, "AUTH_TIMEOUT_SECONDS", 0.3)
+
     async def handle(data: bytes) -> bytes:
-        return data
+        return b"ok"
 
-    _, addr = _server(handle)
-    rc = RayCluster("loopback")
-    node = Node("id", "n1", "127.0.0.1", 1, {}, channel_addr=addr)
-    for _ in range(2):
-        assert trio.run(rc.send, node, b"ping", lambda: None) == b"ping"
-    assert node.alive
+    _, (host, port, secret) = _server(handle)
 
+    async def main() -> None:
+        with trio.fail_after(5):
+            stream = await trio.open_tcp_stream(host, port)
+            await stream.send_all((1 << 20).to_bytes(4, "big") + b"\0" * 8)  # 1 MiB claimed, never sent
+            assert await stream.receive_some(10) == b""
+            silent = await trio.open_tcp_stream(host, port)
+            assert await silent.receive_some(10) == b""  # closed by the worker, not by this test
+        assert await Channel(host, port, secret).call(b"ok?", lambda: None) == b"ok"
 
-def test_a_worker_without_a_channel_keeps_the_ray_path() -> None:
-    # An older acx worker still running on a node (no `channel` method): connect does not fail;
-    # its calls keep going through Ray (send takes the Ray path when channel_addr is None).
-    pytest.importorskip("ray")
-    import time
-
-    from acx.cluster._ray import _open_channels
-
-    class OldHandle:
-        pass
-
-    node = Node("id", "n1", "127.0.0.1", 1, {}, handle=OldHandle())
-    _open_channels([node], time.monotonic() + 5)
-    assert node.channel_addr is None and node.alive
+    trio.run(main)

@@ -35,6 +35,11 @@ log = logging.getLogger("acx.cluster")
 _HEAD = struct.Struct(">IQ")
 #: A frame larger than this is a protocol error (uploads travel as one tar: generous).
 MAX_FRAME = 1 << 30
+# Before a connection has shown the secret it may send one small frame, within a short time: an
+# unauthenticated peer on the node's address must not make the worker buffer a gigabyte or hold a
+# task open forever.
+AUTH_FRAME_MAX = 8 + 64
+AUTH_TIMEOUT_SECONDS = 10.0
 
 
 class ChannelClosed(Exception):
@@ -81,15 +86,16 @@ async def send_frame(stream: trio.SocketStream, lock: trio.Lock, data: bytes) ->
 class FrameReader:
     """Frames out of a byte stream; :meth:`next` is cancellation-safe (bytes read stay buffered)."""
 
-    def __init__(self, stream: trio.abc.ReceiveStream) -> None:
+    def __init__(self, stream: trio.abc.ReceiveStream, max_frame: int = MAX_FRAME) -> None:
         self.stream = stream
         self.buf = bytearray()
+        self.max_frame = max_frame
 
     def _take(self) -> tuple[int, bytes] | None:
         if len(self.buf) < 4:
             return None
         (size,) = struct.unpack_from(">I", self.buf)
-        if size < 8 or size > MAX_FRAME:
+        if size < 8 or size > self.max_frame:
             raise ChannelClosed(f"bad frame length {size}")
         if len(self.buf) < 4 + size:
             return None
@@ -131,11 +137,14 @@ class ChannelServer:
         # Nothing may escape: an exception here would end the worker's whole trio loop.
         try:
             _keepalive(stream)
-            reader = FrameReader(stream)
-            _, secret = await reader.next()
+            reader = FrameReader(stream, max_frame=AUTH_FRAME_MAX)
+            secret = b""
+            with trio.move_on_after(AUTH_TIMEOUT_SECONDS):
+                _, secret = await reader.next()
             if not hmac.compare_digest(secret, self.secret):
                 log.warning("channel: a connection without the worker's secret was closed")
                 return
+            reader.max_frame = MAX_FRAME
             async with trio.open_nursery() as nursery:
                 await self._calls(stream, reader, nursery)
         except (ChannelClosed, trio.BrokenResourceError, trio.ClosedResourceError, OSError):
