@@ -179,3 +179,32 @@ def test_before_the_secret_only_one_small_frame_is_read(monkeypatch: pytest.Monk
         assert await Channel(host, port, secret).call(b"ok?", lambda: None) == b"ok"
 
     trio.run(main)
+
+
+def test_one_channel_per_trio_run() -> None:
+    # The bench and the API run prepare and the run in separate trio runs: each gets its own.
+    async def handle(data: bytes) -> bytes:
+        return data
+
+    _, addr = _server(handle)
+    rc = RayCluster("loopback")
+    node = Node("id", "n1", "127.0.0.1", 1, {}, channel_addr=addr)
+    for _ in range(2):
+        assert trio.run(rc.send, node, b"ping", lambda: None) == b"ping"
+    assert node.alive
+
+
+def test_a_worker_without_a_channel_keeps_the_ray_path() -> None:
+    # An older acx worker still running on a node (no `channel` method): connect does not fail;
+    # its calls keep going through Ray (send takes the Ray path when channel_addr is None).
+    pytest.importorskip("ray")
+    import time
+
+    from acx.cluster._ray import _open_channels
+
+    class OldHandle:
+        pass
+
+    node = Node("id", "n1", "127.0.0.1", 1, {}, handle=OldHandle())
+    _open_channels([node], time.monotonic() + 5)
+    assert node.channel_addr is None and node.alive
