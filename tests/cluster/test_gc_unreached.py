@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -46,11 +47,23 @@ def _worker_pids(cluster_dir: str, node: str) -> list[int]:
     return out
 
 
+def _w1_worker(cluster: Any, cwd: Path) -> list[int]:
+    """w1's acx worker process(es), once a listing has made them. On a loaded machine a node may
+    join the cluster (or its worker take its process title) only after the script returned: a listing
+    then succeeds without w1, so ask again, within a bound."""
+    deadline = time.monotonic() + 90
+    while True:
+        first = _acx("env", "list", "--env", "host_process", "--cluster", cluster.url, cwd=cwd)
+        assert first.returncode == 0, first.stderr[-2000:]
+        found = _worker_pids(cluster.dir, "w1")
+        if found or time.monotonic() > deadline:
+            assert found, "no acx worker process found for w1 within 90 s"
+            return found
+        time.sleep(2)
+
+
 def test_gc_names_a_node_whose_worker_does_not_answer(two_workers: Any, tmp_path: Path) -> None:
-    first = _acx("env", "list", "--env", "host_process", "--cluster", two_workers.url, cwd=tmp_path)
-    assert first.returncode == 0, first.stderr[-2000:]  # both workers up
-    frozen = _worker_pids(two_workers.dir, "w1")
-    assert frozen, "no acx worker process found for w1"
+    frozen = _w1_worker(two_workers, tmp_path)
     for pid in frozen:
         os.kill(pid, signal.SIGSTOP)  # w1's node stays up; its worker answers nothing
     try:
