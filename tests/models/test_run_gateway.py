@@ -229,3 +229,34 @@ def test_wrap_api_key_in_a_run(tmp_path: Path) -> None:  # contract M1 (model.wr
     sent = base64.b64decode(srv.requests[0].headers["authorization"].removeprefix("Bearer ")).decode()
     assert sent == f"<api_secret>{KEY}</api_secret><session_id>{run_dir.resolve()}</session_id>"
     assert_key_nowhere(tmp_path / "results")
+
+
+def test_grader_only_role_with_a_command_harness(tmp_path: Path) -> None:  # contracts M4, M7 (issue 24 item 5)
+    """Only `model.roles.grader` (grading through the gateway) and a `command` harness that calls no
+    model: every attempt runs and is graded; the agent gets no gateway token (it has no model)."""
+    (tmp_path / "qa.jsonl").write_text('{"id": "q1", "input": "Capital of France?", "target": "Paris"}\n')
+    (tmp_path / "env.py").write_text("import os, sys\nprint('Paris')\nprint(sorted(os.environ), file=sys.stderr)\n")
+    with FakeModelServer([text("GRADE: C", usage=(40, 2))], default=None) as grader:
+        (tmp_path / "run.yaml").write_text(
+            f"""version: 1
+name: g
+runtime: {{results_dir: results, progress: none}}
+requests:
+  - name: g
+    benchmark: {{id: dataset, path: qa.jsonl, scorers: [model_graded]}}
+    harness: {{id: command, command: "python3 $ACX_SPEC_DIR/env.py"}}
+    environment: {{id: host_process}}
+    model:
+      roles:
+        grader: {{id: judge-m, base_url: "{grader.base_url}", api_key: "${{MKEY}}"}}
+"""
+        )
+        res = acx("run", "run.yaml", cwd=tmp_path, env={"MKEY": KEY})
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert [r.body["model"] for r in grader.requests] == ["judge-m"]
+    (run_dir,) = (tmp_path / "results" / "g").iterdir()
+    r0 = json.loads(next(run_dir.rglob("attempt-1/result.json")).read_text())
+    assert r0["status"] == "completed" and r0["metrics"] == {"correct": True}, r0["issues"]
+    assert not [i for i in r0["issues"] if i["severity"] in ("error", "fatal")]
+    assert "KeyError" not in json.dumps(r0)
+    assert_key_nowhere(tmp_path / "results")

@@ -73,7 +73,11 @@ class RunModels:
         return msgspec.structs.replace(policy, allowed_hosts=hosts)
 
     def open(self, task_id: str, attempt: int, number: int, stage: str = "") -> Any:
-        """A gateway session for one try's harness, or (``stage="evaluate"``) its scorers."""
+        """A gateway session for one try's harness, or (``stage="evaluate"``) its scorers; ``None``
+        for a harness that calls no model (the gateway runs for the scorers' roles only): it must
+        not be handed model access it would then ask the ``agent`` role for."""
+        if not stage and self.location == "none":
+            return None
         key = f"{task_id}/attempt-{attempt}/try-{number}" + (f"/{stage}" if stage else "")
         session = self.gateway.open_session(key, self.limits)
         session.sandbox_host = self.sandbox_host

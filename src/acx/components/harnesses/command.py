@@ -58,8 +58,10 @@ class CommandHarness(BaseHarness):
     config: CommandHarnessConfig
 
     def model_location(self, req: RunRequest) -> str:
-        """The agent command calls models from inside the sandbox when an endpoint is configured."""
-        return "sandbox" if (req.model.base_url or req.model.roles) else "none"
+        """The agent command calls models from inside the sandbox when the ``agent`` role has an
+        endpoint (``model.base_url`` or ``model.roles.agent``). Other roles alone (a ``grader``
+        for the scorers) give the agent nothing: it gets no gateway token and no egress for it."""
+        return "sandbox" if (req.model.base_url or "agent" in req.model.roles) else "none"
 
     #: Directory of the spec file (set by the CLI); exported to the command as ACX_SPEC_DIR.
     spec_dir: str | None = None
