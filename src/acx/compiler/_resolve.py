@@ -902,6 +902,8 @@ class _Resolver:
         # Values substituted from the environment were not seen by validate_document: `T=inf` for
         # a budget, or a variable holding non-UTF-8 bytes (lone surrogates after decoding).
         bad = list(_unfit_scalars(msgspec.to_builtins(value), ()))
+        if isinstance(value, EnvironmentSpec):  # judged on the merged policy: layers may split it
+            bad.extend(_unfit_policies(value))
         if isinstance(value, ExecutionSpec):  # a `${VAR}` pattern is first seen here
             for i, pattern in enumerate(value.retry_pattern_list or []):
                 problem = regex_problem(pattern)
@@ -943,6 +945,36 @@ def _unfit_scalars(value: Any, path: Path_) -> Iterator[tuple[Path_, str, str]]:
             f"invalid string: `\\u{ord(lone):04x}` is a lone UTF-16 surrogate (not UTF-8 text?)",
             "a value taken from an environment variable must be UTF-8 text",
         )
+
+
+def _unfit_policies(spec: EnvironmentSpec) -> Iterator[tuple[Path_, str, str]]:
+    """(path, problem, help) of each network policy whose host lists do not fit its mode: hosts
+    given to a mode that ignores them, or a ``denylist`` that denies nothing (issue 24 item 10)."""
+    for name in sorted(NETWORK_POLICY_FIELDS):
+        policy = getattr(spec, name)
+        if policy is None:
+            continue
+        mode = policy.network_mode
+        if policy.allowed_hosts and mode != "allowlist":
+            yield (
+                (name, "allowed_hosts"),
+                f"`allowed_hosts` is only used by `allowlist`, and this policy is `{mode}`",
+                "set `network_mode = allowlist`, or write the hosts to deny as `denied_hosts`"
+                if mode == "denylist"
+                else "set `network_mode = allowlist`, or remove `allowed_hosts`",
+            )
+        if policy.denied_hosts and mode != "denylist":
+            yield (
+                (name, "denied_hosts"),
+                f"`denied_hosts` is only used by `denylist`, and this policy is `{mode}`",
+                "set `network_mode = denylist`, or remove `denied_hosts`",
+            )
+        if mode == "denylist" and not policy.denied_hosts and not policy.allowed_hosts:
+            yield (
+                (name, "network_mode"),
+                "a `denylist` with no `denied_hosts` denies nothing",
+                'list the destinations to deny (`denied_hosts = ["example.com"]`), or use `public`',
+            )
 
 
 def _without(frag: _Frag, keys: Sequence[str]) -> _Frag:
