@@ -383,8 +383,10 @@ PUBLIC_API: dict[str, list[str]] = {
         "target_letters",
     ],
     "acx.stats": [
+        "Bounds",
         "Estimate",
         "REDUCER_PATTERN",
+        "UNIT",
         "clustered_stderr",
         "estimate",
         "pass_at_k",
@@ -392,6 +394,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "stratified_estimate",
         "t_critical_975",
         "validate_reducer",
+        "value_bounds",
     ],
     "acx.schemas": [
         "SCHEMA_FILES",

@@ -8,7 +8,10 @@ attempt-level mean with tasks as clusters (equal for equal attempt counts, see
 :func:`clustered_stderr`): repeated attempts of one task never count as independent samples.
 
 The 95 % interval is ``mean ± t(0.975, G-1) · SE`` (Student's t, so a handful of tasks gets an
-honestly wide interval), clipped to [0, 1] for success rates.
+honestly wide interval), clipped to the metric's range: a mean cannot lie outside the values it
+averages, so an interval past them (``[0.4984, 1.1016]`` for a 0–1 score) claims the impossible.
+The range is the one the metric declares (``[0, 1]`` for success rates; :func:`value_bounds`);
+a metric that declares none is not clipped.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from dataclasses import dataclass
 
 __all__ = [
     "REDUCER_PATTERN",
+    "UNIT",
+    "Bounds",
     "Estimate",
     "clustered_stderr",
     "estimate",
@@ -29,6 +34,7 @@ __all__ = [
     "stratified_estimate",
     "t_critical_975",
     "validate_reducer",
+    "value_bounds",
 ]
 
 #: Reducer names: fixed ones, ``at_least_<m>`` and ``pass_at_<k>`` (m, k ≥ 1).
@@ -102,16 +108,34 @@ class Estimate:
         }
 
 
-def _interval(mean: float, se: float, df: int, bounded: bool) -> tuple[float, float]:
+Bounds = tuple[float, float]
+#: The range of a success rate (and of every binary metric).
+UNIT: Bounds = (0.0, 1.0)
+
+
+def value_bounds(values: Sequence[float], declared: Bounds | None) -> Bounds | None:
+    """The range an interval of the mean of ``values`` is clipped to: the metric's declared range,
+    widened to any value outside it (a declared range is a convention some metrics only follow,
+    e.g. Harbor's 0–1 reward); None when nothing is declared (then nothing is clipped: the
+    values' own range would be a guess, and a narrower interval than the data supports)."""
+    if declared is None:
+        return None
+    if not values:
+        return declared
+    return min(declared[0], min(values)), max(declared[1], max(values))
+
+
+def _interval(mean: float, se: float, df: int, bounds: Bounds | None) -> tuple[float, float]:
     half = t_critical_975(df) * se
     lo, hi = mean - half, mean + half
-    if bounded:  # a success rate lives in [0, 1]
-        lo, hi = max(0.0, lo), min(1.0, hi)
+    if bounds is not None:
+        lo, hi = max(bounds[0], min(lo, bounds[1])), min(bounds[1], max(hi, bounds[0]))
     return lo, hi
 
 
-def estimate(values: Sequence[float], *, bounded: bool = False) -> Estimate:
-    """Mean of ``values`` (one per task), SE = sample sd (n-1) / sqrt(n), t interval."""
+def estimate(values: Sequence[float], *, bounds: Bounds | None = None) -> Estimate:
+    """Mean of ``values`` (one per task), SE = sample sd (n-1) / sqrt(n), t interval clipped to
+    ``bounds`` (see the module docstring; None leaves it unclipped, as for a difference)."""
     n = len(values)
     if n == 0:
         return Estimate(None, None, None, None, 0)
@@ -120,13 +144,13 @@ def estimate(values: Sequence[float], *, bounded: bool = False) -> Estimate:
         return Estimate(mean, None, None, None, n)
     var = math.fsum((v - mean) ** 2 for v in values) / (n - 1)
     se = math.sqrt(var / n)
-    lo, hi = _interval(mean, se, n - 1, bounded)
+    lo, hi = _interval(mean, se, n - 1, bounds)
     return Estimate(mean, se, lo, hi, n)
 
 
-def stratified_estimate(groups: Sequence[Sequence[float]], *, bounded: bool = False) -> Estimate:
+def stratified_estimate(groups: Sequence[Sequence[float]], *, bounds: Bounds | None = None) -> Estimate:
     """Mean of group means (``category_mean``): SE = sqrt(Σ se_g²) / G; needs ≥ 2 units per group."""
-    parts = [estimate(g, bounded=bounded) for g in groups if g]
+    parts = [estimate(g, bounds=bounds) for g in groups if g]
     if not parts:
         return Estimate(None, None, None, None, 0)
     n = sum(p.n for p in parts)
@@ -135,7 +159,7 @@ def stratified_estimate(groups: Sequence[Sequence[float]], *, bounded: bool = Fa
         return Estimate(mean, None, None, None, n)
     se = math.sqrt(math.fsum(p.stderr**2 for p in parts if p.stderr is not None)) / len(parts)
     df = max(1, n - len(parts))
-    lo, hi = _interval(mean, se, df, bounded)
+    lo, hi = _interval(mean, se, df, bounds)
     return Estimate(mean, se, lo, hi, n)
 
 

@@ -186,3 +186,70 @@ def test_se_over_task_means_is_the_clustered_se_for_equal_attempt_counts(cluster
     cr1 = clustered_stderr(clusters)
     assert est.stderr is not None and cr1 is not None
     assert est.stderr == pytest.approx(cr1, abs=1e-9)
+
+
+# ---- the interval stays within the metric's range (issue 24 item 14) --------------------------
+
+#: Ten tasks, eight scored 1 and two 0: mean 0.8, SE 0.1333, t(0.975, 9)·SE = 0.3016 — the
+#: unclipped interval is [0.4984, 1.1016], past the top of a 0–1 score.
+EIGHT_OF_TEN = {f"t{i}": [1.0 if i < 8 else 0.0] for i in range(10)}
+
+
+def test_a_zero_one_score_interval_never_passes_one_in_metrics_and_summary() -> None:  # contract S1
+    # Harbor's score is the verifier's 0–1 reward (a scalar metric, not a success rate).
+    from acx.components.benchmarks.harbor import HarborBenchmark
+
+    report = build_report(_outcomes(EIGHT_OF_TEN), HarborBenchmark.metric_contract, k=1, strategy="avg")
+    head = report.headline()
+    assert head is not None and head.estimate is not None and head.kind == "scalar"
+    assert head.estimate.ci_low == pytest.approx(0.8 - 2.262157163 * math.sqrt(0.16 / 9), abs=1e-6)
+    assert head.estimate.ci_high == 1.0
+    row = json.loads(json.dumps(report.to_json()))["series"][0]
+    assert row["ci95"][1] == 1.0 and row["range"] == [0.0, 1.0]
+    summary = render_summary(report, {"run_id": "r"})
+    assert "[0.4984, 1]" in summary or "[0.4984, 1.0000]" in summary, summary
+    assert "1.1016" not in summary
+
+
+def test_declared_scorer_ranges_reach_the_contract() -> None:  # contract S1
+    from acx.components.scorers import build_scorers, metric_contract_for
+
+    contract = metric_contract_for(build_scorers(["f1", "exact"]))
+    assert contract.metrics["score"].bounds() == (0.0, 1.0)
+    assert contract.metrics["exact"].bounds() == (0.0, 1.0)
+    report = build_report(_outcomes(EIGHT_OF_TEN), contract, k=1, strategy="avg")
+    assert report.headline().estimate.ci_high == 1.0  # type: ignore[union-attr]
+
+
+def test_a_metric_without_a_range_is_not_clipped() -> None:  # contract S1
+    # A scalar with no declared range (tokens, seconds…): clipping to the values' own range would
+    # give a narrower interval than the data supports.
+    report = build_report(_outcomes(FIXED), MetricContract.scalar(), k=2, strategy="avg")
+    assert report.headline().estimate.ci_low == pytest.approx(0.5 - HAND_HALF, abs=1e-6)  # type: ignore[union-attr]
+    assert report.to_json()["series"][0]["range"] is None
+
+
+def test_a_value_outside_the_declared_range_widens_it() -> None:  # contract S1
+    # Harbor verifiers may write a -1 reward: the range then reaches down to it, never past the data.
+    values = {"a": [-1.0], "b": [1.0], "c": [1.0]}
+    from acx.components.benchmarks.harbor import HarborBenchmark
+
+    report = build_report(_outcomes(values), HarborBenchmark.metric_contract, k=1, strategy="avg")
+    est = report.headline().estimate  # type: ignore[union-attr]
+    assert est is not None and est.ci_low == -1.0 and est.ci_high == 1.0
+
+
+@given(
+    st.lists(st.floats(min_value=0.0, max_value=1.0), min_size=2, max_size=40),
+    st.sampled_from(["micro_weighted", "category_mean"]),
+)
+def test_interval_of_a_bounded_score_stays_in_its_range(values: list[float], aggregation: str) -> None:
+    # contract S1: whatever the scores, the interval lies in [0, 1] and contains the mean.
+    cats = {f"t{i}": f"c{i % 2}" for i in range(len(values))}
+    outcomes = _outcomes({f"t{i}": [v] for i, v in enumerate(values)}, cats=cats)
+    contract = MetricContract.scalar(score_range=(0.0, 1.0))
+    report = build_report(outcomes, contract, k=1, strategy="avg", aggregation=aggregation)
+    est = report.headline().estimate  # type: ignore[union-attr]
+    assert est is not None and est.mean is not None
+    if est.ci_low is not None:
+        assert 0.0 <= est.ci_low <= est.mean + 1e-12 and est.mean - 1e-12 <= est.ci_high <= 1.0

@@ -161,3 +161,38 @@ def test_invalidated_score_is_shown_as_withheld(tmp_path: Path) -> None:
     text = write_report([d], tmp_path / "r.html").path.read_text(encoding="utf-8")
     assert "the official value is withheld" in text and "over valid tasks: 0.750" in text
     assert "harness_failed" in text and "[0.200, 1.000]" in text
+
+
+def test_report_keeps_a_zero_one_interval_in_range(tmp_path: Path) -> None:
+    # issue 24 item 14 (contract S1): an interval past the metric's range (metrics.json from an
+    # older acx or another tool) is shown within it, in the headline and the series table.
+    d = write_run(tmp_path / "r", synthetic_tasks(10, seed=4, error_rate=0.0))
+    metrics = {
+        "schema_version": "acx.metrics.v1",
+        "series": [
+            {
+                "series_id": "score.avg@1",
+                "metric_id": "score",
+                "kind": "scalar",
+                "reducer": "avg",
+                "role": "headline",
+                "value": 0.8,
+                "ci95": [0.4984, 1.1016],
+                "range": [0.0, 1.0],
+            },
+            {
+                "series_id": "correct.avg@1",
+                "metric_id": "correct",
+                "kind": "binary_success",
+                "value": 0.8,
+                "ci95": [0.4984, 1.1016],
+                "role": "auxiliary",
+            },
+        ],
+    }
+    (d / "metrics.json").write_text(json.dumps(metrics), encoding="utf-8")
+    run = load_run(str(d))
+    assert run.headline is not None and run.headline["interval"] == [0.4984, 1.0]
+    assert main(["report", str(d)]) == 0
+    html = (d / "report.html").read_text(encoding="utf-8")
+    assert "1.102" not in html and "[0.498, 1.000]" in html

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from acx.ir import ExecutionIssue, MetricContract, RunResult
-from acx.stats import Estimate, estimate, reduce_attempts, stratified_estimate
+from acx.stats import UNIT, Bounds, Estimate, estimate, reduce_attempts, stratified_estimate, value_bounds
 
 __all__ = [
     "MetricReport",
@@ -116,9 +116,12 @@ class MetricSeries:
     label: str | None = None
     #: Standard error and 95 % interval of ``reference_value`` over tasks (acx.stats).
     estimate: Estimate | None = None
+    #: ``[low, high]`` the interval stays within: the metric's declared range, else the values'.
+    range: Bounds | None = None
 
     def to_json(self) -> dict[str, Any]:
-        out = {k: v for k, v in self.__dict__.items() if k != "estimate"}
+        out = {k: v for k, v in self.__dict__.items() if k not in ("estimate", "range")}
+        out["range"] = list(self.range) if self.range is not None else None
         est = self.estimate or Estimate(None, None, None, None, 0)
         out.update(est.to_json())
         return out
@@ -182,16 +185,19 @@ def _task_value(attempts: Sequence[RunResult], metric: str, reducer: str) -> flo
 
 
 def _aggregate(
-    per_task: list[tuple[str, float]], mode: str, *, bounded: bool
+    per_task: list[tuple[str, float]], mode: str, *, declared: Bounds | None
 ) -> tuple[Estimate, dict[str, float | None]]:
-    """Combine per-task values; the estimate carries the SE and 95 % interval (acx.stats)."""
+    """Combine per-task values; the estimate carries the SE and a 95 % interval that stays
+    within the metric's range (declared, else the values'; acx.stats)."""
     by_cat: dict[str, list[float]] = defaultdict(list)
     for cat, v in per_task:
         by_cat[cat].append(v)
     cats: dict[str, float | None] = {c: sum(vs) / len(vs) for c, vs in sorted(by_cat.items())}
+    values = [v for _, v in per_task]
+    bounds = value_bounds(values, declared)
     if mode == "category_mean":
-        return stratified_estimate([by_cat[c] for c in sorted(by_cat)], bounded=bounded), cats
-    return estimate([v for _, v in per_task], bounded=bounded), cats
+        return stratified_estimate([by_cat[c] for c in sorted(by_cat)], bounds=bounds), cats
+    return estimate(values, bounds=bounds), cats
 
 
 def build_report(
@@ -226,7 +232,8 @@ def build_report(
             if t.task_id not in invalid:
                 per_task.append((t.category, value))
         rate = spec.kind == "binary_success" or reducer == "pass" or reducer.startswith(("at_least_", "pass_at_"))
-        est, cats = _aggregate(per_task, aggregation, bounded=rate)
+        declared = UNIT if rate else spec.bounds()
+        est, cats = _aggregate(per_task, aggregation, declared=declared)
         value = est.mean
         is_headline = mid == primary and reducer == ("pass" if strategy == "pass" else "avg")
         series.append(
@@ -244,6 +251,7 @@ def build_report(
                 categories=cats,
                 label=spec.display.label,
                 estimate=est,
+                range=value_bounds([v for _, v in per_task], declared),
             )
         )
     categories: dict[str, dict[str, int]] = defaultdict(lambda: Counter())

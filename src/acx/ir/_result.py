@@ -77,6 +77,13 @@ class MetricSpec(IRStruct, frozen=True):
     primary: bool = False
     role: Literal["success", "score", "component"] = "component"
     display: MetricDisplay = MetricDisplay()
+    #: ``[low, high]`` every observation lies in (``[0, 1]`` for binary metrics, always); the
+    #: summary's 95 % intervals never leave it. Unset: the range of the observed values.
+    range: tuple[float, float] | None = None
+
+    def bounds(self) -> tuple[float, float] | None:
+        """The declared range (binary metrics: [0, 1])."""
+        return (0.0, 1.0) if self.kind == "binary_success" else self.range
 
 
 class MetricContract(IRStruct, frozen=True):
@@ -102,9 +109,11 @@ class MetricContract(IRStruct, frozen=True):
         return cls(metrics=metrics)
 
     @classmethod
-    def scalar(cls, *extra_scalars: str, binary: tuple[str, ...] = ()) -> MetricContract:
+    def scalar(
+        cls, *extra_scalars: str, binary: tuple[str, ...] = (), score_range: tuple[float, float] | None = None
+    ) -> MetricContract:
         metrics: dict[str, MetricSpec] = {
-            "score": MetricSpec(kind="scalar", reducers=["avg"], primary=True, role="score")
+            "score": MetricSpec(kind="scalar", reducers=["avg"], primary=True, role="score", range=score_range)
         }
         for name in binary:
             metrics[name] = MetricSpec(kind="binary_success", reducers=["avg", "pass"])

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from acx.results import AttemptRecord, PhaseTiming, RunReader, TaskRecord
-from acx.stats import estimate
+from acx.stats import UNIT, Bounds, estimate, value_bounds
 
 __all__ = [
     "ROW_FIELDS",
@@ -168,19 +168,44 @@ def _codes(task: TaskRecord) -> list[str]:
 # ---- statistics ----------------------------------------------------------------------------------
 
 
-def mean_interval(values: list[float], *, bounded: bool = False) -> tuple[float, float, float] | None:
+def mean_interval(values: list[float], *, declared: Bounds | None = None) -> tuple[float, float, float] | None:
     """(mean, low, high): the 95 % interval of a mean over tasks, ``mean ± t(0.975, n-1)·s/√n``
-    (:func:`acx.stats.estimate`, as metrics.json's), clipped to [0, 1] when ``bounded``; None for
-    fewer than 2 values."""
-    est = estimate(values, bounded=bounded)
+    (:func:`acx.stats.estimate`, as metrics.json's), within ``declared`` (:func:`acx.stats.value_bounds`);
+    None for fewer than 2 values."""
+    est = estimate(values, bounds=value_bounds(values, declared))
     if est.mean is None or est.ci_low is None or est.ci_high is None:
         return None
     return est.mean, est.ci_low, est.ci_high
 
 
-def headline_interval(series: dict[str, Any]) -> tuple[float, float] | None:
+def series_range(series: dict[str, Any], fallback: Bounds | None = None) -> Bounds | None:
+    """The range a series' interval stays within: metrics.json's ``range``, [0, 1] for a rate,
+    else ``fallback``."""
+    given = series.get("range")
+    if isinstance(given, list | tuple) and len(given) == 2:
+        lo, hi = _num(given[0]), _num(given[1])
+        if lo is not None and hi is not None and lo <= hi:
+            return lo, hi
+    reducer = str(series.get("reducer") or "")
+    if series.get("kind") == "binary_success" or reducer == "pass" or reducer.startswith(("at_least_", "pass_at_")):
+        return UNIT
+    return fallback
+
+
+def headline_interval(series: dict[str, Any], fallback: Bounds | None = None) -> tuple[float, float] | None:
     """The interval that ``metrics.json`` gives a series, whatever its spelling: ``ci``/``ci95``/
-    ``interval`` as ``[low, high]`` or ``{low, high}``, ``ci_low``/``ci_high``, or ``stderr``."""
+    ``interval`` as ``[low, high]`` or ``{low, high}``, ``ci_low``/``ci_high``, or ``stderr`` —
+    clipped to the series' range (:func:`series_range`: an older or another tool's file may hold
+    an interval past it)."""
+    found = _given_interval(series)
+    bounds = series_range(series, fallback)
+    if found is None or bounds is None:
+        return found
+    lo, hi = found
+    return max(bounds[0], min(lo, bounds[1])), min(bounds[1], max(hi, bounds[0]))
+
+
+def _given_interval(series: dict[str, Any]) -> tuple[float, float] | None:
     for key in ("ci95", "ci", "interval", "confidence_interval"):
         v = series.get(key)
         if isinstance(v, list | tuple) and len(v) == 2 and all(_num(x) is not None for x in v):
@@ -520,7 +545,7 @@ def _headline(
         out = {"series_id": f"{primary} (mean over tasks)", "value": sum(scores) / len(scores), "counts": {}}
     else:
         return None
-    computed = mean_interval(scores, bounded=kind == "binary_success")
+    computed = mean_interval(scores, declared=UNIT if kind == "binary_success" else None)
     if computed is not None:
         out.update(
             interval=[computed[1], computed[2]],

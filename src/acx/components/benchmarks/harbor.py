@@ -42,7 +42,9 @@ class HarborBenchmark(HarborRuntime, BaseBenchmark):
     evaluation_environment_mode: ClassVar[str] = "reuse"
     collect_artifacts: ClassVar[bool] = True
     requires_isolated_filesystem: ClassVar[bool] = True
-    metric_contract: ClassVar[MetricContract] = MetricContract.scalar(binary=("correct",))
+    #: A reward is 0–1 by Harbor's convention (``correct`` is reward ≥ 1); a verifier that writes
+    #: a reward outside it widens the range its intervals are clipped to (acx.stats.value_bounds).
+    metric_contract: ClassVar[MetricContract] = MetricContract.scalar(binary=("correct",), score_range=(0.0, 1.0))
     evaluation_timeout_metrics: ClassVar[dict[str, Any] | None] = None
 
     config: HarborConfig

@@ -71,6 +71,11 @@ class BaseScorer:
     def metric_kind(self) -> MetricKind:
         return self.kind
 
+    def metric_range(self) -> tuple[float, float] | None:
+        """``(low, high)`` every value of this scorer lies in (binary: 0/1), or None when it does
+        not know; the summary's 95 % intervals stay within it."""
+        return (0.0, 1.0) if self.metric_kind() == "binary_success" else None
+
     async def score(self, answer: Any, targets: Sequence[str], ctx: ScoreContext) -> Score:
         return self.check(answer, targets, ctx)
 

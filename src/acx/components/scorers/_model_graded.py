@@ -165,6 +165,10 @@ class ModelGradedScorer(Scorer):
     def metric_kind(self) -> Any:
         return self.kind
 
+    def metric_range(self) -> tuple[float, float]:
+        # A grade's score is one of the configured ones (partial credit) or 0/1.
+        return (min(self.grades.values()), max(self.grades.values()))
+
     def client(self) -> GraderClient:
         if self._client is None:
             from acx.components.scorers._grader_client import ModelLayerGrader

@@ -174,6 +174,11 @@ def metric_contract_for(bound: Sequence[BoundScorer]) -> MetricContract:
         if i == 0:
             role = "success" if kind == "binary_success" else "score"
         metrics[b.metric] = MetricSpec(
-            kind=kind, reducers=reducers, primary=i == 0, role=role, display=MetricDisplay(label=b.label)
+            kind=kind,
+            reducers=reducers,
+            primary=i == 0,
+            role=role,
+            display=MetricDisplay(label=b.label),
+            range=b.scorer.metric_range(),
         )
     return MetricContract(metrics=metrics)

@@ -279,6 +279,9 @@ class F1Scorer(Scorer):
     config_class = F1Config
     kind = "scalar"
 
+    def metric_range(self) -> tuple[float, float]:
+        return (0.0, 1.0)
+
     def check(self, answer: Any, targets: Sequence[str], ctx: ScoreContext) -> Score:
         text = as_text(answer)
         return Score(max((token_f1(text, t) for t in targets), default=0.0))
