@@ -976,7 +976,7 @@ def _error_text(data: bytes) -> str:
 
     try:
         body = json.loads(data)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         body = None
     if isinstance(body, dict):
         err = body.get("error")

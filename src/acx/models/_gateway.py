@@ -39,6 +39,7 @@ from acx.models._protocols import (
     parse_response,
     parse_stream,
     render_response,
+    request_problem,
     translatable_params,
 )
 from acx.models._types import ChatRequest, Endpoint, ModelCallError, ModelResponse, Protocol, Usage
@@ -137,7 +138,12 @@ class CallRecord:
             return obj
         if not _may_hold(obj, self.secrets):
             return obj
-        text = json.dumps(obj)
+        try:
+            text = json.dumps(obj)
+        except (RecursionError, ValueError, TypeError):
+            # Nested deeper than the encoder goes (the decoder took it, barely): not recorded
+            # rather than recorded with what may be the key inside.
+            return {"acx_note": "not recorded: the value could not be checked for secrets"}
         # Looked for as encoded (a key with a quote or a non-ASCII character is escaped in the text).
         escaped = [json.dumps(s)[1:-1] for s in self.secrets]
         if not any(e in text for e in escaped):
@@ -518,11 +524,15 @@ class Gateway:
             )
         try:
             incoming = loads(body)
-        except (ValueError, UnicodeDecodeError):
-            return _error(400, "invalid_request_error", "acx gateway: the request body is not JSON")
+        except (ValueError, UnicodeDecodeError) as exc:
+            why = "is nested too deeply" if "nested" in str(exc) else "is not JSON"
+            return _error(400, "invalid_request_error", f"acx gateway: the request body {why}")
         if not isinstance(incoming, dict):
             return _error(400, "invalid_request_error", "acx gateway: the request body is not a JSON object")
         ep = role.endpoint
+        problem = request_problem(protocol, incoming, translated=protocol != ep.protocol)
+        if problem is not None:
+            return _error(400, "invalid_request_error", f"acx gateway: malformed {protocol} request: {problem}")
         if incoming.get("stream") and protocol != ep.protocol:
             return _error(
                 400,
@@ -544,8 +554,21 @@ class Gateway:
         """An agent speaking another protocol than the role's: the request is normalised,
         re-built in the role's protocol, and the answer rendered back in the agent's."""
         ep = role.endpoint
-        chat = normalize_request(protocol, incoming)
-        params, bad = translatable_params(chat.params, ep.protocol)
+        try:
+            chat = normalize_request(protocol, incoming)
+            params, bad = translatable_params(chat.params, ep.protocol)
+            request = ChatRequest(messages=chat.messages, tools=chat.tools, params=params)
+            build_call(ep, request)  # what the call will send: refused here, not mid-call
+        except ModelCallError as exc:
+            return _error(400, "invalid_request_error", f"acx gateway: {exc.message}")
+        except (TypeError, AttributeError, KeyError, ValueError, IndexError, RecursionError) as exc:
+            # request_problem checks the fields translation reads; this is the net under it.
+            return _error(
+                400,
+                "invalid_request_error",
+                f"acx gateway: the {protocol} request cannot be translated to {ep.protocol} "
+                f"({type(exc).__name__}: {str(exc)[:120]}); check its messages/input and tools",
+            )
         if bad:
             want = _URLS[ep.protocol]
             return _error(
@@ -554,7 +577,6 @@ class Gateway:
                 f"acx gateway: this run's {role.name} model speaks {ep.protocol}; the {protocol} request's "
                 f"parameter(s) {', '.join(bad)} cannot be translated: drop them, or call {want}",
             )
-        request = ChatRequest(messages=chat.messages, tools=chat.tools, params=params)
         try:
             resp = await self._call_in_process(session, role.name, request, via="http")
         except ModelCallError as exc:

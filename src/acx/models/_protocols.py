@@ -26,6 +26,7 @@ __all__ = [
     "parse_response",
     "parse_stream",
     "render_response",
+    "request_problem",
     "translatable_params",
 ]
 
@@ -374,11 +375,21 @@ def _parse_anthropic(body: dict[str, Any]) -> ModelResponse:
 def loads(data: bytes) -> Any:
     """``json.loads`` semantics at msgspec's speed (every call of a run passes here twice): the
     stdlib decides only what msgspec refuses (``NaN``, integers beyond 64 bits, ...). Raises
-    ``ValueError`` for what is not JSON."""
+    ``ValueError`` for what is not JSON, and for JSON nested too deeply to decode (both decoders
+    recurse: ``[[[…]]]`` 200,000 deep is a ``RecursionError``, which is not a ``ValueError``)."""
     try:
         return msgspec.json.decode(data)
     except msgspec.DecodeError:
         return json.loads(data)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+
+
+def _loads_event(payload: bytes) -> Any:
+    try:
+        return json.loads(payload)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
 
 
 def parse_response(protocol: Protocol, data: bytes) -> ModelResponse:
@@ -386,14 +397,146 @@ def parse_response(protocol: Protocol, data: bytes) -> ModelResponse:
     try:
         body = loads(data)
     except (ValueError, UnicodeDecodeError):
-        raise _malformed("with a body that is not JSON") from None
+        raise _malformed("with a body that is not JSON (or JSON nested too deeply)") from None
     if not isinstance(body, dict):
         raise _malformed("with a JSON body that is not an object")
-    if protocol == "anthropic":
-        return _parse_anthropic(body)
+    try:
+        if protocol == "anthropic":
+            return _parse_anthropic(body)
+        if protocol == "openai-responses":
+            return _parse_responses(body)
+        return _parse_chat(body)
+    except _SHAPE_ERRORS as exc:  # a field of the wrong type deep inside (``"function": "x"``)
+        raise _malformed(f"with a body not in the {protocol} shape ({_shape_error(exc)})") from None
+
+
+#: What reading a JSON value of the wrong shape raises (``5[0]``, ``"x".get``, ``int([])``).
+_SHAPE_ERRORS = (TypeError, AttributeError, KeyError, ValueError, IndexError, RecursionError)
+
+
+def _shape_error(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {str(exc)[:120]}"
+
+
+# ---- the shape of an agent's request (the gateway, before it reads one) ------------------------
+
+_JSON_TYPES = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return _JSON_TYPES.get(type(value), type(value).__name__)
+
+
+def _objects(value: Any, path: str) -> str | None:
+    """A problem unless ``value`` is an array of objects."""
+    if not isinstance(value, list):
+        return f"{path} must be an array, not {_kind(value)}"
+    for i, item in enumerate(value):
+        if not isinstance(item, dict):
+            return f"{path}[{i}] must be an object, not {_kind(item)}"
+    return None
+
+
+def _content(value: Any, path: str, *, text_only: bool = False) -> str | None:
+    """A message content: a string, null or an array of objects (parts, blocks)."""
+    if value is None or isinstance(value, str):
+        return None
+    if text_only or not isinstance(value, list):
+        return f"{path} must be a string{'' if text_only else ' or an array of content parts'}, not {_kind(value)}"
+    return _objects(value, path)
+
+
+def _chat_messages(messages: Any) -> str | None:
+    problem = _objects(messages, "messages")
+    if problem is not None:
+        return problem
+    for i, m in enumerate(messages):
+        at = f"messages[{i}]"
+        if not isinstance(m.get("role"), str):
+            return f"{at}.role must be a string, not {_kind(m.get('role'))}"
+        problem = _content(m.get("content"), f"{at}.content")
+        if problem is None and m.get("tool_calls") is not None:
+            problem = _objects(m["tool_calls"], f"{at}.tool_calls")
+            for j, tc in enumerate(m["tool_calls"] if problem is None else ()):
+                fn = tc.get("function")
+                if fn is not None and not isinstance(fn, dict):
+                    problem = f"{at}.tool_calls[{j}].function must be an object, not {_kind(fn)}"
+                    break
+        if problem is not None:
+            return problem
+    return None
+
+
+def _anthropic_messages(messages: Any) -> str | None:
+    problem = _objects(messages, "messages")
+    if problem is not None:
+        return problem
+    for i, m in enumerate(messages):
+        at = f"messages[{i}]"
+        if not isinstance(m.get("role"), str):
+            return f"{at}.role must be a string, not {_kind(m.get('role'))}"
+        if m.get("content") is None:
+            return f"{at}.content is missing"
+        problem = _content(m["content"], f"{at}.content")
+        if problem is not None:
+            return problem
+    return None
+
+
+def _responses_input(items: Any) -> str | None:
+    if items is None or isinstance(items, str):
+        return None
+    if not isinstance(items, list):
+        return f"input must be a string or an array of input items, not {_kind(items)}"
+    for i, it in enumerate(items):
+        if not isinstance(it, dict):
+            return f"input[{i}] must be an object, not {_kind(it)}"
+        if "role" in it:
+            if not isinstance(it["role"], str):
+                return f"input[{i}].role must be a string, not {_kind(it['role'])}"
+            problem = _content(it.get("content"), f"input[{i}].content")
+            if problem is not None:
+                return problem
+    return None
+
+
+def request_problem(protocol: Protocol, body: dict[str, Any], *, translated: bool = False) -> str | None:
+    """What makes ``body`` (a JSON object an agent sent) no ``protocol`` request, with the field's
+    path (``messages[2].content must be ...``); ``None`` when the gateway can read it. Only the
+    fields the gateway reads are checked, the model server judges the rest: a request passed
+    through in its own protocol has its top-level switches checked (O(1) per call), one the
+    gateway ``translated`` to another protocol its messages, input and tools too."""
+    stream = body.get("stream")
+    if stream is not None and not isinstance(stream, bool):
+        return f"stream must be a boolean, not {_kind(stream)}"
+    options = body.get("stream_options")
+    if options is not None and not isinstance(options, dict):
+        return f"stream_options must be an object, not {_kind(options)}"
+    if not translated:
+        return None
+    if body.get("tools") is not None:
+        problem = _objects(body["tools"], "tools")
+        if problem is not None:
+            return problem
     if protocol == "openai-responses":
-        return _parse_responses(body)
-    return _parse_chat(body)
+        instructions = body.get("instructions")
+        if instructions is not None and not isinstance(instructions, str):
+            return f"instructions must be a string, not {_kind(instructions)}"
+        return _responses_input(body.get("input"))
+    if "messages" not in body:
+        return "messages is missing"
+    if protocol == "anthropic":
+        system = body.get("system")
+        if system is not None and not isinstance(system, str):
+            problem = _objects(system, "system")
+            if problem is not None:
+                return problem.replace("must be an array", "must be a string or an array of text blocks")
+        return _anthropic_messages(body["messages"])
+    return _chat_messages(body["messages"])
 
 
 def normalize_request(protocol: Protocol, body: dict[str, Any]) -> ChatRequest:
@@ -624,7 +767,7 @@ def _sse_events(data: bytes) -> list[dict[str, Any]]:
         if not payload or payload == b"[DONE]":
             continue
         try:
-            obj = json.loads(payload)
+            obj = _loads_event(payload)
         except (ValueError, UnicodeDecodeError):
             continue
         if isinstance(obj, dict):
@@ -701,7 +844,7 @@ def _fold_anthropic(events: list[dict[str, Any]]) -> dict[str, Any]:
         raw = b.pop("_json", "")
         if b.get("type") == "tool_use" and raw:
             try:
-                b["input"] = json.loads(raw)
+                b["input"] = _loads_event(raw.encode())
             except ValueError:
                 b["input"] = raw
         content.append(b)
@@ -709,8 +852,15 @@ def _fold_anthropic(events: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def parse_stream(protocol: Protocol, data: bytes) -> ModelResponse:
-    """A streamed answer (server-sent events) folded into one normalised response."""
-    events = _sse_events(data)
+    """A streamed answer (server-sent events) folded into one normalised response; an event
+    stream not in the protocol's shape is ``malformed_response``."""
+    try:
+        return _parse_events(protocol, _sse_events(data))
+    except _SHAPE_ERRORS as exc:
+        raise _malformed(f"with an event stream not in the {protocol} shape ({_shape_error(exc)})") from None
+
+
+def _parse_events(protocol: Protocol, events: list[dict[str, Any]]) -> ModelResponse:
     if protocol == "openai-responses":
         for obj in reversed(events):
             if obj.get("type") in ("response.completed", "response.incomplete") and isinstance(
