@@ -515,6 +515,14 @@ class Gateway:
                 json.dumps({"object": "list", "data": [{"id": role.endpoint.model, "object": "model"}]}).encode(),
                 [],
             )
+        if headers.get("upgrade", "").lower() == "websocket":
+            # Codex CLI opens the Responses API over a WebSocket first; 426 is the answer on which
+            # it falls back to HTTPS at once (a 404 or 501 costs five reconnects with backoff).
+            return _error(
+                426,
+                "upgrade_required",
+                f"acx gateway: {path} is not served over WebSocket; POST it over HTTP(S) instead",
+            )
         protocol = _PATHS.get(path)
         if method != "POST" or protocol is None:
             return _error(
