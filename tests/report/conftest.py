@@ -61,6 +61,8 @@ def browser() -> Iterator[Any]:
 def page(browser: Any) -> Iterator[Any]:
     """A fresh page that records every request and every script error."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
+    # Bounded, not fast: a re-render on a loaded machine (ACX_TEST_STRESS=1) can take many seconds.
+    context.set_default_timeout(90_000)
     pg = context.new_page()
     pg.requests = []  # type: ignore[attr-defined]
     pg.errors = []  # type: ignore[attr-defined]

@@ -143,12 +143,12 @@ def test_live_view_refreshes_a_run_in_progress(page: Any, tmp_path: Path, shots:
 
         write_run(run_dir, tasks[:25], status="running")  # the run advances
         page.wait_for_function(
-            "document.querySelector('#page-run-0 table.kv').textContent.includes('25 shown')", timeout=10_000
+            "document.querySelector('#page-run-0 table.kv').textContent.includes('25 shown')", timeout=60_000
         )
         write_run(run_dir, tasks, status="completed")
         fcntl.flock(fd, fcntl.LOCK_UN)
         page.wait_for_function(
-            "document.querySelector('#page-run-0 table.kv').textContent.includes('40 shown')", timeout=10_000
+            "document.querySelector('#page-run-0 table.kv').textContent.includes('40 shown')", timeout=60_000
         )
         page.wait_for_function("document.getElementById('live-banner').textContent.includes('completed')")
         page.screenshot(path=str(shots / "live-done.png"), full_page=True)

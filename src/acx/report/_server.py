@@ -10,6 +10,7 @@ Loopback by default, and then only requests whose Host header is a loopback name
 from __future__ import annotations
 
 import html
+import ipaddress
 import json
 import os
 import threading
@@ -24,8 +25,6 @@ from acx.report._build import render_runs
 from acx.results import RunReader, find_runs
 
 __all__ = ["ViewServer", "is_loopback"]
-
-_LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 
 def _stamp(run_dir: Path) -> str:
@@ -162,11 +161,25 @@ class ViewServer:
         }
 
     def _runs(self) -> list[dict[str, Any]]:
-        out = []
+        return self._scan()[0]
+
+    def _scan(self) -> tuple[list[dict[str, Any]], list[str]]:
+        """The runs to list, and a note for each directory left out (a symlink that leads out of
+        the root — never served, and never a 500 for the whole index — or a run that cannot be
+        read)."""
+        out: list[dict[str, Any]] = []
+        skipped: list[str] = []
         for d in find_runs(self.root):
+            shown = d.relative_to(self.root).as_posix() if d.is_relative_to(self.root) else str(d)
+            real = d.resolve()
+            if real != self.root and self.root not in real.parents:
+                skipped.append(f"{shown}: a symlink to {real}, outside the results root (not served)")
+                continue
             try:
                 reader = RunReader.open(d)
-            except Exception:
+            except Exception as exc:
+                message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+                skipped.append(f"{shown}: cannot be read ({message})")
                 continue
             metrics = reader.metrics or {}
             head: dict[str, Any] = next(
@@ -187,7 +200,7 @@ class ViewServer:
                     "value": head.get("value"),
                 }
             )
-        return out
+        return out, skipped
 
     def _report(self, d: Path) -> bytes:
         rel = self._rel(d)
@@ -209,7 +222,14 @@ class ViewServer:
             return body
 
     def _index(self) -> bytes:
-        runs = self._runs()
+        runs, skipped = self._scan()
+        notes = (
+            '<div data-testid="skipped"><p>left out:</p><ul>'
+            + "".join(f"<li>{html.escape(n)}</li>" for n in skipped)
+            + "</ul></div>"
+            if skipped
+            else ""
+        )
         rows = "".join(
             f'<tr data-run="{html.escape(r["rel"])}"><td><a href="/run/{urllib.parse.quote(r["rel"])}/">'
             f"{html.escape(str(r['request']))}</a></td><td>{html.escape(str(r['run_id']))}</td>"
@@ -230,7 +250,7 @@ class ViewServer:
             f"<h1>acx runs in {html.escape(str(self.root))}</h1>"
             f'<p data-testid="run-count">{len(runs)} run(s)</p>'
             "<table><thead><tr><th>request</th><th>run id</th><th>status</th><th>tasks done</th>"
-            f"<th>headline</th><th>started</th></tr></thead><tbody>{rows}</tbody></table></body></html>"
+            f"<th>headline</th><th>started</th></tr></thead><tbody>{rows}</tbody></table>{notes}</body></html>"
         )
         return doc.encode("utf-8")
 
@@ -240,5 +260,15 @@ def _or_dash(v: Any) -> str:
 
 
 def is_loopback(host: str) -> bool:
-    """127.0.0.0/8, ::1 or localhost."""
-    return host in _LOOPBACK or host.startswith("127.")
+    """``localhost`` exactly, or an IP literal in 127.0.0.0/8 or ``::1`` (an IPv4-mapped one
+    included). Parsed, never matched by prefix: ``127.evil.example`` and ``127.0.0.1.nip.io`` are
+    names anyone can point at any address — a DNS-rebinding page's own Host."""
+    if host == "localhost":
+        return True
+    try:
+        addr = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+        addr = addr.ipv4_mapped
+    return addr.is_loopback
