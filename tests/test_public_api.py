@@ -332,6 +332,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "ProgressEvent",
         "RequestOutcome",
         "RequestProgram",
+        "keys_kept_from_agents",
         "plan_audit",
         "preflight",
         "run_orchestration",

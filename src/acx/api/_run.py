@@ -60,19 +60,21 @@ async def run_programs(
     report: Reporter | None = None,
 ) -> OrchestrationResult:
     """Prepare the drivers, then run every program (``acx.interpreter.run_orchestration``)."""
-    from acx.interpreter import run_orchestration
+    from acx.interpreter import keys_kept_from_agents, run_orchestration
 
     await prepare_drivers(programs, report)
-    return await run_orchestration(
-        orchestration,
-        programs,
-        environ=os.environ if environ is None else environ,
-        console=progress or (lambda e: None),
-        resume_dirs=resume_dirs,
-        reuse=reuse,
-        invocation=invocation,
-        cancel_scope_ready=cancel_scope_ready,
-    )
+    env = os.environ if environ is None else environ
+    with keys_kept_from_agents(programs, env):
+        return await run_orchestration(
+            orchestration,
+            programs,
+            environ=env,
+            console=progress or (lambda e: None),
+            resume_dirs=resume_dirs,
+            reuse=reuse,
+            invocation=invocation,
+            cancel_scope_ready=cancel_scope_ready,
+        )
 
 
 async def run_async(

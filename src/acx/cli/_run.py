@@ -298,7 +298,7 @@ def run_programs(orch: Any, programs: list[Any], emit: Any, **kwargs: Any) -> An
     sandboxes; second: exit at once); ``kwargs`` go to :func:`acx.interpreter.run_orchestration`."""
     import trio
 
-    from acx.interpreter import run_orchestration
+    from acx.interpreter import keys_kept_from_agents, run_orchestration
 
     async def main() -> Any:
         import signal
@@ -331,7 +331,8 @@ def run_programs(orch: Any, programs: list[Any], emit: Any, **kwargs: Any) -> An
         return result
 
     try:
-        return trio.run(main)
+        with keys_kept_from_agents(programs, os.environ):
+            return trio.run(main)
     except BaseExceptionGroup as group:
         raise _unwrap(group) from None
 

@@ -10,6 +10,7 @@ Public API::
 """
 
 from acx.interpreter._events import ProgressEvent
+from acx.interpreter._host_keys import keys_kept_from_agents
 from acx.interpreter._orchestrator import (
     OrchestrationResult,
     RequestOutcome,
@@ -24,6 +25,7 @@ __all__ = [
     "ProgressEvent",
     "RequestOutcome",
     "RequestProgram",
+    "keys_kept_from_agents",
     "plan_audit",
     "preflight",
     "run_orchestration",
