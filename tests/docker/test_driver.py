@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 import trio
 
@@ -264,7 +265,7 @@ def test_builds_task_dockerfile(run_label: str, tmp_path: Path, docker_driver: A
     ctx.mkdir()
     (ctx / "Dockerfile").write_text(
         f"FROM {BOOKWORM}\nWORKDIR /app\nRUN echo built-{run_label} > /app/marker\n"
-        # an entrypoint that exits at once must not kill the session
+        # an entrypoint that exits at once: `entrypoint: idle` replaces it
         'ENTRYPOINT ["python3", "-c", "raise SystemExit(3)"]\n'
     )
 
@@ -275,14 +276,49 @@ def test_builds_task_dockerfile(run_label: str, tmp_path: Path, docker_driver: A
             setup=EnvironmentSetup(build_timeout_seconds=120),
             build_context=str(ctx),
         )
-        session = await docker_driver().open(req)
+        session = await docker_driver(entrypoint="idle").open(req)
         try:
             assert session.workdir == "/app"  # the image WORKDIR is the default (H5)
             assert (await session.exec(["cat", "marker"])).stdout == f"built-{run_label}\n"
         finally:
             await session.close()
+        # kept (the default, as Harbor does): it exits, and the open says why, with what to do
+        with pytest.raises(EnvironmentSetupError) as info:
+            await docker_driver().open(msgspec.structs.replace(req, session_id=f"build2-{run_label}"))
+        assert info.value.code == "entrypoint_exited"
+        assert "exec" in info.value.fields["help"]
 
     _run(main)
+    assert list_objects(labels={"acx.test": run_label}) == []
+
+
+def test_image_entrypoint_sees_public_startup_env(run_label: str, tmp_path: Path, docker_driver: Any) -> None:
+    # contract V2 (issue 22 item 2): the image's ENTRYPOINT runs, with the public start-up
+    # variables, and execs the idle command it is given; stage variables never reach it
+    ctx = tmp_path / "environment"
+    ctx.mkdir()
+    (ctx / "entry.sh").write_text('#!/bin/sh\nprintf %s "${GREETING-unset}" > /tmp/startup-env\nexec "$@"\n')
+    (ctx / "Dockerfile").write_text(
+        f'FROM {BUSYBOX}\nCOPY entry.sh /entry.sh\nRUN chmod +x /entry.sh\nENTRYPOINT ["/entry.sh"]\n'
+    )
+
+    async def main() -> None:
+        req = OpenRequest(
+            session_id=f"entry-{run_label}",
+            labels={"acx.test": run_label},
+            setup=EnvironmentSetup(build_timeout_seconds=120),
+            build_context=str(ctx),
+            startup_env={"GREETING": "injected"},
+        )
+        session = await docker_driver().open(req)
+        try:
+            with session.env_scope({"GREETING": "stage"}):
+                assert (await session.exec(["cat", "/tmp/startup-env"])).stdout == "injected"
+        finally:
+            await session.close()
+
+    _run(main)
+    assert list_objects(labels={"acx.test": run_label}) == []
 
 
 def test_escaping_symlink_download_is_refused(run_label: str, tmp_path: Path, docker_driver: Any) -> None:

@@ -227,6 +227,7 @@ class RequestPlan:
     _explicit: frozenset[str] = frozenset()
     _harness_plan: HarnessPlan | None = None
     _bench_mode: str = "none"
+    _run_follows_baseline: bool = False
 
     # ---- public API ------------------------------------------------------------------------
     def plan_attempt(self, task: TaskSpec, attempt: int, *, warnings: list[str] | None = None) -> ExecutionPlan:
@@ -314,6 +315,11 @@ class RequestPlan:
         # (2) policy inputs (P6): explicit request value, else the task hint
         baseline = renv.baseline_network_policy or task.baseline_network_policy
         run_policy = renv.run_network_policy or task.run_network_policy
+        follows = run_policy is None and baseline is not None and self._run_follows_baseline
+        if follows:
+            # The benchmark keeps the agent phase at the environment's baseline (Harbor's
+            # resolve_agent_phase_policy), never the `public` last default of step (7).
+            run_policy = baseline
         eval_policy = renv.evaluation_network_policy or task.evaluation_network_policy
         if prov.enabled:
             for path, tval, rval in (
@@ -330,6 +336,14 @@ class RequestPlan:
                 if rval is not None:
                     req_path = path if path.startswith("environment.") else f"environment.{path}"
                     prov.request(path, req_path, rval)
+            if follows:
+                prov.add(
+                    "run_network_policy",
+                    "benchmark",
+                    "benchmark",
+                    f"{self.benchmark.id}: the agent phase keeps the environment baseline",
+                    run_policy,
+                )
 
         # (3) the task-local environment (a new struct; the request is never mutated)
         env = self._environment(task, baseline, prov)
@@ -951,6 +965,7 @@ def _plan_request(
         _explicit=_explicit_paths(req, request_provenance),
         _harness_plan=harness_plan,
         _bench_mode=bench.resolve_evaluation_environment_mode(req),
+        _run_follows_baseline=bool(getattr(bench, "run_policy_follows_baseline", False)),
     )
 
 

@@ -54,6 +54,10 @@ class BaseBenchmark:
     metric_contract: ClassVar[MetricContract] = MetricContract.binary("correct")
     #: Observations recorded when evaluation times out (plus an error issue); None = no score.
     evaluation_timeout_metrics: ClassVar[dict[str, Any] | None] = None
+    #: A task with no run-phase policy (neither the request nor the task sets one) runs its agent
+    #: under the environment's baseline policy instead of the planner's last default ``public``
+    #: (P6). Harbor: ``resolve_agent_phase_policy`` — the explicit agent policy, else the baseline.
+    run_policy_follows_baseline: ClassVar[bool] = False
 
     def __init__(self, config: BenchmarkConfig, *, base_dir: Path | None = None) -> None:
         self.config = config

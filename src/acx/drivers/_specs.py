@@ -97,6 +97,13 @@ class DockerConfig(EnvironmentConfig, frozen=True):
     docker_host: Annotated[str | None, _d("engine URL; default from DOCKER_HOST or the local socket")] = None
     platform: Annotated[str | None, _d("image platform, e.g. linux/amd64")] = None
     command: Annotated[list[str] | None, _d("container main process; default keeps the container idle")] = None
+    entrypoint: Annotated[
+        Literal["image", "idle"],
+        _d(
+            "`image` keeps the image's ENTRYPOINT and hands it the idle loop as its command (as Harbor "
+            "does: the entrypoint sees the public variables); `idle` replaces it with the idle loop"
+        ),
+    ] = "image"
     pull: Annotated[Literal["never", "missing"], _d("pull the image when it is missing locally")] = "never"
     cap_add: Annotated[list[str], _d("extra Linux capabilities")] = []
     labels: Annotated[dict[str, str], _d("extra labels on created objects")] = {}

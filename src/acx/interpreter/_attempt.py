@@ -747,6 +747,8 @@ class AttemptRunner:
             t.telemetry["timed_out"] = True
             t.add("error", "run", "run_timeout", f"run_task exceeded its budget of {T} s")
             t.result = t.result or RunResult(task_id=self.task.task_id)
+        if t.result is not None and any(i.severity == "fatal" for i in t.result.issues):
+            t.run_ok = False  # a FATAL issue of the run stage skips evaluation (docs/running.md)
 
     async def _run_harness(self, t: _Try, session: Session, T: float | None) -> None:
         ctx, plan = self.ctx, self.plan
@@ -812,6 +814,10 @@ class AttemptRunner:
                 models.close()  # its tokens die with the harness: nothing in the sandbox can call on
         # An empty answer is the benchmark's to judge, not an infrastructure error.
         t.result = partial or RunResult(task_id=self.task.task_id)
+        if any(i.severity == "fatal" for i in t.result.issues):
+            # A harness that reports a FATAL issue itself (e.g. the oracle of a task with no
+            # solution) ran nothing worth grading: like a raised one, it skips evaluation.
+            t.run_ok = False
         if models is not None:
             t.result, t.transcript_sha256 = await merge_into_result(t.result, models, self.attempt_dir, ctx.scrub)
 

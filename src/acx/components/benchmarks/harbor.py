@@ -46,6 +46,9 @@ class HarborBenchmark(HarborRuntime, BaseBenchmark):
     #: a reward outside it widens the range its intervals are clipped to (acx.stats.value_bounds).
     metric_contract: ClassVar[MetricContract] = MetricContract.scalar(binary=("correct",), score_range=(0.0, 1.0))
     evaluation_timeout_metrics: ClassVar[dict[str, Any] | None] = None
+    #: Harbor's agent phase runs under `[agent]`'s policy, else the environment baseline
+    #: (`resolve_agent_phase_policy`), never `public` when the task said no-network.
+    run_policy_follows_baseline: ClassVar[bool] = True
 
     config: HarborConfig
 

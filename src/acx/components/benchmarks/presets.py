@@ -225,8 +225,13 @@ class _HarborPreset(HarborBenchmark):
         tasks = super().load_tasks(req)
         if self.run_denylist:
             policy = NetworkPolicy(network_mode="denylist", denied_hosts=list(self.run_denylist))
+            # Only where the agent phase would otherwise be public: a task whose environment is
+            # no-network or an allowlist keeps that baseline for its agent (never opened up).
             tasks = [
-                t if t.run_network_policy is not None else msgspec.structs.replace(t, run_network_policy=policy)
+                msgspec.structs.replace(t, run_network_policy=policy)
+                if t.run_network_policy is None
+                and (t.baseline_network_policy is None or t.baseline_network_policy.network_mode == "public")
+                else t
                 for t in tasks
             ]
         return tasks

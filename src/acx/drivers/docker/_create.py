@@ -174,10 +174,13 @@ class DockerDriver(ImageBuilder):
             created["network"] = name
             network = await self._create_network(client, name, labels)
         created["container"] = name
-        cid = await self._create_container(client, request, image, name, network, labels)
+        config = await self._call(_image_config, client, image)
+        cid = await self._create_container(client, request, image, name, network, labels, config)
         created["container"] = cid
         await self._call(client.api.start, cid)
-        workdir = request.setup.workdir or await self._call(_image_workdir, client, image)
+        if self._keeps_entrypoint(config):
+            await self._check_entrypoint_started(client, cid, image, config)
+        workdir = request.setup.workdir or str(config.get("WorkingDir") or "/")
         session = DockerSession(
             driver=self,
             client=client,
@@ -199,8 +202,40 @@ class DockerDriver(ImageBuilder):
                 created.update(session.created_objects())
         return session
 
+    def _keeps_entrypoint(self, config: Mapping[str, Any]) -> bool:
+        """Whether the image's ENTRYPOINT runs (with the idle loop as its command)."""
+        return self.config.command is None and self.config.entrypoint == "image" and bool(config.get("Entrypoint"))
+
+    async def _check_entrypoint_started(self, client: Any, cid: str, image: str, config: Mapping[str, Any]) -> None:
+        """An image ENTRYPOINT that does not run its command (``exec "$@"``) ends the container at
+        once: say so with its output, instead of failing the first command obscurely."""
+        for _ in range(3):
+            state = (await self._call(client.api.inspect_container, cid)).get("State") or {}
+            if not state.get("Running", True):
+                break
+            await trio.sleep(0.05)
+        else:
+            return
+        output = await self._call(client.api.logs, cid, stdout=True, stderr=True, tail=20)
+        tail = output.decode("utf-8", "replace").strip()[-600:] if isinstance(output, bytes) else ""
+        raise EnvironmentSetupError(
+            f"image {image!r}: its ENTRYPOINT {config.get('Entrypoint')} exited (code {state.get('ExitCode')}) "
+            "instead of running the command it was given (acx keeps the image's entrypoint, as Harbor does, "
+            "and gives it an idle loop as its command)" + (f"; its output: {tail}" if tail else ""),
+            code="entrypoint_exited",
+            help='make the entrypoint end with `exec "$@"`, or set the docker environment param '
+            "`entrypoint: idle` to replace it with acx's idle loop",
+        )
+
     async def _create_container(
-        self, client: Any, request: OpenRequest, image: str, name: str, network: str | None, labels: dict[str, str]
+        self,
+        client: Any,
+        request: OpenRequest,
+        image: str,
+        name: str,
+        network: str | None,
+        labels: dict[str, str],
+        config: Mapping[str, Any],
     ) -> str:
         """Create the session container; a storage limit the engine refuses is dropped (and said)."""
         from docker.errors import APIError, ImageNotFound
@@ -208,9 +243,12 @@ class DockerDriver(ImageBuilder):
         resources = _resource_kwargs(request)
         if self._storage_refused is not None:
             resources.pop("storage_opt", None)
-        # The idle loop replaces the image's ENTRYPOINT too (an `ENTRYPOINT ["python"]` image would
-        # otherwise exit at once); a configured `command` keeps the image's entrypoint.
+        # Harbor keeps the image's ENTRYPOINT (compose `command: sleep infinity` only), so an
+        # entrypoint that reads its environment sees the public start-up variables (V2): the idle
+        # loop becomes its command. `entrypoint: idle` replaces it instead (an
+        # `ENTRYPOINT ["python"]` image would exit at once); a configured `command` keeps it.
         idle = self.config.command is None
+        keep = self._keeps_entrypoint(config)
         while True:
             host_config = client.api.create_host_config(
                 network_mode=network or "none",
@@ -222,8 +260,8 @@ class DockerDriver(ImageBuilder):
                 container = await self._call(
                     client.api.create_container,
                     image,
-                    command=None if idle else self.config.command,
-                    entrypoint=_IDLE_COMMAND if idle else None,
+                    command=_IDLE_COMMAND if keep else (None if idle else self.config.command),
+                    entrypoint=_IDLE_COMMAND if idle and not keep else None,
                     name=name,
                     labels={**labels, LABEL_KIND: "session"},
                     environment={k: v for k, v in request.startup_env.items()},
@@ -325,7 +363,13 @@ def _resource_kwargs(request: OpenRequest) -> dict[str, Any]:
     return kwargs
 
 
-def _image_workdir(client: Any, image: str) -> str:
-    """The image's WORKDIR (H5 default when setup.workdir is unset), else ``/``."""
-    info = client.api.inspect_image(image)
-    return str((info.get("Config") or {}).get("WorkingDir") or "/")
+def _image_config(client: Any, image: str) -> dict[str, Any]:
+    """The image's config (``Entrypoint``, ``WorkingDir`` — the H5 default when setup.workdir is
+    unset); {} for an image the engine does not have (create_container then says so)."""
+    from docker.errors import ImageNotFound
+
+    try:
+        info = client.api.inspect_image(image)
+    except ImageNotFound:
+        return {}
+    return dict(info.get("Config") or {})
