@@ -133,11 +133,11 @@ def test_harbor_benchmark_selection_and_isolation(harbor_task, tmp_path: Path) -
     root = tmp_path / "tasks"
     root.mkdir()
     for name in ("alpha", "beta", "gamma"):
-        harbor_task(name, "[agent]\ntimeout_sec = 10\nuser = 'x'\n", root=root)
+        harbor_task(name, "[agent]\ntimeout_sec = 10\nbogus = 'x'\n", root=root)
     req = make_request(benchmark="harbor", bench_params={"path": "tasks", "task_names": ["a*", "g*"]}, harness="oracle")
     rp = plan_request(req, base_dir=str(tmp_path), capabilities=DOCKER, recipes=RecipeRegistry())
     assert [t.task_id for t in rp.tasks] == ["alpha", "gamma"]
-    assert rp.tasks[0].load_warnings  # unmapped `agent.user` warns, only selected tasks are shown
+    assert rp.tasks[0].load_warnings  # unmapped `agent.bogus` warns, only selected tasks are shown
     assert rp.plan_attempt(rp.tasks[0], 1).run_timeout_seconds == 10.0
     host_req = make_request(benchmark="harbor", bench_params={"path": "tasks"}, harness="oracle", env="host_process")
     rp = plan_request(host_req, base_dir=str(tmp_path), capabilities=HOST, recipes=RecipeRegistry())

@@ -145,12 +145,12 @@ def test_load_warnings_only_for_selected_tasks(
     tmp_path: Path, harbor_task, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:  # contract H6
     monkeypatch.chdir(tmp_path)
-    harbor_task("noisy", "[agent]\ntimeout_sec = 10\nuser = 'agent'\n", root=tmp_path / "tasks")
+    harbor_task("noisy", "[agent]\ntimeout_sec = 10\nbogus = 'agent'\n", root=tmp_path / "tasks")
     harbor_task("quiet", "[agent]\ntimeout_sec = 10\n", root=tmp_path / "tasks")
     spec = _harbor_spec(tmp_path, "docker")
     assert main(["compile", str(spec), "--plans"]) == 0
     out = capsys.readouterr().out
-    assert "warning: " in out and "`agent.user` is not mapped" in out and "task.toml:3:" in out
+    assert "warning: " in out and "`agent.bogus` is not mapped" in out and "task.toml:3:" in out
     assert main(["compile", str(spec), "--plans", "--tasks", "quiet"]) == 0
     assert "warning" not in capsys.readouterr().out
     assert main(["compile", str(spec), "--plans", "--format", "json", "--tasks", "noisy"]) == 0

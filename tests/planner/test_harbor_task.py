@@ -188,9 +188,34 @@ def test_unmapped_declarations_warn(harbor_task) -> None:  # contract H6
     """
     t = load_harbor_task(harbor_task("a", toml))
     text = "\n".join(t.load_warnings)
-    for key in ("typo_key", "agent.user", "environment.healthcheck", "environment.gpu_types", "steps"):
+    for key in ("typo_key", "environment.healthcheck", "environment.gpu_types", "steps"):
         assert f"`{key}`" in text
     assert "task.toml:2:" in text  # warnings carry the line
+    assert "agent.user" not in text and t.run_user == "agent"  # mapped (issue 22 item 3)
+
+
+@pytest.mark.parametrize(
+    ("toml", "run_user", "evaluation_user"),
+    [
+        ('[agent]\nuser = "agent"\n', "agent", None),
+        ("[agent]\nuser = 1000\n[verifier]\nuser = 0\n", "1000", "0"),
+        ('[verifier]\nuser = "grader"\n', None, "grader"),
+        ("", None, None),
+    ],
+)
+def test_stage_users_are_mapped(harbor_task, toml: str, run_user: str | None, evaluation_user: str | None) -> None:
+    # issue 22 item 3: Harbor's `[agent].user` / `[verifier].user` (a name or a uid) are the users
+    # the agent and the verifier run as, never a warning and a silent root
+    t = load_harbor_task(harbor_task("u", toml))
+    assert (t.run_user, t.evaluation_user) == (run_user, evaluation_user)
+    assert not any("user" in w for w in t.load_warnings)
+
+
+@pytest.mark.parametrize("value", ['""', "-1", "true", '"a b"', "[1]"])
+def test_invalid_stage_user_is_located(harbor_task, value: str) -> None:
+    with pytest.raises(AcxPlanError) as info:
+        load_harbor_task(harbor_task("u", f"[agent]\nuser = {value}\n"))
+    assert "user name or a uid" in str(info.value) and info.value.span.line == 2
 
 
 @pytest.mark.parametrize(

@@ -332,6 +332,13 @@ def _task_lines(plan: Any, *, full: bool, harness_free: bool) -> list[str]:
         lines.append(("network", net))
     if full or mode != "none":
         lines.append(("evaluation", mode + (_verifier_text(ev, full) if ev is not None else "")))
+    if full or plan.run_user is not None or plan.evaluation_user is not None:
+        lines.append(
+            (
+                "users",
+                f"run {plan.run_user or '(image default)'} · evaluation {plan.evaluation_user or '(image default)'}",
+            )
+        )
     lines.append(("budgets", _budget_line(plan, harness_free, full)))
     if plan.collect_artifacts or full:
         lines.append(("artifacts", _artifacts_text(plan, full)))

@@ -342,6 +342,9 @@ class RemoteDriver(Driver):
 class RemoteSession(Session):
     """A sandbox on a cluster node; every operation is one protocol call to its worker."""
 
+    #: Forwarded with each command; the worker refuses it where its own session cannot.
+    supports_exec_user = True
+
     def __init__(self, driver: RemoteDriver, node: Node, need: Need, session_id: str, info: P.OpenInfo) -> None:
         super().__init__(session_id=session_id, workdir=info.workdir, public_env=info.public_env)
         self.open_notes = list(info.open_notes)
@@ -369,7 +372,15 @@ class RemoteSession(Session):
         stdin: bytes | None,
         max_output_bytes: int,
     ) -> ExecResult:
-        op = P.Exec(argv=argv, cwd=cwd, env=env, timeout=timeout, stdin=stdin, max_output_bytes=max_output_bytes)
+        op = P.Exec(
+            argv=argv,
+            cwd=cwd,
+            env=env,
+            timeout=timeout,
+            stdin=stdin,
+            max_output_bytes=max_output_bytes,
+            user=self.current_user(),
+        )
         return msgspec.convert(await self._call(op), ExecResult)
 
     async def write_bytes(self, path: str, data: bytes, *, mode: int = 0o644) -> None:

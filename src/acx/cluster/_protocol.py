@@ -73,6 +73,8 @@ class Exec(msgspec.Struct, frozen=True, kw_only=True, tag="exec"):
     timeout: float | None
     stdin: bytes | None
     max_output_bytes: int
+    #: The user of the caller's ``Session.user_scope`` (None: the sandbox's default).
+    user: str | None = None
 
 
 class WriteBytes(msgspec.Struct, frozen=True, kw_only=True, tag="write_bytes"):

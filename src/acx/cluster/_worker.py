@@ -179,15 +179,21 @@ class WorkerCore:
     # ---- session operations --------------------------------------------------------------------
     async def _op_Exec(self, call: P.Call, op: P.Exec) -> Any:
         # The driver side already applied the session's env precedence (V2): the merged env goes
-        # straight to the provider's hook.
-        return await self._session(call)._exec(
-            list(op.argv),
-            cwd=op.cwd,
-            env=dict(op.env),
-            timeout=op.timeout,
-            stdin=op.stdin,
-            max_output_bytes=op.max_output_bytes,
-        )
+        # straight to the provider's hook, under the user the caller scoped (Session.user_scope).
+        session = self._session(call)
+        if op.user is not None and not session.supports_exec_user:
+            raise DriverError(
+                f"session {session.id} cannot run commands as user {op.user!r}", code="exec_user_unsupported"
+            )
+        with session.user_scope(op.user):
+            return await session._exec(
+                list(op.argv),
+                cwd=op.cwd,
+                env=dict(op.env),
+                timeout=op.timeout,
+                stdin=op.stdin,
+                max_output_bytes=op.max_output_bytes,
+            )
 
     async def _op_WriteBytes(self, call: P.Call, op: P.WriteBytes) -> None:
         await self._session(call).write_bytes(op.path, op.data, mode=op.mode)

@@ -106,6 +106,20 @@ def check_capabilities(
     _check_resources(plan, caps, driver, task)
     _check_setup(plan, caps, driver, task)
     _check_env(plan, caps, driver, task)
+    _check_users(plan, caps, driver, task)
+
+
+def _check_users(plan: ExecutionPlan, caps: DriverCapabilities, driver: str, task: str) -> None:
+    """A stage user (Harbor's ``[agent].user``) is run as that user or refused, never ignored."""
+    for field in ("run_user", "evaluation_user"):
+        user = getattr(plan, field)
+        if user is not None and not caps.exec_user:
+            raise _refuse(
+                f"task {task!r}: {field} is {user!r}, but driver {driver!r} cannot run commands as another user",
+                code="E0458",
+                path=field,
+                help="use a driver that runs commands as a sandbox user (--env docker)",
+            )
 
 
 def _phase_policies(plan: ExecutionPlan) -> list[tuple[str, NetworkPolicy | None]]:

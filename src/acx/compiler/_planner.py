@@ -415,6 +415,8 @@ class RequestPlan:
             run_timeout_seconds=run_b.seconds,
             evaluation_timeout_seconds=eval_b.seconds,
             install_timeout_seconds=self._install_budget(hplan, ex, prov),
+            run_user=task.run_user,
+            evaluation_user=task.evaluation_user,
         )
         if prov.enabled:
             self._artifact_prov(prov, task, supported)

@@ -325,10 +325,9 @@ def _map_task(root: Path, raw: dict[str, Any], ctx: _Ctx, *, solution_env_for_ag
 
     run_policy = _network(agent, "agent", ctx)
     run_timeout = _timeout(agent, "agent.timeout_sec", ctx)
+    run_user = _user(agent, "agent", ctx)
     for key in agent:
-        if key == "user":
-            ctx.warn("agent.user", "per-task agent user")
-        elif key not in ("timeout_sec", "network_mode", "allowed_hosts"):
+        if key not in ("timeout_sec", "network_mode", "allowed_hosts", "user"):
             ctx.warn(f"agent.{key}", "unknown declaration")
 
     v = _verifier(verifier, ctx)
@@ -375,6 +374,8 @@ def _map_task(root: Path, raw: dict[str, Any], ctx: _Ctx, *, solution_env_for_ag
         evaluation_environment_setup=v["setup"],
         run_timeout_seconds=run_timeout,
         evaluation_timeout_seconds=v["timeout"],
+        run_user=run_user,
+        evaluation_user=v["user"],
         load_warnings=ctx.warnings,
     )
 
@@ -407,6 +408,19 @@ def _instruction(root: Path) -> str:
     while lines and ("canary" in lines[0].lower() and lines[0].lstrip().startswith(("<!--", "#"))):
         lines.pop(0)
     return "\n".join(lines).strip("\n")
+
+
+def _user(table: Mapping[str, Any], path: str, ctx: _Ctx) -> str | None:
+    """``user`` (Harbor: a name or a uid) → the stage user commands run as; None = the image's."""
+    value = table.get("user")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, str | int) or (isinstance(value, int) and value < 0):
+        raise ctx.error(f"{path}.user", f"user must be a user name or a uid, got {value!r}", 'e.g. user = "agent"')
+    text = str(value).strip()
+    if not text or any(c.isspace() or c == "\0" for c in text):
+        raise ctx.error(f"{path}.user", f"user must be a user name or a uid, got {value!r}", 'e.g. user = "agent"')
+    return text
 
 
 def _timeout(table: Mapping[str, Any], path: str, ctx: _Ctx) -> float | Any:
@@ -674,6 +688,7 @@ def _verifier(verifier: Mapping[str, Any], ctx: _Ctx) -> dict[str, Any]:
         "baseline": None,
         "startup_env": None,
         "resources": None,
+        "user": _user(verifier, "verifier", ctx),
     }
     if env_decl is not None:
         # An explicit verifier environment is independent (H2, H4): its unset fields do not
@@ -686,8 +701,8 @@ def _verifier(verifier: Mapping[str, Any], ctx: _Ctx) -> dict[str, Any]:
         _warn_env_extras(env_decl, "verifier.environment", ctx)
     for key in verifier:
         if key == "user":
-            ctx.warn("verifier.user", "per-task verifier user")
-        elif key == "continuous":
+            continue
+        if key == "continuous":
             ctx.warn("verifier.continuous", "fork-specific declaration")
         elif key not in (
             "environment_mode",

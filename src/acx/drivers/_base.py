@@ -101,6 +101,31 @@ class _EnvScope:
             self._token = None
 
 
+#: session id → the user commands run as in this async context (None: the sandbox's default).
+_USERS: contextvars.ContextVar[Mapping[str, str | None]] = contextvars.ContextVar(
+    "acx_user_scopes", default=types.MappingProxyType({})
+)
+
+
+class _UserScope:
+    """Sets the user one session's commands run as in this async context; restores it on exit."""
+
+    __slots__ = ("_session_id", "_token", "_user")
+
+    def __init__(self, session_id: str, user: str | None) -> None:
+        self._session_id = session_id
+        self._user = user
+        self._token: contextvars.Token[Mapping[str, str | None]] | None = None
+
+    def __enter__(self) -> None:
+        self._token = _USERS.set({**_USERS.get(), self._session_id: self._user})
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _USERS.reset(self._token)
+            self._token = None
+
+
 class ExecResult(msgspec.Struct, frozen=True, kw_only=True):
     returncode: int
     stdout: str = ""
@@ -164,6 +189,9 @@ class Session(ABC):
     #: anything the task did: the interpreter then runs the try again without consuming
     #: ``max_retries``, at most :attr:`Driver.max_infrastructure_losses` times per attempt.
     infrastructure_lost: bool = False
+    #: Commands can run as a named user or uid of the sandbox (:meth:`user_scope`; Harbor's
+    #: ``[agent].user``). A session without it refuses a scoped user rather than ignore it.
+    supports_exec_user: bool = False
 
     def __init__(self, *, session_id: str, workdir: str | None, public_env: Mapping[str, str] | None = None):
         self.id = session_id
@@ -187,6 +215,17 @@ class Session(ABC):
 
     def scoped_env(self) -> dict[str, str]:
         return dict(_SCOPES.get().get(self.id, {}))
+
+    # ---- user scopes -----------------------------------------------------------------------
+    def user_scope(self, user: str | None) -> contextlib.AbstractContextManager[None]:
+        """Commands run in this async context on this session run as ``user`` (a name or uid of
+        the sandbox; None: the sandbox's default user), restored on exit. Only sessions with
+        :attr:`supports_exec_user` run a named user; on others :meth:`exec` refuses it."""
+        return _UserScope(self.id, user)
+
+    def current_user(self) -> str | None:
+        """The user of the innermost :meth:`user_scope` in this async context, else None."""
+        return _USERS.get().get(self.id)
 
     def effective_env(self, env: Mapping[str, str] | None) -> dict[str, str]:
         return {**self.public_env, **(env or {}), **self.scoped_env()}
@@ -217,6 +256,11 @@ class Session(ABC):
             argv = list(command)
         if timeout is not None and not (timeout > 0):
             raise ValueError("timeout must be positive or None")
+        if not self.supports_exec_user and self.current_user() is not None:
+            raise DriverError(
+                f"session {self.id} cannot run commands as user {self.current_user()!r}",
+                code="exec_user_unsupported",
+            )
         return await self._exec(
             argv,
             cwd=cwd if cwd is not None else self.workdir,

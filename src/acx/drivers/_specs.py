@@ -45,6 +45,9 @@ class DriverCapabilities(msgspec.Struct, frozen=True, kw_only=True):
     setup_image: bool = False
     #: Guest operating systems.
     os: tuple[str, ...] = ("linux",)
+    #: Runs commands as a named user or uid of the sandbox (``Session.user_scope``; Harbor's
+    #: ``[agent].user`` / ``[verifier].user``). A plan with a stage user needs it (P7).
+    exec_user: bool = False
     #: Why a mode is missing, shown in the refusal message (mode → reason).
     unsupported_reasons: dict[str, str] = {}
 
@@ -169,5 +172,6 @@ def probe_docker() -> DriverCapabilities:
         resources=("cpu", "memory_mb", "storage_mb"),
         isolated_filesystem=True,
         setup_image=True,
+        exec_user=True,
         unsupported_reasons={},
     )

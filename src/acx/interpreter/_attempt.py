@@ -738,7 +738,7 @@ class AttemptRunner:
         ctx = self.ctx
         assert t.prepared is not None
         self.phase("run_task")
-        with _deadline(T) as scope, session.env_scope(self.run_env):
+        with _deadline(T) as scope, session.env_scope(self.run_env), _user(session, self.plan.run_user):
             try:
                 t.result = await ctx.benchmark.run_task(self.task, t.prepared, ctx.request, self.plan, session)
             except Exception as exc:
@@ -773,7 +773,12 @@ class AttemptRunner:
             # The agent's own budget is T from now (its deadline); the watchdog adds the
             # compensation for a harness that overruns it.
             hctx.deadline = None if T is None else trio.current_time() + T
-            with _deadline(watchdog) as scope, session.env_scope(self.run_env), session_scope(models):
+            with (
+                _deadline(watchdog) as scope,
+                session.env_scope(self.run_env),
+                _user(session, plan.run_user),
+                session_scope(models),
+            ):
                 try:
                     partial = await harness.execute_task(hctx)
                 except Exception as exc:  # a sandbox that died keeps its own code (sandbox_stopped)
@@ -832,7 +837,7 @@ class AttemptRunner:
         watchdog = budget + plan.run_timer_compensation_seconds
         hctx.deadline = trio.current_time() + budget
         issues: list[ExecutionIssue] = []
-        with trio.move_on_after(watchdog) as scope, session.env_scope(self.run_env):
+        with trio.move_on_after(watchdog) as scope, session.env_scope(self.run_env), _user(session, plan.run_user):
             try:
                 issues = await self.ctx.harness.install_agent(hctx)
             except Exception as exc:
@@ -901,10 +906,11 @@ class AttemptRunner:
         self.phase("evaluate")
         budget = plan.evaluation_timeout_seconds
         scope_cm = session.env_scope(self.eval_env) if session is not None else _nullscope()
+        user_cm = _user(session, plan.evaluation_user)
         # Scorers that grade with the run's models (model_graded's `grader` role) call through the
         # gateway in a session of their own: the agent's per-attempt limits are not spent on them.
         judge = ctx.models.open(self.task.task_id, self.attempt, t.number, "evaluate") if ctx.models else None
-        with _deadline(budget) as scope, scope_cm, session_scope(judge):
+        with _deadline(budget) as scope, scope_cm, user_cm, session_scope(judge):
             try:
                 t.evaluated = await ctx.benchmark.evaluate(self.task, t.prepared, t.result, ctx.request, plan, session)
             except Exception as exc:
@@ -992,6 +998,14 @@ class AttemptRunner:
             await self._switch(t, session, baseline, current, "cleanup")
         except _Abort:
             pass
+
+
+def _user(session: Session | None, user: str | None) -> Any:
+    """The stage user's scope (Harbor's ``[agent].user`` / ``[verifier].user``); nothing to enter
+    when the plan names none (the image's default user)."""
+    if session is None or user is None:
+        return _nullscope()
+    return session.user_scope(user)
 
 
 def _overrides(harness: Any, name: str) -> bool:

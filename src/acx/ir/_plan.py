@@ -71,6 +71,10 @@ class TaskSpec(IRStruct, frozen=True):
     evaluation_environment_setup: EnvironmentSetup | None = None
     run_timeout_seconds: OptSeconds = UNSET
     evaluation_timeout_seconds: OptSeconds = UNSET
+    #: The sandbox user (name or uid) agent / evaluation commands run as; None = the image's
+    #: default user (Harbor's ``[agent].user`` / ``[verifier].user``).
+    run_user: str | None = None
+    evaluation_user: str | None = None
     load_warnings: list[str] = []
 
 
@@ -122,6 +126,10 @@ class ExecutionPlan(IRStruct, frozen=True):
     install_timeout_seconds: float | None = None
     #: Names of process env vars the provider must resolve right before use (V1); names only.
     required_env: list[str] = []
+    #: The sandbox user the run stage (install and harness) runs as; None = the image's default.
+    run_user: str | None = None
+    #: The sandbox user the evaluation runs as; None = the image's default.
+    evaluation_user: str | None = None
 
 
 class FileRef(IRStruct, frozen=True):

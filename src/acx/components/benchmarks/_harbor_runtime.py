@@ -27,6 +27,7 @@ Metrics: ``score`` = reward (primary), ``correct`` = reward ≥ 1.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from collections.abc import Iterable
@@ -120,12 +121,21 @@ async def _read_optional(session: Session, path: str) -> str | None:
         return None
 
 
+def _as_root(session: Session) -> Any:
+    """Root's scope for acx's own set-up commands, whatever user the stage runs as."""
+    return session.user_scope("0") if session.supports_exec_user else contextlib.nullcontext()
+
+
 class HarborRuntime:
     async def prepare_task(
         self, task: TaskSpec, session: Session | None, req: RunRequest, plan: ExecutionPlan
     ) -> PreparedTask:
         if session is not None:
-            res = await session.exec(["mkdir", "-p", *LOG_DIRS])
+            # World-writable, as Harbor makes them: an agent or verifier running as `[agent].user`
+            # / `[verifier].user` writes its logs there.
+            with _as_root(session):
+                dirs = " ".join(LOG_DIRS)
+                res = await session.exec(["sh", "-c", f"mkdir -p {dirs} && chmod 777 {dirs}"])
             if not res.ok:
                 raise DriverError(f"cannot create {', '.join(LOG_DIRS)}: {res.stderr.strip()[:300]}")
         meta = task.metadata
@@ -164,16 +174,22 @@ class HarborRuntime:
             await session.kill_stray_processes()
         except DriverError as exc:
             return failed("verifier_setup_failed", f"cannot stop the agent's processes: {exc}")
-        wipe = await session.exec(["sh", "-c", "rm -rf /logs/verifier /tests && mkdir -p /logs/verifier /tests"])
-        if not wipe.ok:
-            return failed("verifier_setup_failed", f"cannot reset /logs/verifier: {wipe.stderr.strip()[:300]}")
-        await session.upload_dir(str(tests_dir), "/tests")
+        # The set-up runs as root (Harbor: reward files removed, tests uploaded and made
+        # executable by root); only tests/test.sh runs as the evaluation user (`[verifier].user`).
+        with _as_root(session):
+            wipe = await session.exec(
+                [
+                    "sh",
+                    "-c",
+                    "rm -rf /logs/verifier /tests && mkdir -p /logs/verifier /tests && chmod 777 /logs/verifier",
+                ]
+            )
+            if not wipe.ok:
+                return failed("verifier_setup_failed", f"cannot reset /logs/verifier: {wipe.stderr.strip()[:300]}")
+            await session.upload_dir(str(tests_dir), "/tests")
+            await session.exec(["sh", "-c", "chmod +x /tests/test.sh 2>/dev/null; true"])
         run = await session.exec(
-            [
-                "bash",
-                "-c",
-                "chmod +x /tests/test.sh 2>/dev/null; /tests/test.sh > /logs/verifier/test-stdout.txt 2>&1",
-            ],
+            ["bash", "-c", "/tests/test.sh > /logs/verifier/test-stdout.txt 2>&1"],
             timeout=plan.evaluation_timeout_seconds,
         )
         extra = {**result.extra, "verifier_returncode": run.returncode}

@@ -130,10 +130,14 @@ class ExecOps(FileOps):
         max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
     ) -> ExecResult:
         tag = uuid.uuid4().hex
+        user = self.current_user()
         stdin_path = ""
         if stdin is not None:
             stdin_path = f"{_STATE_DIR}/{tag}.stdin"
-            await self.write_bytes(stdin_path, stdin, mode=0o600)
+            if user is not None:
+                await self._open_state_dir()
+            # Written by root; a command run as another user must be able to open it.
+            await self.write_bytes(stdin_path, stdin, mode=0o600 if user is None else 0o644)
         env = {**self._proxy_env, **env}
         environment = [f"{k}={v}" for k, v in env.items()] + [f"ACX_EXEC_ID={tag}"]
         from docker.errors import APIError
@@ -146,6 +150,7 @@ class ExecOps(FileOps):
                 stdout=True,
                 stderr=True,
                 environment=environment,
+                user=user or "",
             )
         except APIError as exc:
             # e.g. the container died (OOM-killed, removed by `acx env close`): a driver failure.
@@ -161,6 +166,12 @@ class ExecOps(FileOps):
             await self._raise_if_stopped(settle=1.0)
             if code == 137 and await self._oom_killed():
                 out.add(None, b"\n[acx: the sandbox reached its memory limit; a process was OOM-killed]\n")
+        if user is not None and code == 126 and b"unable to find user" in out.stdout + out.stderr:
+            raise DriverError(
+                f"user {user!r} does not exist in session {self.id} (not in the image's /etc/passwd)",
+                code="exec_user_missing",
+                help="create the user in the image (e.g. `RUN useradd -m NAME`) or give a numeric uid",
+            )
         if code == 126 and f"acx-cwd-missing:{tag}".encode() in out.stderr:
             raise DriverError(f"working directory {cwd} does not exist in session {self.id}", code="cwd_missing")
         if timed_out:
@@ -174,6 +185,20 @@ class ExecOps(FileOps):
             timed_out=timed_out,
             output_truncated=out.truncated,
         )
+
+    async def _open_state_dir(self) -> None:
+        """Once per session, before a command of another user reads its stdin file: the state
+        directory becomes writable to every user, so that user's wrapper can remove the file."""
+        if getattr(self, "_state_dir_open", False):
+            return
+        created = await self.driver._call(
+            self.api.exec_create,
+            self.container_id,
+            ["/bin/sh", "-c", f"mkdir -p {_STATE_DIR} && chmod 0777 {_STATE_DIR}"],
+            user="0",
+        )
+        await self.driver._call(self.api.exec_start, created["Id"])
+        self._state_dir_open = True
 
     async def _run_stream(self, exec_id: str, tag: str, out: _Output, timeout: float | None) -> bool:
         """Pump the exec's output; on deadline or cancellation kill the tagged processes.
@@ -233,6 +258,7 @@ class ExecOps(FileOps):
                     ["/bin/sh", "-c", _KILLER, "acx-kill", tag],
                     stdout=True,
                     stderr=True,
+                    user="0",  # reads every process's environment, whichever user it runs as
                 )
                 await self.driver._call(self.api.exec_start, killer["Id"])
             except Exception:  # the container may already be gone: nothing left to kill

@@ -15,6 +15,9 @@ __all__ = ["DockerSession"]
 
 
 class DockerSession(NetworkOps):
+    #: ``docker exec --user``: a name from the image's passwd or a uid (Session.user_scope).
+    supports_exec_user = True
+
     def __init__(
         self,
         *,

@@ -1,0 +1,165 @@
+"""The Harbor parity corpus (issue 22): task directories written for acx, one or more per Harbor
+feature and per shape of Harbor's own ``examples/tasks``, each with the oracle and do-nothing
+rewards Harbor's semantics give, asserted on the real engine through ``acx run``.
+
+Harbor's semantics, as read in harbor 0.26 (``trial/``, ``verifier/verifier.py``,
+``agents/oracle.py``, ``environments/docker``):
+
+* the oracle uploads ``solution/`` to ``/solution`` and runs ``solve.sh`` as ``[agent].user``;
+* the verifier uploads ``tests/`` to ``/tests`` and runs ``test.sh`` as ``[verifier].user``; the
+  reward is ``reward.json`` (first) or ``reward.txt``; the test's exit code is ignored;
+* the agent phase runs under ``[agent]``'s network policy, else the environment baseline;
+* the image's ENTRYPOINT runs with ``sleep infinity`` as its command, ``[environment.env]`` in
+  its environment;
+* multi-step tasks run each step's instruction, agent and verifier in order in one environment;
+  the trial reward is the per-key mean over the steps that have a verifier result (``mean``, the
+  default) or the last step's (``final``); a step below its ``min_reward`` ends the task.
+
+One deliberate difference, said in docs/harbor.md: an oracle run of a task with no ``solution/``
+is a per-task error with no score in acx (Harbor records the FileNotFoundError and still grades).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+CORPUS = Path(__file__).resolve().parent / "harbor_parity"
+
+#: task → (oracle reward, do-nothing reward) as Harbor defines them; None = no reward (an error).
+EXPECTED: dict[str, tuple[float | None, float]] = {
+    "agent-user": (1.0, 0.0),
+    "verifier-user": (1.0, 0.0),
+    "startup-env": (1.0, 1.0),  # the entrypoint's environment is all it checks
+    "offline-mode": (1.0, 0.0),
+    "offline-legacy": (1.0, 0.0),
+    "online-control": (1.0, 0.0),
+    "no-solution": (None, 1.0),
+}
+
+#: task → whether its agent phase may connect to a listener on the engine's bridge gateway.
+AGENT_NETWORK = {"offline-mode": False, "offline-legacy": False, "online-control": True}
+
+
+def _bridge_gateway() -> str:
+    """The host's address on the engine's default bridge (what the model gateway listens on)."""
+    import trio
+
+    from acx.drivers._specs import DockerConfig
+    from acx.drivers.docker import DockerDriver
+
+    address = trio.run(DockerDriver(DockerConfig()).model_gateway_address)
+    assert address, "the docker bridge has no gateway address"
+    return address
+
+
+@pytest.fixture(scope="module")
+def listener() -> Iterator[tuple[str, int]]:
+    """A TCP listener on this machine's docker bridge gateway (the project's own network):
+    what an agent phase with network reaches, and one without must not."""
+    host = _bridge_gateway()
+    server = socket.create_server((host, 0))
+    server.settimeout(0.5)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield host, server.getsockname()[1]
+    stop.set()
+    thread.join()
+    server.close()
+
+
+def _probe(host: str, port: int) -> str:
+    code = (
+        "import socket\n"
+        "s = socket.socket(); s.settimeout(5)\n"
+        "try:\n"
+        f"    s.connect(({host!r}, {port})); print('connected')\n"
+        "except OSError as e:\n"
+        "    print('blocked', type(e).__name__)\n"
+    )
+    return json.dumps(["python3", "-c", code])
+
+
+@pytest.fixture(scope="module")
+def corpus_run(tmp_path_factory: pytest.TempPathFactory, listener: tuple[str, int]) -> Path:
+    """One `acx run` over the whole corpus: oracle, a do-nothing agent, a network probe."""
+    tmp = tmp_path_factory.mktemp("parity")
+    spec = tmp / "parity.acx"
+    spec.write_text(
+        "orchestration parity {\n  task_concurrency = 3\n"
+        f'  defaults {{\n    benchmark harbor {{ path = "{CORPUS}" }}\n    environment docker\n  }}\n'
+        "  run oracle { harness oracle }\n"
+        '  run idle { harness command { command = ["true"] } }\n'
+        "  run probe {\n"
+        f'    benchmark harbor {{ path = "{CORPUS}"; task_names = {json.dumps(sorted(AGENT_NETWORK))} }}\n'
+        f"    harness command {{ command = {_probe(*listener)} }}\n  }}\n"
+        "}\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "acx", "run", str(spec), "--results-dir", str(tmp / "results"), "--progress", "none"],
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    # exit 1: the oracle of `no-solution` is an error on purpose
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    return tmp / "results"
+
+
+def _results(results: Path, request: str) -> dict[str, dict]:
+    out = {}
+    for path in (results / request).glob("*/details/*/*/attempt-1/result.json"):
+        data = json.loads(path.read_text())
+        out[data["task_id"]] = data
+    return out
+
+
+def test_every_corpus_task_is_listed() -> None:
+    assert {p.parent.name for p in CORPUS.glob("*/task.toml")} == set(EXPECTED)
+
+
+@pytest.mark.parametrize("request_name", ["oracle", "idle"])
+def test_rewards_equal_harbors(corpus_run: Path, request_name: str) -> None:
+    # issue 22: every task's oracle and do-nothing rewards equal Harbor's
+    results = _results(corpus_run, request_name)
+    column = 0 if request_name == "oracle" else 1
+    got = {task: results[task]["metrics"].get("score") for task in EXPECTED}
+    want = {task: rewards[column] for task, rewards in EXPECTED.items()}
+    detail = {t: [i["code"] for i in results[t]["issues"]] for t in EXPECTED if got[t] != want[t]}
+    assert got == want, detail
+
+
+def test_oracle_without_solution_is_an_error_not_a_reward(corpus_run: Path) -> None:
+    # issue 22 item 6: never verified, never rewarded; the reason is in result.json
+    result = _results(corpus_run, "oracle")["no-solution"]
+    assert result["metrics"] == {}
+    codes = {(i["severity"], i["code"]) for i in result["issues"]}
+    assert ("fatal", "input_missing") in codes, result["issues"]
+    assert "verifier_returncode" not in result.get("extra", {})
+
+
+def test_agent_phase_network_follows_the_environment(corpus_run: Path) -> None:
+    # issue 22 item 1: the agent of a no-network / allow_internet = false task cannot connect
+    results = _results(corpus_run, "probe")
+    answers = {task: (results[task].get("final_answer") or "").split()[0] for task in AGENT_NETWORK}
+    assert answers == {task: "connected" if ok else "blocked" for task, ok in AGENT_NETWORK.items()}
