@@ -44,6 +44,8 @@ EXPECTED: dict[str, tuple[float | None, float]] = {
     "offline-legacy": (1.0, 0.0),
     "online-control": (1.0, 0.0),
     "no-solution": (None, 1.0),
+    "buildkit-syntax": (1.0, 0.0),  # `# syntax=`, RUN heredocs, RUN --mount, COPY --chmod
+    "heredoc-only": (1.0, 0.0),  # heredocs lowered for the classic builder
 }
 
 #: task → whether its agent phase may connect to a listener on the engine's bridge gateway.
@@ -163,3 +165,31 @@ def test_agent_phase_network_follows_the_environment(corpus_run: Path) -> None:
     results = _results(corpus_run, "probe")
     answers = {task: (results[task].get("final_answer") or "").split()[0] for task in AGENT_NETWORK}
     assert answers == {task: "connected" if ok else "blocked" for task, ok in AGENT_NETWORK.items()}
+
+
+def test_unbuildable_dockerfile_is_refused_before_the_run(tmp_path: Path) -> None:
+    # issue 22 item 5: never an engine parse error mid-run — a located refusal before any sandbox
+    task = tmp_path / "tasks" / "copy-heredoc"
+    (task / "environment").mkdir(parents=True)
+    (task / "tests").mkdir()
+    (task / "task.toml").write_text("")
+    (task / "instruction.md").write_text("Nothing.\n")
+    (task / "tests" / "test.sh").write_text("#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n")
+    (task / "environment" / "Dockerfile").write_text(
+        "FROM acx-test/bookworm:latest\nCOPY <<EOF /etc/motd\nhello\nEOF\n"
+    )
+    spec = tmp_path / "one.acx"
+    spec.write_text(
+        f'run one {{\n  benchmark harbor {{ path = "{task}" }}\n  harness oracle\n  environment docker\n}}\n'
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "acx", "run", str(spec), "--results-dir", str(tmp_path / "r"), "--progress", "none"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "E0706" in proc.stderr and f"{task}/environment/Dockerfile:2" in proc.stderr, proc.stderr
+    assert "COPY" in proc.stderr and "help:" in proc.stderr
+    assert not (tmp_path / "r").exists() or not list((tmp_path / "r").rglob("result.json"))

@@ -45,6 +45,24 @@ async def prepare_drivers(programs: Sequence[RequestProgram], report: Reporter |
             raise AcxUserError(str(exc), code="E0701", help=help) from None
         for note in notes:
             (report or _log_report)(f"acx: {note}")
+    for p in programs:
+        contexts = _build_contexts(p)
+        if contexts:
+            await p.driver.check_builds(contexts)
+
+
+def _build_contexts(program: RequestProgram) -> list[str]:
+    """The build contexts (``environment/`` with a Dockerfile) of a program's tasks that have no
+    image of their own or from the request (a Harbor task's Dockerfile is built then)."""
+    if program.request.environment.setup.image is not None:
+        return []
+    out = []
+    for task in program.tasks:
+        meta = task.metadata if isinstance(task.metadata, dict) else {}
+        context = meta.get("environment_dir")
+        if task.environment_setup.image is None and isinstance(context, str):
+            out.append(context)
+    return out
 
 
 async def run_programs(

@@ -470,6 +470,14 @@ class Driver(ABC):
         removed). Nothing by default."""
         return []
 
+    async def check_builds(self, contexts: Sequence[str]) -> None:
+        """Called before a run, after :meth:`prepare`, with the build contexts (directories with a
+        Dockerfile) the run's tasks build: raise a located :class:`acx.errors.AcxPlanError` for one
+        this provider cannot build (a BuildKit-only feature without BuildKit), so the run is
+        refused before it starts instead of failing task by task. Nothing by default (a provider
+        that builds nothing, or finds out only when it builds)."""
+        return None
+
     async def model_gateway_address(self) -> str | None:
         """The host address this driver's sandboxes reach the run's model gateway at; ``None`` =
         loopback (sandboxes that share the host's network, like host_process)."""

@@ -1,0 +1,2 @@
+#!/bin/bash
+tally /app/data/numbers.txt > /app/sum.txt
