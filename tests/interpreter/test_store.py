@@ -341,3 +341,26 @@ def test_reuse_copies_symlinks_as_symlinks_and_refuses_tampered_trees(tmp_path: 
     assert sorted(calls) == ["t1#1", "t2#1"]
     out = next(run_dir(second).glob("details/normal/t0--*/attempt-1/artifacts/out"))
     assert os.readlink(out / "link") == "a.txt" and os.readlink(out / "self") == "."
+
+
+def test_slow_checkpoint_write_does_not_let_the_mock_clock_reach_the_deadline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The A9 checkpoint is written off the trio thread only when the store's io_threads is on: on
+    # trio's MockClock a worker thread that takes a while (a loaded CI machine) let the clock jump to
+    # the run's deadline while every task waited on it, and the run timed out with nothing done.
+    import time
+
+    from acx.interpreter import _checkpoint
+
+    real_write = _checkpoint.write
+
+    def slow_write(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(0.05)
+        return real_write(*args, **kwargs)
+
+    monkeypatch.setattr(_checkpoint, "write", slow_write)
+    harness, _ = _counting({"t3": 100})
+    result = run([program(FakeBench(), harness, tasks(4))], tmp_path, timeout_seconds=10, task_concurrency=4)
+    assert result.status == "timed_out"
+    assert set(read_results(run_dir(result))) == {"t0", "t1", "t2"}

@@ -551,7 +551,7 @@ class AttemptRunner:
             # and attempt directories (two mkdirs, a temp file, a rename), metadata operations that
             # wait for a busy filesystem's journal. On the trio thread they stall every other task
             # of the run. The try is not touched meanwhile: its task awaits the hop.
-            await trio.to_thread.run_sync(save)
+            await ctx.store.offload(save)
         except Exception as exc:  # any failure only costs the recovery (a full disk: see one())
             t.add("warning", "collect", "checkpoint_failed", f"evaluation checkpoint not written: {self._msg(exc)}")
 
