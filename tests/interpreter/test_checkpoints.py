@@ -387,3 +387,59 @@ def test_a_scrubbed_checkpoint_is_compared_as_written(tmp_path: Path) -> None:
     )
     changed = _checkpoint.check(path, task=task, attempt=1, plan=plan, inputs={"task": "other"}, scrub=scrub)
     assert changed == "task content changed"
+
+
+def test_strict_recovery_refuses_and_marks_instead_of_rerunning_the_agent(tmp_path: Path) -> None:
+    # contract A9 (issue 24 item 15): under --recovery strict a refused checkpoint (tests changed)
+    # costs no agent run: the attempt is eval_error with the reason, the terminal says so, and a
+    # later resume with the old tests back recovers it from the checkpoint still there.
+    log = tmp_path / "agent.log"
+    tests_dir = _tests_dir(tmp_path, broken=True)
+    d = run_dir(run([program(_FlakyVerifier(tests_dir), _agent(log), tasks(2))], tmp_path))
+    assert _agent_runs(log) == 2
+    (tests_dir / "broken").unlink()
+    events: list[Any] = []
+    strict = run(
+        [program(_FlakyVerifier(tests_dir), _agent(log), tasks(2))],
+        tmp_path,
+        resume_dirs={"req": str(d)},
+        recovery="strict",
+        events=events,
+    )
+    assert _agent_runs(log) == 2  # not one agent command more
+    (res,) = read_results(d)["t0"]
+    assert res["status"] == "eval_error"
+    (issue,) = [i for i in res["issues"] if i["code"] == "recovery_refused"]
+    assert issue["severity"] == "error" and "tests changed: broken" in issue["message"]
+    assert "--recovery rerun" in issue["message"]
+    said = [e for e in events if e.event == "recovery_refused" and e.task_id == "t0"]
+    assert said and said[0].payload["strict"] is True and "tests changed" in said[0].payload["reason"]
+    assert strict.status == "completed"
+    # The checkpoint is kept: a resume (default policy) after restoring the input evaluates from it.
+    (tests_dir / "broken").write_text("x")
+    run([program(_FlakyVerifier(tests_dir), _agent(log), tasks(2))], tmp_path, resume_dirs={"req": str(d)})
+    assert _agent_runs(log) == 2
+    assert read_results(d)["t0"][0]["status"] == "eval_error"  # the verifier itself still crashes
+    assert read_results(d)["t0"][0]["telemetry"]["recovered_from"]["kind"] == "resume"
+
+
+def test_default_recovery_says_on_the_terminal_why_an_agent_runs_again(tmp_path: Path) -> None:
+    # contract A9 (issue 24 item 15): the default policy reruns the agent, and the console says why
+    import io
+
+    from acx.interpreter._events import make_console
+
+    log = tmp_path / "agent.log"
+    tests_dir = _tests_dir(tmp_path, broken=True)
+    d = run_dir(run([program(_FlakyVerifier(tests_dir), _agent(log), tasks(1))], tmp_path))
+    (tests_dir / "broken").unlink()
+    stream = io.StringIO()
+    console = make_console("plain", stream=stream)
+    events: list[Any] = []
+    again = [program(_FlakyVerifier(tests_dir), _agent(log), tasks(1))]
+    run(again, tmp_path, resume_dirs={"req": str(d)}, events=events)
+    for e in events:
+        console.emit(e)
+    assert _agent_runs(log) == 2
+    lines = [ln for ln in stream.getvalue().splitlines() if "recovery refused" in ln]
+    assert lines and "t0 attempt 1: its agent runs again" in lines[0] and "tests changed: broken" in lines[0]

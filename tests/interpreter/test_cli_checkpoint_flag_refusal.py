@@ -47,3 +47,37 @@ def test_no_checkpoint_resume_with_reuse_is_accepted(tmp_path: Path) -> None:
     args = ("run", "qa.acx", "--results-dir", "r", "--reuse", "--no-checkpoint-resume", "--progress", "none")
     proc = acx(*args, "--no-report", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_recovery_flag_on_a_new_run_is_refused(tmp_path: Path) -> None:
+    # contract A9 (issue 24 item 15): --recovery acts only on recovered attempts
+    _spec(tmp_path)
+    proc = acx("run", "qa.acx", "--results-dir", "r", "--recovery", "strict", "--progress", "none", cwd=tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out
+    assert "--recovery: error[E0616]" in out and "Traceback" not in out
+
+
+def test_recovery_strict_with_no_checkpoint_resume_is_refused(tmp_path: Path) -> None:
+    _spec(tmp_path)
+    first = acx("run", "qa.acx", "--results-dir", "r", "--progress", "none", "--no-report", cwd=tmp_path)
+    assert first.returncode == 0, first.stdout + first.stderr
+    args = ("run", "qa.acx", "--results-dir", "r", "--reuse", "--no-checkpoint-resume", "--recovery", "strict")
+    proc = acx(*args, "--progress", "none", cwd=tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2 and "contradicts --no-checkpoint-resume" in out, out
+
+
+def test_recovery_bad_value_is_a_usage_error(tmp_path: Path) -> None:
+    _spec(tmp_path)
+    proc = acx("run", "qa.acx", "--results-dir", "r", "--reuse", "--recovery", "lenient", cwd=tmp_path)
+    assert proc.returncode == 2 and "invalid choice: 'lenient'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_recovery_strict_with_reuse_runs(tmp_path: Path) -> None:
+    _spec(tmp_path)
+    first = acx("run", "qa.acx", "--results-dir", "r", "--progress", "none", "--no-report", cwd=tmp_path)
+    assert first.returncode == 0, first.stdout + first.stderr
+    args = ("run", "qa.acx", "--results-dir", "r", "--reuse", "--recovery", "strict", "--progress", "none")
+    proc = acx(*args, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr

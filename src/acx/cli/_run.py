@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from acx.errors import AcxConfigError
+from acx.errors import AcxConfigError, AcxUserError
 
 __all__ = ["build_programs", "register", "run_programs"]
 
@@ -65,6 +65,14 @@ def register(sub: Any) -> None:
         default=None,
         help="with --resume/--reuse: rerun attempts whose evaluation failed in full instead of "
         "evaluating them again from their checkpoints (runtime.checkpoint_resume: false)",
+    )
+    p.add_argument(
+        "--recovery",
+        choices=("rerun", "strict"),
+        default=None,
+        help="with --resume/--reuse: what an attempt whose evaluation checkpoint is refused (an "
+        "evaluation input changed) or missing does — rerun: its agent runs again (default); strict: "
+        "it is marked eval_error with the reason and its agent is not run again",
     )
     p.add_argument("--progress", choices=("auto", "plain", "none"), help="console progress (default auto)")
     p.add_argument("--format", choices=("text", "json"), default="text", help="final report format")
@@ -267,6 +275,7 @@ def _handle(args: argparse.Namespace) -> int:
             path="--no-checkpoint-resume",
             help="a new run has no checkpoints to recover from: drop the flag, or add --resume RUN_DIR / --reuse",
         )
+    _check_recovery_flag(args, bool(resume_dirs or reuse))
     # Before any run directory exists: a provider that cannot serve is E0701 (exit 2).
     trio.run(prepare_drivers, programs, _stderr)
     console = make_console(orch.runtime.progress if args.progress is None else args.progress)
@@ -279,6 +288,7 @@ def _handle(args: argparse.Namespace) -> int:
             resume_dirs=resume_dirs,
             reuse=reuse,
             checkpoint_resume=args.checkpoint_resume,
+            recovery=args.recovery or "rerun",
             invocation=invocation,
         )
     from acx.cli._run_report import write_run_reports
@@ -291,6 +301,26 @@ def _handle(args: argparse.Namespace) -> int:
         # exit code says how it went. Later flushes of the dead pipe go to /dev/null.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return int(result.exit_code)
+
+
+def _check_recovery_flag(args: argparse.Namespace, recovers: bool) -> None:
+    """``--recovery`` only acts when earlier attempts are recovered: refused, not silently ignored."""
+    if args.recovery is None:
+        return
+    if not recovers:
+        raise AcxUserError(
+            f"--recovery {args.recovery} needs --resume or --reuse (or runtime.reuse)",
+            code="E0616",
+            path="--recovery",
+            help="a new run has no checkpoints to recover from: drop the flag, or add --resume RUN_DIR / --reuse",
+        )
+    if args.recovery == "strict" and args.checkpoint_resume is False:
+        raise AcxUserError(
+            "--recovery strict contradicts --no-checkpoint-resume (which reruns every such attempt's agent)",
+            code="E0616",
+            path="--recovery",
+            help="keep one of them: --recovery strict never reruns an agent, --no-checkpoint-resume always does",
+        )
 
 
 def run_programs(orch: Any, programs: list[Any], emit: Any, **kwargs: Any) -> Any:

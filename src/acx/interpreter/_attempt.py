@@ -287,6 +287,12 @@ class AttemptRunner:
         self.recovery = outcome
         return True
 
+    @property
+    def strictly_refused(self) -> bool:
+        """Refused under ``--recovery strict``: marked, never run (:meth:`_strictly_refused`)."""
+        policy = self.ctx.recovery
+        return self.refused is not None and policy is not None and policy.strict and not policy.no_agent
+
     def _refusal_issue(self) -> ExecutionIssue | None:
         if self.refused is None:
             return None
@@ -340,6 +346,33 @@ class AttemptRunner:
         t.telemetry["wall_seconds"] = round(time.monotonic() - started, 3)
         return self._final(t)
 
+    def _say_refused(self, *, strict: bool) -> None:
+        self.ctx.emit(
+            "recovery_refused",
+            task_id=self.task.task_id,
+            category=self.task.category,
+            attempt=self.attempt,
+            payload={"reason": self.refused, "strict": strict},
+        )
+
+    def _strictly_refused(self) -> RunResult:
+        """``--recovery strict``: the refusal is the attempt's result (``eval_error``, so a later
+        ``--resume`` picks it up again); the agent is not paid for twice."""
+        assert self.refused is not None
+        message = (
+            f"evaluation-only recovery refused (--recovery strict): {self.refused}; the agent was not run "
+            "again — restore the changed input, or resume with --recovery rerun to run the agent again"
+        )
+        issue = _issue("error", "evaluate", "recovery_refused", message)
+        self._say_refused(strict=True)
+        return RunResult(
+            task_id=self.task.task_id,
+            attempt=self.attempt,
+            category=self.task.category,
+            issues=[issue],
+            status=status_from_issues([issue]),
+        )
+
     def _unrecoverable(self) -> RunResult:
         """acx regrade: an attempt without a usable checkpoint is recorded, never run."""
         issue = self._refusal_issue() or _issue("error", "run", "not_recoverable", "not regraded")
@@ -359,7 +392,11 @@ class AttemptRunner:
             return await self._recover(self.recovery)
         if self.ctx.recovery is not None and self.ctx.recovery.no_agent:
             return self._unrecoverable()
+        if self.strictly_refused:
+            return self._strictly_refused()
         refusal = self._refusal_issue()
+        if self.refused is not None:  # the terminal says why this attempt pays for its agent again
+            self._say_refused(strict=False)
         result = await self._run_tries()
         if refusal is not None:  # the reason the attempt ran again is part of its record
             result = msgspec.structs.replace(result, issues=[*result.issues, refusal])

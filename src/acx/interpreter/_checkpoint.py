@@ -335,6 +335,9 @@ class RecoveryPolicy:
     #: (task id, attempt) whose evaluation failed in the source: without a checkpoint (evaluation
     #: mode ``reuse``) they rerun, and say why.
     eval_failed: set[tuple[str, int]] = field(default_factory=set)
+    #: ``--recovery strict``: an attempt up for evaluation-only recovery whose checkpoint is
+    #: refused (or missing) is marked ``eval_error`` with the reason — its agent never runs again.
+    strict: bool = False
 
     @property
     def no_agent(self) -> bool:

@@ -40,6 +40,7 @@ EVENT_NAMES = (
     "execution_plan_resolved",
     "phase_changed",
     "attempt_retry",
+    "recovery_refused",
     "attempt_finished",
     "partial_saved",
     "task_finished",
@@ -301,6 +302,10 @@ class ConsoleReporter:
             view.status = e.status or "completed"
         if self.mode == "plain":
             self._plain(e, view)
+        elif self.mode == "rich" and e.event == "recovery_refused" and self._live is not None:
+            # Rare and costly (an agent paid for twice, or an attempt left unevaluated): printed
+            # above the live table, not folded into its counts.
+            self._live.console.print(_refusal_line(name, e), markup=False, highlight=False)
 
     def _plain(self, e: ProgressEvent, view: _RequestView) -> None:
         line: str | None = None
@@ -320,6 +325,8 @@ class ConsoleReporter:
             p = e.payload
             why = p.get("reason", "")
             line = f"[{view.name}] ↻ {e.task_id} attempt {e.attempt}: retry {p.get('retry')} ({why})"
+        elif e.event == "recovery_refused":
+            line = _refusal_line(view.name, e)
         elif e.event == "reuse_loaded":
             p = e.payload
             line = f"[{view.name}] ↻ reused {p.get('tasks', 0)} task(s) from {p.get('source_run', '?')}"
@@ -353,6 +360,12 @@ class ConsoleReporter:
         if counts:
             table.caption = "phases: " + ", ".join(f"{k} {n}" for k, n in sorted(counts.items()))
         return table
+
+
+def _refusal_line(name: str, e: ProgressEvent) -> str:
+    what = "not run again (--recovery strict)" if e.payload.get("strict") else "its agent runs again"
+    why = e.payload.get("reason")
+    return f"[{name}] ! {e.task_id} attempt {e.attempt}: {what}: evaluation-only recovery refused: {why}"
 
 
 def _outcome(e: ProgressEvent) -> str:

@@ -440,7 +440,9 @@ class _RequestRun:
             runner = AttemptRunner(ctx, task, n, plan)
             # A9: an attempt evaluated from its checkpoint in this run's own directory keeps it.
             recovered = runner.find_recovery() if ctx.recovery is not None else False
-            await store.write(store.start_attempt, task.task_id, n, archive=not recovered)
+            # --recovery strict keeps a refused checkpoint where a later resume finds it.
+            keep = recovered or runner.strictly_refused
+            await store.write(store.start_attempt, task.task_id, n, archive=not keep)
             result = await runner.run()
             if store.fault is not None:
                 # The disk filled while the attempt ran: whatever it recorded may come from that
@@ -1041,6 +1043,7 @@ async def run_orchestration(
     regrade: Mapping[str, str] | None = None,
     run_dirs: Mapping[str, str] | None = None,
     checkpoint_resume: bool | None = None,
+    recovery: str = "rerun",
     invocation: dict[str, Any] | None = None,
     cancel_scope_ready: Callable[[trio.CancelScope], None] | None = None,
     io_threads: bool = True,
@@ -1094,6 +1097,8 @@ async def run_orchestration(
                     _reuse_into(run, prog, source, recover=recover)
             elif run.resumed and recover:
                 _reopen_for_recovery(run)
+            if recovery == "strict" and run.ctx.recovery is not None:
+                run.ctx.recovery.strict = True
     except (AcxUserError, OSError, ResultsDiskFull) as exc:
         # Refused before any task ran (a --reuse source that does not exist or does not fit, the
         # run id of a later request taken, a results disk already full): the run directories this
