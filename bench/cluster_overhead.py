@@ -82,6 +82,9 @@ def main() -> None:
         env=env,
     )
     if started.returncode != 0:
+        # The script stops what a failed start began; stopped here too (an interrupted script, an
+        # older copy) so a failed bench never leaves a cluster running on a shared machine.
+        subprocess.run(["bash", script, "stop", cdir], env=env)
         raise SystemExit(f"cluster did not start: {started.stderr}")
     cluster = "ray://" + started.stdout.strip().splitlines()[-1]
     print(f"local 1-node cluster started in {time.perf_counter() - t0:.1f} s at {cluster}")

@@ -104,6 +104,8 @@ print(" ".join(f"--{n}-port={s.getsockname()[1]}" for n, s in zip(names, socks))
 # process it starts) would then get a sliver of a busy machine's CPU. acx workers are the node's
 # sandbox service, not background compute: nice 0 like the driver.
 export RAY_worker_niceness=0
+# Ray waits 30 s for the GCS to bind its port: a loaded machine (load ~30) can take longer.
+export RAY_gcs_server_port_wait_time_s="${RAY_gcs_server_port_wait_time_s:-120}"
 COMMON="--node-ip-address=127.0.0.1 --num-cpus=1 --object-store-memory=80000000 --disable-usage-stats"
 
 say() { echo "ray-local-cluster: $*" >&2; }
@@ -225,43 +227,63 @@ start_node() {  # worker node NAME (w<i>) joins the cluster of DIR; with its eng
         || { cat "$DIR/$name.log" >&2; exit 1; }
 }
 
+start_cluster() {  # one try; exit status 2: bad arguments, 1: a node did not start
+    [ -n "$RAY" ] || { echo "ray-local-cluster: ray is not installed (pip install 'acx-eval[cluster]')" >&2; exit 2; }
+    case "$ENGINE" in auto | own | shared) ;; *) say "--engine must be auto, own or shared, not $ENGINE"; exit 2 ;; esac
+    if [ -z "$HEAD_SLOTS" ]; then if [ "$WORKERS" = 0 ]; then HEAD_SLOTS="$SLOTS"; else HEAD_SLOTS=0; fi; fi
+    if [ "$ENGINE" != shared ]; then
+        why="$(can_own_engine)"
+        if [ -n "$why" ] && [ "$ENGINE" = own ]; then say "--engine own: $why"; exit 2; fi
+        if [ -n "$why" ]; then say "the nodes share the default Docker engine: $why"; ENGINE=shared; else ENGINE=own; fi
+    fi
+    mkdir -p "$DIR"
+    : >"$DIR/engines"
+    echo "$SLOTS" >"$DIR/slots"
+    echo "$DRIVERS" >"$DIR/drivers"  # start-node declares the same providers again
+    PORT="$(free_port)"
+    HEAD_PORTS="$(node_ports)"
+    while [[ " $HEAD_PORTS " == *"=$PORT "* ]]; do HEAD_PORTS="$(node_ports)"; done
+    head_env=()
+    if [ "$HEAD_SLOTS" != 0 ]; then
+        HEAD_RES="{\"acx_slots\": $HEAD_SLOTS, \"acx_node_head\": 1}"
+        if [ "$ENGINE" = own ]; then
+            start_engine 0 head || exit 1
+            head_env=(env "DOCKER_HOST=$(engine_host 0)")
+        fi
+    else
+        HEAD_RES='{}'
+    fi
+    # shellcheck disable=SC2046
+    "${head_env[@]}" "$RAY" start --head --port="$PORT" --temp-dir="$DIR/t" --include-dashboard=false \
+        $COMMON $HEAD_PORTS \
+        --resources="$HEAD_RES" >"$DIR/head.log" 2>&1 || { cat "$DIR/head.log" >&2; exit 1; }
+    echo "127.0.0.1:$PORT" > "$DIR/address"
+    for i in $(seq 1 "$WORKERS"); do
+        if [ "$ENGINE" = own ]; then start_engine "$i" "w$i" || exit 1; fi
+        start_node "w$i"
+    done
+    echo "127.0.0.1:$PORT"
+}
+
 case "$cmd" in
     start)
-        [ -n "$RAY" ] || { echo "ray-local-cluster: ray is not installed (pip install 'acx-eval[cluster]')" >&2; exit 2; }
-        case "$ENGINE" in auto | own | shared) ;; *) say "--engine must be auto, own or shared, not $ENGINE"; exit 2 ;; esac
-        if [ -z "$HEAD_SLOTS" ]; then if [ "$WORKERS" = 0 ]; then HEAD_SLOTS="$SLOTS"; else HEAD_SLOTS=0; fi; fi
-        if [ "$ENGINE" != shared ]; then
-            why="$(can_own_engine)"
-            if [ -n "$why" ] && [ "$ENGINE" = own ]; then say "--engine own: $why"; exit 2; fi
-            if [ -n "$why" ]; then say "the nodes share the default Docker engine: $why"; ENGINE=shared; else ENGINE=own; fi
-        fi
-        mkdir -p "$DIR"
-        : >"$DIR/engines"
-        echo "$SLOTS" >"$DIR/slots"
-        echo "$DRIVERS" >"$DIR/drivers"  # start-node declares the same providers again
-        PORT="$(free_port)"
-        HEAD_PORTS="$(node_ports)"
-        while [[ " $HEAD_PORTS " == *"=$PORT "* ]]; do HEAD_PORTS="$(node_ports)"; done
-        head_env=()
-        if [ "$HEAD_SLOTS" != 0 ]; then
-            HEAD_RES="{\"acx_slots\": $HEAD_SLOTS, \"acx_node_head\": 1}"
-            if [ "$ENGINE" = own ]; then
-                start_engine 0 head || exit 1
-                head_env=(env "DOCKER_HOST=$(engine_host 0)")
-            fi
-        else
-            HEAD_RES='{}'
-        fi
-        # shellcheck disable=SC2046
-        "${head_env[@]}" "$RAY" start --head --port="$PORT" --temp-dir="$DIR/t" --include-dashboard=false \
-            $COMMON $HEAD_PORTS \
-            --resources="$HEAD_RES" >"$DIR/head.log" 2>&1 || { cat "$DIR/head.log" >&2; exit 1; }
-        echo "127.0.0.1:$PORT" > "$DIR/address"
-        for i in $(seq 1 "$WORKERS"); do
-            if [ "$ENGINE" = own ]; then start_engine "$i" "w$i" || exit 1; fi
-            start_node "w$i"
+        # A try that fails stops what it started (the head's gcs_server, monitor, log_monitor, the
+        # nodes' raylets and engines: nothing is left running), then starts again: on a loaded
+        # machine a raylet can miss Ray's fixed 30 s registration wait ("The current node timed
+        # out during startup"). ACX_RAY_START_TRIES tries (default 3); bad arguments are not retried.
+        tries="${ACX_RAY_START_TRIES:-3}"
+        for try in $(seq 1 "$tries"); do
+            # Not `( … ) || rc=$?`: errexit is off inside a command whose status is tested.
+            set +e
+            ( set -e; start_cluster )
+            rc=$?
+            set -e
+            [ "$rc" = 0 ] && exit 0
+            say "start failed (try $try of $tries): stopping what it started"
+            bash "$0" stop "$DIR" >/dev/null 2>&1 || true
+            [ "$rc" = 2 ] && exit 2
         done
-        echo "127.0.0.1:$PORT"
+        exit 1
         ;;
     start-node)
         [ -n "${NODE:-}" ] && [ -f "$DIR/address" ] || { echo "usage: $0 start-node DIR NAME (of a started cluster)" >&2; exit 2; }

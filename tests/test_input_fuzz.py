@@ -2,15 +2,17 @@
 (issue 11 "Done when"; items 7–10).
 
 Every input is a set of generated files (spec, config, import, dataset, Harbor task) and one acx
-command, run in its own process under resource limits (address space 1 GiB, CPU 10 s as a
-backstop). The child's own CPU time and peak memory come from ``os.wait4`` and must stay under
-2 s and 500 MB; wall time only catches hangs (a FIFO read, a blocking open) with a generous
-bound, because the CI machine's cores are shared. Classes covered — each by a fixed extreme case
-(``CORPUS``) and by a hypothesis strategy that varies its size and shape: deep nesting (YAML,
-JSON, JSONL, TOML, .acx), recursive aliases, huge integers, YAML alias/merge bombs, .acx
-let-doubling and string bombs, huge and nested for loops, non-regular files (FIFO, directory,
-device) in every input role, symlinks out of a Harbor task, bad UTF-8 and lone surrogates, and
-random text spliced into a valid spec.
+command, run in its own process under resource limits (address space 1 GiB, CPU 24 s as a
+backstop). The child's own CPU time and peak memory come from ``os.wait4`` and must stay under 8 s
+and 500 MB — about 10x what a quiet machine spends (0.5-0.8 s): "bounded", not "fast"; a loaded CI
+machine once took 2.55 s for a case that needs 0.7 s (issue 24 item 12), while every class here
+without its guard runs for minutes or without end; wall time only catches hangs (a FIFO read, a
+blocking open) with a generous bound, because the CI machine's cores are shared. Classes covered —
+each by a fixed extreme case (``CORPUS``) and by a hypothesis strategy that varies its size and
+shape: deep nesting (YAML, JSON, JSONL, TOML, .acx), recursive aliases, huge integers, YAML
+alias/merge bombs, .acx let-doubling and string bombs, huge and nested for loops, non-regular
+files (FIFO, directory, device) in every input role, symlinks out of a Harbor task, bad UTF-8 and
+lone surrogates, and random text spliced into a valid spec.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-CPU_SECONDS = 2.0
+CPU_SECONDS = 8.0
 MAX_RSS_BYTES = 500 * 10**6
 WALL_HANG_SECONDS = 60.0  # a hang, not slowness: CPU time is what is bounded
 EXAMPLE_TASK = Path(__file__).resolve().parents[1] / "examples" / "harbor" / "hello-workdir"
@@ -70,7 +72,7 @@ class Case:
 def _limits() -> None:
     os.setsid()
     resource.setrlimit(resource.RLIMIT_AS, (2**30, 2**30))
-    resource.setrlimit(resource.RLIMIT_CPU, (10, 12))
+    resource.setrlimit(resource.RLIMIT_CPU, (24, 26))
 
 
 def _materialise(case: Case, root: Path) -> None:

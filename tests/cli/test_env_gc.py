@@ -113,3 +113,23 @@ def test_env_close_by_id_and_errors(crashed, capsys) -> None:  # contract E1
     assert "needs exactly one --env" in capsys.readouterr().err
     assert main(["env", "list", "--env", "host_process", "--env-params", '{"workdir_rot": 1}']) == 2
     assert "workdir_rot" in capsys.readouterr().err
+
+
+def test_gc_counts_a_session_another_sweep_removed_first_as_removed(crashed, capsys, monkeypatch) -> None:
+    # contract E1 (issue 24 item 12): two `acx gc` racing — the other one removed the session
+    # between this one's listing and its removal; that is a removed session, not an error.
+    from acx.drivers.host_process import HostProcessDriver
+
+    root, workdir, daemon = crashed
+    real = HostProcessDriver.close_session
+
+    async def raced(self: HostProcessDriver, session_id: str) -> None:
+        await real(self, session_id)  # the other process's sweep got there first
+        await real(self, session_id)  # ours: session_not_found
+
+    monkeypatch.setattr(HostProcessDriver, "close_session", raced)
+    assert main(["gc", *_params(root)]) == 0
+    captured = capsys.readouterr()
+    assert "removed host_process session crashrun-a-0" in captured.out
+    assert "error" not in captured.err
+    assert not workdir.exists() and not _alive(daemon)

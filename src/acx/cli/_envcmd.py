@@ -197,11 +197,16 @@ def _unlisted(args: argparse.Namespace, drivers: list[tuple[str, Driver, bool]])
     ]
 
 
-async def _close_one(driver: Driver, sid: str, failures: list[str]) -> bool:
-    """Close one session; a failure is reported (and makes the command exit 1), not raised."""
+async def _close_one(driver: Driver, sid: str, failures: list[str], *, gone_is_removed: bool = False) -> bool:
+    """Close one session; a failure is reported (and makes the command exit 1), not raised.
+
+    ``gone_is_removed`` (gc): a session listed a moment ago and now not found was removed by
+    someone else meanwhile (another acx process's sweep, its own run's release) — removed."""
     try:
         await driver.close_session(sid)
     except Exception as exc:
+        if gone_is_removed and getattr(exc, "code", None) == "session_not_found":
+            return True
         failures.append(f"could not remove {driver.id} session {sid}: {_reason(exc)}")
         return False
     return True
@@ -287,7 +292,7 @@ def _gc(args: argparse.Namespace) -> int:
         done: list[str] = []
         for driver, records in await _listed(drivers):
             for sid in sorted({r.id for r in records if doomed(r)}):
-                if args.dry_run or await _close_one(driver, sid, failures):
+                if args.dry_run or await _close_one(driver, sid, failures, gone_is_removed=True):
                     done.append(f"{driver.id} session {sid}")
         return done
 
