@@ -259,6 +259,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "drop",
         "error",
         "malformed",
+        "reflected",
         "text",
         "tool_call",
     ],

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from acx.testing.fake_models import FakeModelServer, text
+from acx.testing.fake_models import FakeModelServer, reflected, text
 
 KEY = "sk-run-gateway-secret-0042"
 
@@ -259,4 +259,21 @@ requests:
     assert r0["status"] == "completed" and r0["metrics"] == {"correct": True}, r0["issues"]
     assert not [i for i in r0["issues"] if i["severity"] in ("error", "fatal")]
     assert "KeyError" not in json.dumps(r0)
+    assert_key_nowhere(tmp_path / "results")
+
+
+def test_an_upstream_that_reflects_the_key_hands_the_agent_nothing(tmp_path: Path) -> None:
+    # contract M4 (issue 24 item 2): a live run whose upstream echoes the Authorization header
+    # into its 200 answer, written a few bytes at a time: the agent prints what it got, and neither
+    # its answer nor any file of the run holds the key; the attempt says what happened
+    with FakeModelServer([reflected("{auth}", chunk_size=4), reflected("x {auth} y")]) as srv:
+        model = f'{{id: real-model, base_url: "{srv.base_url}", api_key: "${{MKEY}}"}}'
+        spec = write_spec(tmp_path, '{id: command, command: "python3 $ACX_SPEC_DIR/agent.py"}', model)
+        res = acx("run", str(spec), cwd=tmp_path, env={"MKEY": KEY})
+    assert res.returncode == 0, res.stderr + res.stdout
+    assert KEY not in res.stdout + res.stderr
+    (run_dir,) = (tmp_path / "results" / "m").iterdir()
+    results = [json.loads(p.read_text()) for p in sorted(run_dir.rglob("attempt-1/result.json"))]
+    assert [r["final_answer"].strip() for r in results] == ["***", "x *** y"]
+    assert all("secret_in_answer" in {i["code"] for i in r["issues"]} for r in results)
     assert_key_nowhere(tmp_path / "results")

@@ -119,6 +119,18 @@ async def merge_into_result(
     issues = list(result.issues)
     for message in session.refusals:
         issues.append(ExecutionIssue(severity="error", phase="run", code="limit_exceeded", message=message))
+    cut = getattr(session, "secrets_cut", 0)
+    if cut:
+        issues.append(
+            ExecutionIssue(
+                severity="warning",
+                phase="run",
+                code="secret_in_answer",
+                message=f"the model upstream's answers held the run's real model key {cut} time(s); the gateway "
+                "replaced it with *** before the agent or any record saw it — check the upstream (it "
+                "reflects request headers)",
+            )
+        )
     telemetry = dict(result.telemetry)
     if not session.calls:
         return (msgspec.structs.replace(result, issues=issues) if issues != list(result.issues) else result), None

@@ -42,6 +42,7 @@ from acx.models._protocols import (
     request_problem,
     translatable_params,
 )
+from acx.models._scrub import RelayScrubber, scrub_response, secret_forms
 from acx.models._types import ChatRequest, Endpoint, ModelCallError, ModelResponse, Protocol, Usage
 
 __all__ = ["CallRecord", "Gateway", "GatewaySession", "Role", "iso_now"]
@@ -194,6 +195,8 @@ class GatewaySession:
         self.key = key
         self.limits = limits
         self.calls: list[CallRecord] = []
+        #: Occurrences of the real key cut out of answers before the agent saw them (M4).
+        self.secrets_cut = 0
         self.totals = UsageTotals()
         #: The same per role (for the roles' own limits).
         self.role_totals: dict[str, UsageTotals] = {}
@@ -318,6 +321,7 @@ class Gateway:
         self._ports: dict[str, int] = {}
         self._scopes: list[trio.CancelScope] = []
         self._role_secrets: dict[str, tuple[str, ...]] = {}
+        self._role_forms: dict[str, tuple[bytes, ...]] = {}
         self._routes: dict[tuple[str, str], tuple[str, dict[str, str]]] = {}
 
     # ---- lifecycle -------------------------------------------------------------------------------
@@ -452,6 +456,13 @@ class Gateway:
             self._role_secrets[role.name] = found
         return found
 
+    def _scrubber(self, role: Role) -> RelayScrubber:
+        """A fresh scrubber of the role's key forms (computed once per role)."""
+        forms = self._role_forms.get(role.name)
+        if forms is None:
+            forms = self._role_forms[role.name] = secret_forms(self._secrets(role))
+        return RelayScrubber(forms)
+
     def _upstream(self, role: Role, protocol: Protocol) -> tuple[str, dict[str, str]]:
         """URL and auth headers of a call passed through in ``protocol`` (per role, once)."""
         key = (role.name, protocol)
@@ -484,7 +495,9 @@ class Gateway:
             if not rec.finished_at:
                 rec.finished_at = time.time()
         rec.finished_at = time.time()
-        resp: ModelResponse = ex.parsed
+        # A host-side harness (and a translated answer) gets the answer without the key (M4).
+        resp, cut = scrub_response(ex.parsed, rec.secrets)
+        session.secrets_cut += cut
         rec.attempts = ex.attempts
         rec.status = ex.status
         rec.response = resp.raw
@@ -593,6 +606,7 @@ class Gateway:
             )
             kind = "limit_exceeded" if exc.kind == "limit_exceeded" else "api_error"
             return _error(400 if exc.kind == "limit_exceeded" else status, kind, f"acx gateway: {exc.message}")
+        # resp is scrubbed (_call_in_process); the render adds nothing of the upstream's.
         return 200, json.dumps(render_response(protocol, resp, ep.model)).encode(), []
 
     async def _forward(
@@ -607,22 +621,35 @@ class Gateway:
         rec.request = outgoing
         rec.secrets = self._secrets(role)
         url, headers = self._upstream(role, protocol)
+        scrubber = self._scrubber(role)
+
+        def parse(data: bytes) -> tuple[bytes, ModelResponse]:
+            # An answer that reflects the key is cut before anything reads it (M4): the agent,
+            # the transcript and the trajectory all see the scrubbed body.
+            data = scrubber.scrub(data)
+            return data, parse_response(protocol, data)
+
         try:
-            ex = await self.client.exchange(ep, url, outgoing, headers, parse=lambda d: parse_response(protocol, d))
+            ex = await self.client.exchange(ep, url, outgoing, headers, parse=parse)
         except ModelCallError as exc:
             self._failed(session, rec, exc)
             if exc.body is not None and exc.status is not None:
-                return exc.status, exc.body, []  # the server's own 4xx answer, passed through
+                return (
+                    exc.status,
+                    self._scrubber(role).scrub(exc.body),
+                    [],
+                )  # the server's own 4xx answer, passed through
             status = 504 if exc.kind == "timeout" else 502
             return _error(status, "api_error", f"acx gateway: {exc.message}")
         rec.finished_at = time.time()
-        resp: ModelResponse = ex.parsed
+        body, resp = ex.parsed
+        session.secrets_cut += scrubber.cut
         rec.attempts = ex.attempts
         rec.status = ex.status
         rec.response = resp.raw
         rec.normalized_response = resp
         self._account(session, role, rec, resp)
-        return ex.status, ex.body, []
+        return ex.status, body, []
 
     async def _forward_stream(
         self, session: GatewaySession, role: Role, protocol: Protocol, outgoing: dict[str, Any]
@@ -641,19 +668,30 @@ class Gateway:
         except ModelCallError as exc:
             self._failed(session, rec, exc)
             if exc.body is not None and exc.status is not None:
-                return exc.status, exc.body, []
+                return exc.status, self._scrubber(role).scrub(exc.body), []
             return _error(504 if exc.kind == "timeout" else 502, "api_error", f"acx gateway: {exc.message}")
         rec.attempts = ex.attempts
         rec.status = ex.status
 
         received = bytearray()
+        scrubber = self._scrubber(role)
 
         async def relay() -> Any:
             try:
                 async for chunk in chunks(ex):
-                    received.extend(chunk)
-                    yield chunk
+                    # Scrubbed across chunk boundaries (a key split over two chunks is held back
+                    # until it is whole, then cut); the fold below reads what the agent got.
+                    passed = scrubber.feed(chunk)
+                    if passed:
+                        received.extend(passed)
+                        yield passed
+                rest = scrubber.flush()
+                if rest:
+                    received.extend(rest)
+                    yield rest
             finally:
+                session.secrets_cut += scrubber.cut
+                scrubber.cut = 0
                 out.finish_once()  # before the agent sees the end: its next call sees the usage
 
         def finish() -> None:
@@ -663,6 +701,8 @@ class Gateway:
             except ModelCallError as exc:
                 self._failed(session, rec, exc)
             else:
+                resp, cut = scrub_response(resp, rec.secrets)
+                session.secrets_cut += cut
                 rec.response = resp.raw
                 rec.normalized_response = resp
                 self._account(session, role, rec, resp)

@@ -38,6 +38,7 @@ that serve a container pass the address containers reach).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
 import threading
@@ -54,6 +55,7 @@ __all__ = [
     "drop",
     "error",
     "malformed",
+    "reflected",
     "text",
     "tool_call",
 ]
@@ -76,6 +78,12 @@ class Step:
     headers: tuple[tuple[str, str], ...] = ()
     body: bytes | None = None
     delay: float = 0.0
+    #: A hostile upstream: ``{auth}`` in ``content`` becomes the request's credential (the bearer
+    #: value of ``Authorization``, else ``x-api-key``) — a server that reflects request headers.
+    reflect: bool = False
+    #: Write the answer in pieces of this many bytes, flushed one by one (splits anything in it
+    #: across the client's reads).
+    chunk_size: int | None = None
 
 
 def text(
@@ -134,6 +142,11 @@ def error(
 def malformed(body: bytes = b"<html>502 bad gateway</html>", *, status: int = 200, delay: float = 0.0) -> Step:
     """A response whose body is not what the protocol promises (status 200 by default)."""
     return Step("malformed", status=status, body=body, delay=delay)
+
+
+def reflected(template: str, *, chunk_size: int | None = None, usage: tuple[int, ...] | None = (10, 5)) -> Step:
+    """A text reply that echoes the request's credential where ``template`` says ``{auth}``."""
+    return Step("message", content=template, usage=usage, finish_reason="stop", reflect=True, chunk_size=chunk_size)
 
 
 def drop(*, delay: float = 0.0) -> Step:
@@ -494,12 +507,17 @@ def _make_handler(server: FakeModelServer) -> type[BaseHTTPRequestHandler]:
             if protocol is None:
                 self._reply(404, {"error": {"message": f"fake server: no endpoint {path}"}})
                 return
+            if step.reflect:
+                auth = self.headers.get("Authorization") or ""
+                credential = auth.split(" ", 1)[1] if " " in auth else self.headers.get("x-api-key") or ""
+                step = dataclasses.replace(step, content=(step.content or "").replace("{auth}", credential))
             model = body.get("model", "fake-model") if isinstance(body, dict) else "fake-model"
             if isinstance(body, dict) and body.get("stream"):
                 data = render_stream(step, protocol, str(model), body)
-                self._send(200, data, dict(step.headers), "text/event-stream")
+                self._send(200, data, dict(step.headers), "text/event-stream", step.chunk_size)
                 return
-            self._reply(200, render(step, protocol, str(model)), dict(step.headers))
+            data = json.dumps(render(step, protocol, str(model))).encode()
+            self._send(200, data, dict(step.headers), "application/json", step.chunk_size)
 
         def _reply(self, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
             self._send(status, json.dumps(obj).encode(), headers or {}, "application/json")
@@ -509,10 +527,20 @@ def _make_handler(server: FakeModelServer) -> type[BaseHTTPRequestHandler]:
             # Small replies, written at once: no Nagle/delayed-ACK stalls between header and body.
             self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
-        def _send(self, status: int, data: bytes, headers: dict[str, str], ctype: str) -> None:
+        def _send(
+            self, status: int, data: bytes, headers: dict[str, str], ctype: str, chunk_size: int | None = None
+        ) -> None:
             reason = self.responses.get(status, ("",))[0]
             lines = [f"HTTP/1.1 {status} {reason}", f"Content-Type: {ctype}", f"Content-Length: {len(data)}"]
             lines += [f"{k}: {v}" for k, v in headers.items()]
-            self.wfile.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + data)
+            head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+            if not chunk_size:
+                self.wfile.write(head + data)
+                return
+            self.wfile.write(head)
+            for i in range(0, len(data), chunk_size):
+                self.wfile.write(data[i : i + chunk_size])
+                self.wfile.flush()
+                time.sleep(0.002)  # separate TCP segments: the client reads them apart
 
     return Handler
