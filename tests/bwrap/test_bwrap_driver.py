@@ -328,3 +328,49 @@ def test_a_crashed_owner_leaves_an_orphan_and_no_processes(tmp_path: Path) -> No
     assert _gone(pid1), "the sandbox must die with the acx process that opened it"
     (record,) = trio.run(_driver(tmp_path).list_sessions)
     assert record.id == "crash-1" and record.owner_alive is False and not record.kept
+
+
+#: How many CA certificates OpenSSL's default paths hold (loaded: cert_store_stats counts them).
+_CA_COUNT = "import ssl; c = ssl.create_default_context(); print(c.cert_store_stats()['x509_ca'])"
+
+
+def test_the_hosts_etc_is_not_visible_on_the_host_root(tmp_path: Path) -> None:
+    # contract E2 (issue 24 item 7): a sandbox on the host's system directories gets a synthetic
+    # /etc — no shadow, no docker key, no host accounts — that still runs programs, resolves
+    # localhost and verifies TLS
+    probe = "/etc/acx-host-only-probe"
+    made = not os.path.exists(probe) and os.access("/etc", os.W_OK)
+    if made:
+        Path(probe).write_text("host secret\n")
+
+    async def go() -> dict[str, object]:
+        s = await _open(_driver(tmp_path))
+        try:
+            run = s.exec
+            return {
+                "shadow": (await run(["cat", "/etc/shadow"])).ok,
+                "docker": (await run(["sh", "-c", "ls /etc/docker"])).ok,
+                "probe": (await run(["cat", probe])).ok,
+                "passwd": (await run(["cat", "/etc/passwd"])).stdout,
+                "whoami": (await run(["id", "-un"])).stdout.strip(),
+                "localhost": (await run(["getent", "ahostsv4", "localhost"])).stdout,
+                "awk": (await run(["sh", "-c", "echo 1 2 | awk '{print $2}'"])).stdout.strip(),
+                "certs": (await run(["python3", "-c", _CA_COUNT])).stdout.strip(),
+                "ro": (await run(["sh", "-c", "echo x > /etc/passwd"])).ok,
+            }
+        finally:
+            await s.close()
+
+    try:
+        got = trio.run(go)
+    finally:
+        if made:
+            os.unlink(probe)
+    assert got["shadow"] is False and got["docker"] is False
+    if made:
+        assert got["probe"] is False
+    assert {line.split(":")[0] for line in str(got["passwd"]).splitlines()} == {"root", "nobody"}
+    assert got["whoami"] == "root" and "127.0.0.1" in str(got["localhost"]) and got["awk"] == "2"
+    if os.path.isdir("/etc/ssl/certs"):
+        assert int(str(got["certs"]) or 0) > 0
+    assert got["ro"] is False

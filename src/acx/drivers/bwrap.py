@@ -5,12 +5,14 @@ What it enforces and what it does not (docs/bwrap.md has the long form):
 * **Filesystem.** The sandbox's ``/`` is the root filesystem of ``setup.image`` (exported from the
   local Docker engine once and cached under ``image_cache``; later runs need no daemon), of the
   session's Dockerfile build context (built by the engine once, cached by content hash), of
-  ``rootfs`` when set, else the host's system directories (``/usr``, ``/bin``, ``/lib*``,
-  ``/sbin``, ``/etc``). The root is **read-only**; the ``writable`` directories (default ``/app``,
-  ``/logs``, ``/tests``, ``/tmp``, ``/root``, ``/home``, ``/run``, ``/var/tmp``) and the workdir's
-  top directory are per-session host directories seeded from the root filesystem, so ``/app``,
-  ``/logs`` and ``/tests`` are isolated per session. File transfers resolve paths the way the
-  sandbox sees them (symlinks included) and never leave the session's directories or the root.
+  ``rootfs`` when set, else the host's system directories (``/usr``, ``/bin``, ``/lib*``, ``/sbin``)
+  with a synthetic ``/etc`` (generated accounts and hosts, the host's linker cache, alternatives, CA
+  certificates and resolver; never its shadow, keys or tool credentials). The root is **read-only**;
+  the ``writable`` directories (default ``/app``, ``/logs``, ``/tests``, ``/tmp``, ``/root``,
+  ``/home``, ``/run``, ``/var/tmp``) and the workdir's top directory are per-session host
+  directories seeded from the root filesystem, so ``/app``, ``/logs`` and ``/tests`` are isolated
+  per session. File transfers resolve paths the way the sandbox sees them (symlinks included) and
+  never leave the session's directories or the root.
 * **Processes.** A session is one long-lived ``bwrap --unshare-all`` (user, pid, net, ipc, uts and
   cgroup namespaces); ``exec`` enters its namespaces with ``nsenter`` in a new process group.
   A timeout or a cancellation sends SIGTERM to that group, then SIGKILL after
@@ -64,6 +66,43 @@ __all__ = ["BwrapConfig", "BwrapDriver", "BwrapSession", "probe_bwrap"]
 _DEFAULT_WRITABLE = ["/app", "/logs", "/tests", "/tmp", "/root", "/home", "/run", "/var/tmp"]
 #: Host directories that make up the sandbox's root when neither an image nor ``rootfs`` is given.
 _HOST_SYSTEM = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc")
+#: What of the host's /etc a sandbox on the host's system directories sees (copied into its own
+#: synthetic /etc): what programs need to start, resolve names and verify TLS — never the host's
+#: accounts (shadow, passwd), keys (ssl/private, docker/, ssh/), or tool configs that may hold
+#: credentials (pip.conf, npmrc, gitconfig).
+_ETC_FROM_HOST = (
+    "alternatives",
+    "bash.bashrc",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "debian_version",
+    "gai.conf",
+    "host.conf",
+    "inputrc",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "localtime",
+    "mime.types",
+    "os-release",
+    "profile",
+    "protocols",
+    "resolv.conf",
+    "services",
+    "shells",
+    "ssl/certs",
+    "ssl/openssl.cnf",
+    "timezone",
+)
+#: The synthetic /etc's own files: one root account (the sandbox's uid 0), nobody, localhost.
+_ETC_GENERATED = {
+    "passwd": "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+    "group": "root:x:0:\nnogroup:x:65534:\n",
+    "hosts": "127.0.0.1\tlocalhost acx\n::1\tlocalhost ip6-localhost ip6-loopback\n",
+    "hostname": "acx\n",
+    "nsswitch.conf": "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\nnetworks: files\n"
+    "protocols: files\nservices: files\n",
+}
 #: Top-level names never taken from a root filesystem (the sandbox mounts its own).
 _SPECIAL = frozenset({"proc", "dev", "sys"})
 #: Directories too large (or too shared) to copy per session for a workdir outside ``writable``.
@@ -498,6 +537,50 @@ def _seed(src: str, dst: str) -> None:
         os.makedirs(dst, exist_ok=True)
         if os.path.basename(dst) == "tmp":
             os.chmod(dst, 0o1777)
+
+
+def _shared_etc(parent: str) -> str:
+    """The synthetic /etc for this host's current /etc, built once under ``parent`` and shared
+    read-only by every session (copying it per session cost ~35 ms: ~700 entries). Keyed by what
+    it copies (name, size, mtime), so a changed host entry (updated CA certificates) builds anew."""
+    key = hashlib.sha256()
+    for name in _ETC_FROM_HOST:
+        try:
+            st = os.lstat(os.path.join("/etc", name))
+        except OSError:
+            continue
+        key.update(f"{name}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    key.update(json.dumps(_ETC_GENERATED, sort_keys=True).encode())
+    final = os.path.join(parent, f".acx-bwrap-etc-{key.hexdigest()[:16]}")
+    if os.path.isdir(final):
+        return final
+    tmp = f"{final}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+    _synthetic_etc(tmp)
+    try:
+        os.rename(tmp, final)
+    except OSError:  # another process built it first: theirs is the same
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
+def _synthetic_etc(dst: str) -> None:
+    """A sandbox's /etc when its root is the host's system directories: generated accounts and
+    hosts, plus copies of the host's harmless entries (:data:`_ETC_FROM_HOST`; symlinks kept as
+    symlinks, an unreadable or missing entry left out)."""
+    os.makedirs(dst, exist_ok=True)
+    for name in _ETC_FROM_HOST:
+        src, out = os.path.join("/etc", name), os.path.join(dst, name)
+        try:
+            if os.path.isdir(src) and not os.path.islink(src):
+                shutil.copytree(src, out, symlinks=True, dirs_exist_ok=True)
+            elif os.path.lexists(src):
+                os.makedirs(os.path.dirname(out), exist_ok=True)
+                shutil.copy2(src, out, follow_symlinks=name in ("resolv.conf", "localtime"))
+        except OSError:
+            continue  # not readable here: the sandbox goes without it
+    for name, text in _ETC_GENERATED.items():
+        with open(os.path.join(dst, name), "w", encoding="utf-8") as fh:
+            fh.write(text)
 
 
 # ---- sessions -------------------------------------------------------------------------------------
@@ -1009,7 +1092,9 @@ class BwrapDriver(Driver):
             writable.add(top)
         mounts = []
         if rootfs == "/":  # the host's system directories, read-only; nothing else of the host
-            mounts = [_Mount(f"/{n}", f"/{n}", False) for n in _HOST_SYSTEM if _real_dir(f"/{n}")]
+            mounts = [_Mount(f"/{n}", f"/{n}", False) for n in _HOST_SYSTEM if n != "etc" and _real_dir(f"/{n}")]
+            # Not the host's /etc (its shadow, docker/key.json, ssh host keys): a synthetic one.
+            mounts.append(_Mount("/etc", _shared_etc(os.path.dirname(directory)), False))
         for w in sorted(writable):
             in_root = os.path.join(rootfs, w.lstrip("/"))
             if w.count("/") > 1 and not _real_dir(in_root):
