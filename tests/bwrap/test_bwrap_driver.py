@@ -335,7 +335,7 @@ _CA_COUNT = "import ssl; c = ssl.create_default_context(); print(c.cert_store_st
 
 
 def test_the_hosts_etc_is_not_visible_on_the_host_root(tmp_path: Path) -> None:
-    # contract E2 (issue 24 item 7): a sandbox on the host's system directories gets a synthetic
+    # contract E1 (issue 24 item 7): a sandbox on the host's system directories gets a synthetic
     # /etc — no shadow, no docker key, no host accounts — that still runs programs, resolves
     # localhost and verifies TLS
     probe = "/etc/acx-host-only-probe"
