@@ -150,6 +150,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "InputFileError",
         "MAX_ACX_BYTES",
         "MAX_DATASET_BYTES",
+        "MAX_DATASET_ROWS",
         "MAX_DOCUMENT_BYTES",
         "MAX_EXPANDED_NODES",
         "MAX_INT_DIGITS",

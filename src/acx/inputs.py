@@ -28,6 +28,7 @@ _E = TypeVar("_E", bound="AcxUserError")
 __all__ = [
     "MAX_ACX_BYTES",
     "MAX_DATASET_BYTES",
+    "MAX_DATASET_ROWS",
     "MAX_DOCUMENT_BYTES",
     "MAX_EXPANDED_NODES",
     "MAX_INT_DIGITS",
@@ -51,8 +52,11 @@ MAX_DOCUMENT_BYTES = 256 * 2**10
 MAX_ACX_BYTES = 256 * 2**10
 #: Largest Harbor task file read (``task.toml``, ``instruction.md``).
 MAX_TASK_FILE_BYTES = 4 * 2**20
-#: Largest dataset file (JSONL) read.
+#: Largest dataset read: the file's bytes, and again what it decodes to (a ``.gz`` file's
+#: decompressed bytes; a Parquet/Arrow file's rows, measured as JSON).
 MAX_DATASET_BYTES = 256 * 2**20
+#: Most rows one dataset may have (a dictionary-encoded Parquet file of a few MB can hold millions).
+MAX_DATASET_ROWS = 1_000_000
 #: Deepest nesting of lists, mappings and blocks in any document (YAML, JSON, TOML, .acx).
 MAX_NESTING_DEPTH = 100
 #: Most values one document may expand to: YAML aliases and merge keys, .acx lets and loops.

@@ -9,18 +9,22 @@ array is parsed whole (JSON has no row boundaries).
 from __future__ import annotations
 
 import csv
-import sys
+import gzip
+import io
+import os
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import msgspec
 
 from acx.diagnostics import Span
 from acx.errors import AcxPlanError
+from acx.inputs import MAX_DATASET_BYTES, MAX_DATASET_ROWS
 
-__all__ = ["Locator", "detect_format", "iter_records"]
+__all__ = ["Locator", "detect_format", "is_gzip", "iter_records"]
 
 _DECODER = msgspec.json.Decoder()
 _SUFFIXES = {
@@ -63,15 +67,30 @@ class Locator:
         )
 
 
+_GZIP_MAGIC = b"\x1f\x8b"
+_ENCODER = msgspec.json.Encoder(enc_hook=str)
+
+
+def is_gzip(path: Path) -> bool:
+    """A gzip-compressed file (by its magic bytes: ``HumanEval.jsonl.gz``, or a misnamed one)."""
+    try:
+        with path.open("rb") as fh:
+            return fh.read(2) == _GZIP_MAGIC
+    except OSError:
+        return False
+
+
 def detect_format(path: Path, declared: str) -> str:
     if declared != "auto":
         return declared
     if path.is_dir():  # a Hugging Face save_to_disk folder (resolve_dataset_path checked state.json)
         return "arrow"
-    fmt = _SUFFIXES.get(path.suffix.lower())
+    # data.jsonl.gz: the format of what is inside (the file is decompressed as it is read)
+    suffix = path.with_suffix("").suffix if path.suffix.lower() == ".gz" else path.suffix
+    fmt = _SUFFIXES.get(suffix.lower())
     if fmt is None:
         raise AcxPlanError(
-            f"cannot tell the format of dataset {path} from its suffix `{path.suffix}`",
+            f"cannot tell the format of dataset {path} from its suffix `{suffix}`",
             code="E0407",
             path="benchmark.params.format",
             help="set `format` to jsonl, json, csv, tsv, parquet or arrow",
@@ -82,13 +101,100 @@ def detect_format(path: Path, declared: str) -> str:
 
 
 def _starts_with_object(path: Path) -> bool:
-    with path.open("rb") as fh:
+    with _open_bytes(path) as fh:
         head = fh.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
     return head.startswith(b"{")
 
 
+def too_large(path: Path, what: str) -> AcxPlanError:
+    return AcxPlanError(
+        f"dataset {path} {what}",
+        code="E0219",
+        path="benchmark.params.path",
+        help=f"datasets are read up to {MAX_DATASET_BYTES // 2**20} MiB (the file, and again what it decodes "
+        f"to) and {MAX_DATASET_ROWS:,} rows (docs/errors.md#E0219): split it into several datasets, or "
+        "keep the rows you evaluate",
+    )
+
+
+class _Bounded(io.RawIOBase):
+    """A binary stream that fails once more than ``MAX_DATASET_BYTES`` came out of ``inner``
+    (a gzip stream: a few KB can decompress to gigabytes)."""
+
+    def __init__(self, inner: Any, path: Path) -> None:
+        self._inner, self._path, self._total = inner, path, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        try:
+            data = self._inner.read(len(buffer))
+        except (OSError, EOFError, zlib.error) as exc:
+            raise AcxPlanError(
+                f"dataset {self._path} is not a readable gzip file: {exc}",
+                code="E0402",
+                path="benchmark.params.path",
+                help="check the download (gzip -t FILE), or decompress it yourself",
+            ) from None
+        self._total += len(data)
+        if self._total > MAX_DATASET_BYTES:
+            raise too_large(self._path, f"decompresses to more than {MAX_DATASET_BYTES // 2**20} MiB")
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self._inner.close()
+        super().close()
+
+
+def _open_bytes(path: Path) -> IO[bytes]:
+    """The dataset's bytes, decompressed when it is gzip; the file's own size checked first."""
+    size = os.stat(path).st_size
+    if size > MAX_DATASET_BYTES:
+        raise too_large(path, f"is {size / 2**20:.1f} MiB, above the limit of {MAX_DATASET_BYTES // 2**20} MiB")
+    if not is_gzip(path):
+        return path.open("rb")
+    return io.BufferedReader(_Bounded(gzip.GzipFile(path, "rb"), path), 1 << 16)
+
+
+def _sized(path: Path) -> None:
+    """A Parquet/Arrow file or save_to_disk folder within the byte limit (before pyarrow opens it)."""
+    files = [p for p in path.rglob("*") if p.is_file()] if path.is_dir() else [path]
+    total = sum(p.stat().st_size for p in files)
+    if total > MAX_DATASET_BYTES:
+        raise too_large(path, f"is {total / 2**20:.1f} MiB, above the limit of {MAX_DATASET_BYTES // 2**20} MiB")
+    if any(is_gzip(p) for p in files if p.suffix != ".json"):
+        raise AcxPlanError(
+            f"dataset {path} is gzip-compressed Parquet/Arrow, which acx does not read",
+            code="E0407",
+            path="benchmark.params.path",
+            help="decompress it (gunzip); Parquet compresses its pages itself",
+        )
+
+
 def iter_records(path: Path, fmt: str) -> Iterator[tuple[Locator, Any]]:
-    """Every row of the file with its locator (records not yet checked to be objects)."""
+    """Every row of the file with its locator (records not yet checked to be objects), within
+    the dataset limits: bytes read, bytes decoded, rows (E0219)."""
+    measured = fmt in ("parquet", "arrow")  # columnar: a few MB of file can decode to gigabytes
+    if measured:
+        _sized(path)
+    return _bounded(_records(path, fmt), path, measured)
+
+
+def _bounded(rows: Iterator[tuple[Locator, Any]], path: Path, measured: bool) -> Iterator[tuple[Locator, Any]]:
+    decoded = 0
+    for count, (loc, record) in enumerate(rows, start=1):
+        if count > MAX_DATASET_ROWS:
+            raise too_large(path, f"has more than {MAX_DATASET_ROWS:,} rows")
+        if measured:
+            decoded += len(_ENCODER.encode(record))
+            if decoded > MAX_DATASET_BYTES:
+                raise too_large(path, f"decodes to more than {MAX_DATASET_BYTES // 2**20} MiB of records")
+        yield loc, record
+
+
+def _records(path: Path, fmt: str) -> Iterator[tuple[Locator, Any]]:
     if fmt == "jsonl":
         return _jsonl(path)
     if fmt == "json":
@@ -113,7 +219,7 @@ def iter_records(path: Path, fmt: str) -> Iterator[tuple[Locator, Any]]:
 
 def _jsonl(path: Path) -> Iterator[tuple[Locator, Any]]:
     name = str(path)
-    with path.open("rb") as fh:
+    with _open_bytes(path) as fh:
         for lineno, raw in enumerate(fh, start=1):
             if not raw.strip():
                 continue
@@ -128,8 +234,10 @@ def _jsonl(path: Path) -> Iterator[tuple[Locator, Any]]:
 
 def _json(path: Path) -> Iterator[tuple[Locator, Any]]:
     name = str(path)
+    with _open_bytes(path) as fh:
+        raw = fh.read()
     try:
-        data = _DECODER.decode(path.read_bytes())
+        data = _DECODER.decode(raw)
     except msgspec.DecodeError as exc:
         raise AcxPlanError(
             f"dataset {path} is not valid JSON: {exc}",
@@ -150,8 +258,8 @@ def _json(path: Path) -> Iterator[tuple[Locator, Any]]:
 
 def _csv(path: Path, delimiter: str) -> Iterator[tuple[Locator, Any]]:
     name = str(path)
-    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
-    with path.open("r", encoding="utf-8-sig", newline="") as fh:
+    csv.field_size_limit(MAX_DATASET_BYTES)
+    with io.TextIOWrapper(_open_bytes(path), encoding="utf-8-sig", newline="") as fh:
         reader = csv.reader(fh, delimiter=delimiter)
         try:
             header = next(reader)

@@ -44,6 +44,12 @@ def iter_parquet(path: Path) -> Iterator[tuple[Locator, Any]]:
             path=name,
             help="check that the file is Parquet (e.g. written by pandas/datasets `to_parquet`)",
         ) from None
+    from acx.components.datasets._formats import too_large
+    from acx.inputs import MAX_DATASET_ROWS
+
+    rows = reader.metadata.num_rows
+    if rows > MAX_DATASET_ROWS:  # said before a row is decoded (a few MB can hold millions)
+        raise too_large(path, f"has {rows:,} rows, more than {MAX_DATASET_ROWS:,}")
     index = 0
     for batch in reader.iter_batches(batch_size=_BATCH_ROWS):
         for record in batch.to_pylist():
