@@ -13,7 +13,9 @@ Harbor's semantics, as read in harbor 0.26 (``trial/``, ``verifier/verifier.py``
   its environment;
 * multi-step tasks run each step's instruction, agent and verifier in order in one environment;
   the trial reward is the per-key mean over the steps that have a verifier result (``mean``, the
-  default) or the last step's (``final``); a step below its ``min_reward`` ends the task.
+  default) or the last step's (``final``); a step below its ``min_reward`` ends the task. acx
+  refuses such tasks at load (E0413, tests/planner/test_harbor_task.py) rather than score them
+  as one step; they are not in this corpus.
 
 One deliberate difference, said in docs/harbor.md: an oracle run of a task with no ``solution/``
 is a per-task error with no score in acx (Harbor records the FileNotFoundError and still grades).

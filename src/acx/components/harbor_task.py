@@ -223,6 +223,9 @@ def _check_layout(root: Path) -> None:
     missing = [n for n in ("task.toml", "instruction.md") if not (root / n).is_file()]
     if not (root / "tests" / "test.sh").is_file() and not (root / "tests" / "test.bat").is_file():
         missing.append("tests/test.sh")
+    if missing and (root / "task.toml").is_file() and (root / "steps").is_dir():
+        # steps/<name>/instruction.md and steps/<name>/tests/: a multi-step task, not a broken one
+        raise _multi_step_refusal(str(root / "steps"), None)
     if missing:
         raise AcxPlanError(
             f"{root} is not a Harbor task directory: missing {', '.join(missing)}",
@@ -239,6 +242,21 @@ def _check_layout(root: Path) -> None:
             help="give the task a single-container environment/Dockerfile or docker_image, "
             "or leave it out (task_names, sample_ids or --tasks)",
         )
+
+
+def _multi_step_refusal(path: str, span: Span | None) -> AcxPlanError:
+    """Harbor's multi-step tasks run each step's instruction, agent and verifier in order in one
+    environment and reward each step; run as one step they would score something else."""
+    return AcxPlanError(
+        "multi-step Harbor tasks (`[[steps]]`, steps/<name>/instruction.md) are not supported: acx would "
+        "run one instruction and one verifier where Harbor runs every step's in order in one environment, "
+        "with a reward per step",
+        code="E0413",
+        span=span,
+        path=None if span is not None else path,
+        help="leave the task out (task_names, sample_ids or --tasks) and run it with Harbor; the single-step "
+        "tasks of the same dataset run",
+    )
 
 
 #: The files and directories of a task acx reads, uploads or builds from.
@@ -344,7 +362,7 @@ def _map_task(root: Path, raw: dict[str, Any], ctx: _Ctx, *, solution_env_for_ag
         if workdir:
             metadata["dockerfile_workdir"] = workdir
     if "steps" in raw:
-        ctx.warn("steps", "multi-step declaration")
+        raise _multi_step_refusal(str(root / "task.toml"), ctx.span("steps.0"))  # the first [[steps]]
     if "multi_step_reward_strategy" in raw:
         ctx.warn("multi_step_reward_strategy", "multi-step declaration")
 
