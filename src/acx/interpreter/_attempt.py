@@ -398,9 +398,16 @@ class AttemptRunner:
         if self.refused is not None:  # the terminal says why this attempt pays for its agent again
             self._say_refused(strict=False)
         result = await self._run_tries()
-        if refusal is not None:  # the reason the attempt ran again is part of its record
-            result = msgspec.structs.replace(result, issues=[*result.issues, refusal])
+        extra = [refusal] if refusal is not None else []  # why the attempt ran again
+        extra += self._declaration_issues()
+        if extra:
+            result = msgspec.structs.replace(result, issues=[*result.issues, *extra])
         return result
+
+    def _declaration_issues(self) -> list[ExecutionIssue]:
+        """What the task declares that acx does not honour (Harbor's ``mcp_servers``,
+        ``healthcheck``, unknown keys…): said in every attempt's result, not only at load (H6)."""
+        return [_issue("warning", "setup", "task_declaration_ignored", message) for message in self.task.load_warnings]
 
     async def _run_tries(self) -> RunResult:
         ex = self.plan.execution
