@@ -556,6 +556,8 @@ def _mutated(edits: list[tuple[int, int]]) -> bytes:
     )
 )
 @example(_answer)
+@example(b"HTTP/1.1 200 OK\r\nContent-Length: \xb900\r\n\r\n")  # "¹00" (latin-1): isdigit() yet not int()
+@example(b"HTTP/1.1 2\xb20 OK\r\nContent-Length: 0\r\n\r\n")
 def test_any_server_answer_is_a_response_or_a_transport_error(data: bytes) -> None:  # contract M2
     """Whatever a server sends, the client reads a response or raises its transport error (a
     ``connection`` failure for the retry layer) — never another exception, never a hang."""

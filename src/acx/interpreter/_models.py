@@ -131,6 +131,15 @@ async def merge_into_result(
                 "reflects request headers)",
             )
         )
+    for why in getattr(session, "stream_cuts", ()):
+        issues.append(
+            ExecutionIssue(
+                severity="warning",
+                phase="run",
+                code="model_answer_cut",
+                message=f"a streamed model answer was cut before its end ({why}); the agent got an error event",
+            )
+        )
     telemetry = dict(result.telemetry)
     if not session.calls:
         return (msgspec.structs.replace(result, issues=issues) if issues != list(result.issues) else result), None

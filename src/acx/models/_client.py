@@ -94,6 +94,9 @@ class Exchange:
     #: A streamed answer not read yet (``exchange(stream=True)``): read it with
     #: :meth:`ModelClient.chunks`, which also closes it.
     response: Any = None
+    #: Why a streamed answer ended before its end (set by :func:`chunks`): the body limit, the
+    #: upstream closing the connection, a read timeout. ``None``: it ended normally.
+    stream_error: str | None = None
 
 
 # ---- transport errors ----------------------------------------------------------------------------
@@ -351,7 +354,12 @@ async def _read_head(conn: _Conn, timeout: float) -> tuple[int, dict[str, str]]:
 def _parse_head(head: bytes) -> tuple[int, dict[str, str]]:
     lines = head.decode("latin-1").split("\r\n")
     parts = lines[0].split(" ", 2)
-    if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or len(parts[1]) != 3 or not parts[1].isdigit():
+    if (
+        len(parts) < 2
+        or not parts[0].startswith("HTTP/1.")
+        or len(parts[1]) != 3
+        or not (parts[1].isascii() and parts[1].isdigit())
+    ):
         raise _TransportError("read", f"not an HTTP/1.x response: {lines[0][:80]!r}")
     headers: dict[str, str] = {}
     last = ""
@@ -390,7 +398,8 @@ class _Body:
             self.chunked = True
         elif cl is not None:
             values = {v.strip() for v in cl.split(",")}
-            if len(values) != 1 or not next(iter(values)).isdigit():
+            # isdigit alone takes "¹00" (superscripts), which int() refuses: ASCII digits only
+            if len(values) != 1 or not (next(iter(values)).isascii() and next(iter(values)).isdigit()):
                 raise _TransportError("read", f"invalid Content-Length {cl[:40]!r}")
             self.remaining = int(next(iter(values)))
             if self.remaining > MAX_BODY:
@@ -927,12 +936,14 @@ def _request_head(route: _Route, target: str, headers: dict[str, str], length: i
 
 async def chunks(ex: Exchange) -> AsyncIterator[bytes]:
     """The (decoded) bytes of a streamed answer as they arrive; closes the response at the end
-    (or when the consumer stops). A transport failure mid-stream ends the stream early."""
+    (or when the consumer stops). A transport failure mid-stream ends the stream early and says
+    why in ``ex.stream_error`` — the caller must not pass the cut answer on as a whole one."""
     resp: _Response = ex.response
     try:
         async for piece in resp.pieces():
             yield piece
-    except _TransportError:
+    except _TransportError as exc:
+        ex.stream_error = exc.reason
         return
     finally:
         await resp.aclose()

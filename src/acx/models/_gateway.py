@@ -197,6 +197,8 @@ class GatewaySession:
         self.calls: list[CallRecord] = []
         #: Occurrences of the real key cut out of answers before the agent saw them (M4).
         self.secrets_cut = 0
+        #: Streamed answers that ended before their end, and why (each an issue of the attempt).
+        self.stream_cuts: list[str] = []
         self.totals = UsageTotals()
         #: The same per role (for the roles' own limits).
         self.role_totals: dict[str, UsageTotals] = {}
@@ -676,19 +678,29 @@ class Gateway:
         received = bytearray()
         scrubber = self._scrubber(role)
 
+        framer = _EventFramer()
+
         async def relay() -> Any:
             try:
                 async for chunk in chunks(ex):
                     # Scrubbed across chunk boundaries (a key split over two chunks is held back
-                    # until it is whole, then cut); the fold below reads what the agent got.
-                    passed = scrubber.feed(chunk)
+                    # until it is whole, then cut), passed on in whole events; the fold below
+                    # reads what the agent got.
+                    passed = framer.feed(scrubber.feed(chunk))
                     if passed:
                         received.extend(passed)
                         yield passed
-                rest = scrubber.flush()
-                if rest:
-                    received.extend(rest)
-                    yield rest
+                if ex.stream_error is None:
+                    rest = framer.feed(scrubber.flush()) + framer.flush()
+                    if rest:
+                        received.extend(rest)
+                        yield rest
+                else:
+                    # The answer was cut (the body limit, the upstream hanging up): its partial
+                    # last event is dropped and the agent gets an error event in its protocol,
+                    # never a 200 that merely ends (M4).
+                    session.stream_cuts.append(f"{role.name}: {ex.stream_error}")
+                    yield _stream_error_event(protocol, f"acx gateway: the model's answer was cut: {ex.stream_error}")
             finally:
                 session.secrets_cut += scrubber.cut
                 scrubber.cut = 0
@@ -706,6 +718,8 @@ class Gateway:
                 rec.response = resp.raw
                 rec.normalized_response = resp
                 self._account(session, role, rec, resp)
+            if ex.stream_error is not None:  # what the call's record says first: it was cut
+                rec.error = {"kind": "stream_cut", "message": ex.stream_error}
 
         out = _Relay(relay(), ex, finish)
         return ex.status, out, []
@@ -737,6 +751,44 @@ class _Relay:
             with trio.CancelScope(shield=True):
                 await self._ex.response.aclose()
             self.finish_once()
+
+
+class _EventFramer:
+    """Server-sent events passed on whole: bytes up to the last event boundary (a blank line),
+    the rest held until it completes — so a cut stream's partial event never reaches the agent."""
+
+    def __init__(self) -> None:
+        self._held = bytearray()
+
+    def feed(self, data: bytes) -> bytes:
+        if not data:
+            return b""
+        self._held += data
+        lf, crlf = self._held.rfind(b"\n\n"), self._held.rfind(b"\r\n\r\n")
+        end = max(lf + 2 if lf >= 0 else -1, crlf + 4 if crlf >= 0 else -1)
+        if end < 0:
+            return b""
+        out = bytes(self._held[:end])
+        del self._held[:end]
+        return out
+
+    def flush(self) -> bytes:
+        out = bytes(self._held)
+        self._held.clear()
+        return out
+
+
+def _stream_error_event(protocol: Protocol, message: str) -> bytes:
+    """The server-sent event each protocol's clients raise on (an ``error`` event / chunk)."""
+    event: dict[str, object]
+    if protocol == "anthropic":
+        event = {"type": "error", "error": {"type": "api_error", "message": message}}
+        return b"event: error\ndata: " + json.dumps(event).encode() + b"\n\n"
+    if protocol == "openai-responses":
+        event = {"type": "error", "code": "stream_cut", "message": message, "param": None}
+        return b"event: error\ndata: " + json.dumps(event).encode() + b"\n\n"
+    chunk = {"error": {"message": message, "type": "server_error", "code": "stream_cut"}}
+    return b"data: " + json.dumps(chunk).encode() + b"\n\n"
 
 
 def _new_token() -> str:

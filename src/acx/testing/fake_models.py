@@ -84,6 +84,9 @@ class Step:
     #: Write the answer in pieces of this many bytes, flushed one by one (splits anything in it
     #: across the client's reads).
     chunk_size: int | None = None
+    #: Hang up after this many bytes of the answer's body (its Content-Length promised them all):
+    #: an upstream that dies mid-answer.
+    cut_after: int | None = None
 
 
 def text(
@@ -514,7 +517,7 @@ def _make_handler(server: FakeModelServer) -> type[BaseHTTPRequestHandler]:
             model = body.get("model", "fake-model") if isinstance(body, dict) else "fake-model"
             if isinstance(body, dict) and body.get("stream"):
                 data = render_stream(step, protocol, str(model), body)
-                self._send(200, data, dict(step.headers), "text/event-stream", step.chunk_size)
+                self._send(200, data, dict(step.headers), "text/event-stream", step.chunk_size, step.cut_after)
                 return
             data = json.dumps(render(step, protocol, str(model))).encode()
             self._send(200, data, dict(step.headers), "application/json", step.chunk_size)
@@ -528,12 +531,24 @@ def _make_handler(server: FakeModelServer) -> type[BaseHTTPRequestHandler]:
             self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
         def _send(
-            self, status: int, data: bytes, headers: dict[str, str], ctype: str, chunk_size: int | None = None
+            self,
+            status: int,
+            data: bytes,
+            headers: dict[str, str],
+            ctype: str,
+            chunk_size: int | None = None,
+            cut_after: int | None = None,
         ) -> None:
             reason = self.responses.get(status, ("",))[0]
             lines = [f"HTTP/1.1 {status} {reason}", f"Content-Type: {ctype}", f"Content-Length: {len(data)}"]
             lines += [f"{k}: {v}" for k, v in headers.items()]
             head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+            if cut_after is not None:
+                self.wfile.write(head + data[:cut_after])
+                self.wfile.flush()
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
+                return
             if not chunk_size:
                 self.wfile.write(head + data)
                 return
