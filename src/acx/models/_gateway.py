@@ -44,6 +44,7 @@ from acx.models._protocols import (
 )
 from acx.models._scrub import RelayScrubber, scrub_response, secret_forms
 from acx.models._types import ChatRequest, Endpoint, ModelCallError, ModelResponse, Protocol, Usage
+from acx.secrets import is_secret_value
 
 __all__ = ["CallRecord", "Gateway", "GatewaySession", "Role", "iso_now"]
 
@@ -454,7 +455,9 @@ class Gateway:
         found = self._role_secrets.get(role.name)
         if found is None:
             ep = role.endpoint
-            found = tuple(x for x in {ep.api_key, ep.credential()} if x and len(x) >= 4)
+            # Not a placeholder (`api_key: none`) or a too-short literal: cutting "none" out of
+            # every answer would mangle text and protect nothing (the W0305 rule).
+            found = tuple(x for x in {ep.api_key, ep.credential()} if x and is_secret_value(x))
             self._role_secrets[role.name] = found
         return found
 
