@@ -37,6 +37,14 @@ def report(tmp_path: Path) -> tuple[Path, Path, Path]:
     return out, a, b
 
 
+def _shows(locator: Any, text: str) -> None:
+    """The element's text becomes ``text`` (retried: the page filters after a debounce, and a
+    loaded machine runs its script late — bounded, not fast)."""
+    from playwright.sync_api import expect
+
+    expect(locator).to_have_text(text, timeout=30_000)
+
+
 def test_report_filters_sort_and_task_page(page: Any, report: tuple[Path, Path, Path], shots: Path) -> None:
     out, a, _ = report
     rows = load_run(str(a)).rows
@@ -50,28 +58,28 @@ def test_report_filters_sort_and_task_page(page: Any, report: tuple[Path, Path, 
 
     page.click("[data-testid=open-tasks] >> nth=0")
     count = page.locator("[data-testid=count]")
-    assert count.inner_text() == "300 of 300 tasks"
+    _shows(count, "300 of 300 tasks")
     assert page.locator("[data-testid=task-table] tbody tr").count() == 100  # one page of 100
 
     page.select_option("[data-testid=filter-state]", "error")
     errors = [r for r in rows if r[1] == "error"]
-    assert count.inner_text() == f"{len(errors)} of 300 tasks"
+    _shows(count, f"{len(errors)} of 300 tasks")
     states = page.locator("[data-testid=task-table] tbody tr td:nth-child(2)").all_inner_texts()
     assert states and set(states) == {"error"}
     code = errors[0][5][0]
     page.select_option("[data-testid=filter-code]", code)
-    assert count.inner_text() == f"{sum(code in r[5] for r in errors)} of 300 tasks"
+    _shows(count, f"{sum(code in r[5] for r in errors)} of 300 tasks")
     page.screenshot(path=str(shots / "filtered.png"), full_page=True)
 
     page.select_option("[data-testid=filter-code]", "")
     page.select_option("[data-testid=filter-state]", "")
     page.select_option("[data-testid=filter-score]", "fail")
     fails = [r for r in rows if r[4] == 0.0]
-    assert count.inner_text() == f"{len(fails)} of 300 tasks"
+    _shows(count, f"{len(fails)} of 300 tasks")
     page.select_option("[data-testid=filter-score]", "")
     page.fill("[data-testid=search]", "task-0001")
     page.press("[data-testid=search]", "Enter")
-    assert count.inner_text() == "10 of 300 tasks"  # task-00010 … task-00019
+    _shows(count, "10 of 300 tasks")  # task-00010 … task-00019
     page.fill("[data-testid=search]", "")
     page.press("[data-testid=search]", "Enter")
 
