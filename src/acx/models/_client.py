@@ -29,6 +29,7 @@ import inspect
 import math
 import os
 import random
+import re
 import select
 import ssl
 import time
@@ -351,31 +352,37 @@ async def _read_head(conn: _Conn, timeout: float) -> tuple[int, dict[str, str]]:
             return status, headers
 
 
+#: The status line as RFC 9112 4 writes it (HTTP/1.x only); the reason phrase without controls.
+_STATUS_LINE = re.compile(rb"HTTP/1\.[0-9] ([0-9]{3})(?: [\t\x20-\x7e\x80-\xff]*)?")
+#: A header line: a token, a colon, a value without controls (obs-text allowed).
+_HEADER_LINE = re.compile(rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+):([\t\x20-\x7e\x80-\xff]*)")
+
+
 def _parse_head(head: bytes) -> tuple[int, dict[str, str]]:
-    lines = head.decode("latin-1").split("\r\n")
-    parts = lines[0].split(" ", 2)
-    if (
-        len(parts) < 2
-        or not parts[0].startswith("HTTP/1.")
-        or len(parts[1]) != 3
-        or not (parts[1].isascii() and parts[1].isdigit())
-    ):
+    # As strict as h11 (the parser behind httpx) or stricter, never looser: a response two parsers
+    # read differently is how a relay and an agent end up disagreeing on an answer (issue 24).
+    lines = head.split(b"\r\n")
+    status = _STATUS_LINE.fullmatch(lines[0])
+    if status is None:
         raise _TransportError("read", f"not an HTTP/1.x response: {lines[0][:80]!r}")
     headers: dict[str, str] = {}
     last = ""
     for line in lines[1:]:
-        if line[:1] in (" ", "\t") and last:  # obsolete line folding: part of the previous value
-            headers[last] = f"{headers[last]} {line.strip()}"
+        if line[:1] in (b" ", b"\t") and last:  # obsolete line folding: part of the previous value
+            if not _HEADER_LINE.fullmatch(b"x:" + line):
+                raise _TransportError("read", f"malformed response header line {line[:80]!r}")
+            more = line.decode("latin-1").strip(" \t")
+            headers[last] = f"{headers[last]} {more}"
             continue
-        name, sep, value = line.partition(":")
-        if not sep or not name or name != name.strip():
+        match = _HEADER_LINE.fullmatch(line)
+        if match is None:
             raise _TransportError("read", f"malformed response header line {line[:80]!r}")
-        last = name.lower()
-        value = value.strip()
+        last = match[1].decode("ascii").lower()
+        value = match[2].decode("latin-1").strip(" \t")
         headers[last] = f"{headers[last]}, {value}" if last in headers else value
-    if parts[0] == "HTTP/1.0" and "keep-alive" not in headers.get("connection", "").lower():
+    if lines[0].startswith(b"HTTP/1.0") and "keep-alive" not in headers.get("connection", "").lower():
         headers.setdefault("connection", "close")
-    return int(parts[1]), headers
+    return int(status[1]), headers
 
 
 class _Body:

@@ -41,7 +41,9 @@ _RECV = 65536
 _TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 #: Field values: visible ASCII, obs-text, space and tab (no CR, LF, NUL or other controls).
 _BAD_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
-_TARGET = re.compile(rb"[\x21-\x7e\x80-\xff]+")
+#: The request-target: visible ASCII only (RFC 9112 3.2; h11 refuses the rest, and a proxy might
+#: re-encode it differently).
+_TARGET = re.compile(rb"[\x21-\x7e]+")
 
 
 class _Reject(Exception):
