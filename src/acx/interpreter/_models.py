@@ -28,13 +28,18 @@ class RunModels:
         environ: Mapping[str, str],
         run_dir: str,
         on_stop: Callable[[str], None],
+        concurrency: int | None = None,
     ) -> None:
         from acx.models import PROTOCOLS, Gateway, roles_for
 
         self.location: str = harness.model_location(req) if harness is not None else "none"
         default = getattr(harness, "default_protocol", "openai-chat")
         roles = roles_for(
-            req, environ, default_protocol=default if default in PROTOCOLS else "openai-chat", run_dir=run_dir
+            req,
+            environ,
+            default_protocol=default if default in PROTOCOLS else "openai-chat",
+            run_dir=run_dir,
+            concurrency=concurrency,
         )
         self.gateway = Gateway(roles, run_max_cost_usd=req.execution.max_cost_usd, on_run_limit=on_stop)
         self.limits = _limits(req)

@@ -659,7 +659,14 @@ class _RequestRun:
             return True
         models = None
         try:
-            models = RunModels(req, self.prog.harness, self.ctx.environ, str(self.store.run_dir.resolve()), self._stop)
+            models = RunModels(
+                req,
+                self.prog.harness,
+                self.ctx.environ,
+                str(self.store.run_dir.resolve()),
+                self._stop,
+                concurrency=int(self.ctx.limits.attempts.total_tokens),
+            )
             await models.start(nursery, self.prog.driver)
         except (AcxUserError, OSError) as exc:
             if models is not None:

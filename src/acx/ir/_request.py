@@ -82,7 +82,13 @@ class ModelRoleSpec(IRStruct, frozen=True):
     params: Annotated[dict[str, Any], _d("inference parameters (temperature, max_tokens, ...)")] = {}
     wrap_api_key: Annotated[bool, _d("wrap the key for a usage-tracking gateway (with the run directory)")] = False
     price: Annotated[ModelPrice | None, _d("price per million tokens; null = cost unknown (never 0)")] = None
-    max_connections: Annotated[int, msgspec.Meta(ge=1, description="concurrent connections to the endpoint")] = 8
+    max_connections: Annotated[
+        Annotated[int, msgspec.Meta(ge=1)] | None,
+        _d(
+            "concurrent connections to the endpoint; null: follows the run's concurrency "
+            "(twice execution.task_concurrency, at least 8)"
+        ),
+    ] = None
     max_retries: Annotated[int, msgspec.Meta(ge=0, description="retries of a call after the first attempt")] = 3
     connect_timeout_seconds: Annotated[PositiveSeconds, _d("bound on connecting to the endpoint")] = 10.0
     request_timeout_seconds: Annotated[PositiveSeconds, _d("longest silence while waiting for an answer")] = 600.0

@@ -246,12 +246,98 @@ class _Route:
         return host if self.port == default else f"{host}:{self.port}"
 
 
+class _Waiter:
+    __slots__ = ("event", "granted", "owner")
+
+    def __init__(self, owner: str | None) -> None:
+        self.owner = owner
+        self.event = trio.Event()
+        self.granted = False
+
+
+class _FairSlots:
+    """The ``limit`` request slots of one endpoint, shared fairly by the sessions (owners) of the
+    run (issue 24 item 1; contract M2):
+
+    - an owner that holds no slot takes a free one at once;
+    - an owner that holds some takes one more only while a free slot is left for every other open
+      owner that holds none — one attempt's parallel or hanging calls can never leave another
+      attempt without a slot;
+    - a freed slot goes to the waiting owner that holds the fewest (first come among equals), so
+      while others wait no owner keeps more than its fair share for longer than its calls last.
+
+    ``owners`` is the client's set of open owners (shared by its pools); ``None`` is an owner of
+    its own that is never reserved for (calls made outside any session)."""
+
+    def __init__(self, limit: int, owners: set[str]) -> None:
+        self.free = limit
+        self.owners = owners
+        self.held: dict[str | None, int] = {}
+        self.waiters: list[_Waiter] = []
+
+    def _may_take(self, owner: str | None) -> bool:
+        if self.free <= 0:
+            return False
+        if not self.held.get(owner):
+            return True
+        holding = sum(1 for o in self.held if o in self.owners and o != owner)
+        empty_others = len(self.owners) - holding - (owner in self.owners)
+        return self.free - 1 >= empty_others
+
+    def _take(self, owner: str | None) -> None:
+        self.free -= 1
+        self.held[owner] = self.held.get(owner, 0) + 1
+
+    async def acquire(self, owner: str | None) -> None:
+        if not self.waiters and self._may_take(owner):
+            await trio.lowlevel.checkpoint_if_cancelled()
+            self._take(owner)
+            return
+        waiter = _Waiter(owner)
+        self.waiters.append(waiter)
+        self.wake()  # a free slot this owner may not take could still go to one that waits
+        try:
+            await waiter.event.wait()
+        except BaseException:
+            if waiter.granted:
+                self.release(owner)
+            else:
+                self.waiters.remove(waiter)
+                self.wake()
+            raise
+
+    def release(self, owner: str | None) -> None:
+        left = self.held[owner] - 1
+        if left:
+            self.held[owner] = left
+        else:
+            del self.held[owner]
+        self.free += 1
+        self.wake()
+
+    def wake(self) -> None:
+        """Hand free slots to waiters: the owner holding fewest first, first come among equals."""
+        while self.free > 0 and self.waiters:
+            best: _Waiter | None = None
+            for w in self.waiters:
+                if self._may_take(w.owner) and (
+                    best is None or self.held.get(w.owner, 0) < self.held.get(best.owner, 0)
+                ):
+                    best = w
+            if best is None:
+                return
+            self.waiters.remove(best)
+            self._take(best.owner)
+            best.granted = True
+            best.event.set()
+
+
 class _Pool:
     """Keep-alive connections to one route; at most ``limit`` open (idle + in use)."""
 
-    def __init__(self, route: _Route, limit: int, tls: Callable[[], ssl.SSLContext]) -> None:
+    def __init__(self, route: _Route, limit: int, tls: Callable[[], ssl.SSLContext], owners: set[str]) -> None:
         self.route = route
-        self.slots = trio.Semaphore(limit)
+        self.slots = _FairSlots(limit, owners)
         self.idle: list[_Conn] = []
         self._tls = tls
 
@@ -354,6 +440,7 @@ async def _read_head(conn: _Conn, timeout: float) -> tuple[int, dict[str, str]]:
 
 #: The status line as RFC 9112 4 writes it (HTTP/1.x only); the reason phrase without controls.
 _STATUS_LINE = re.compile(rb"HTTP/1\.[0-9] ([0-9]{3})(?: [\t\x20-\x7e\x80-\xff]*)?")
+_CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
 #: A header line: a token, a colon, a value without controls (obs-text allowed).
 _HEADER_LINE = re.compile(rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+):([\t\x20-\x7e\x80-\xff]*)")
 
@@ -496,16 +583,15 @@ class _Body:
     async def _next_chunk(self) -> bytes | None:
         conn = self.conn
         if self._chunk_left == 0:
-            size_text = (await self._line()).split(b";", 1)[0].strip()
-            try:
-                size = int(size_text, 16)
-            except ValueError:
-                raise _TransportError("read", f"invalid chunk size {size_text[:20]!r}") from None
-            if size < 0 or len(size_text) > 16:
+            size_text = (await self._line()).split(b";", 1)[0].rstrip(b" \t")
+            # Hex digits only: int(..., 16) also takes "0x1f", "+1" and "1_0".
+            if not _CHUNK_SIZE.fullmatch(size_text):
                 raise _TransportError("read", f"invalid chunk size {size_text[:20]!r}")
+            size = int(size_text, 16)
             if size == 0:
-                while await self._line():  # trailers, ignored like every client does
-                    pass
+                while line := await self._line():  # trailers: ignored, but well-formed
+                    if not _HEADER_LINE.fullmatch(line):
+                        raise _TransportError("read", f"malformed trailer line {line[:80]!r}")
                 return None
             self._chunk_left = size
         if not conn.buf and not await conn.fill(self.timeout):
@@ -558,8 +644,11 @@ class _Response:
     """A streamed response: its status and headers, and its body read with :meth:`pieces`.
     Closing it gives the connection back to the pool when the body was read to its end."""
 
-    def __init__(self, pool: _Pool, conn: _Conn, status: int, headers: dict[str, str], body: _Body) -> None:
+    def __init__(
+        self, pool: _Pool, conn: _Conn, status: int, headers: dict[str, str], body: _Body, owner: str | None
+    ) -> None:
         self.pool = pool
+        self.owner = owner
         self.conn: _Conn | None = conn
         self.status_code = status
         self.headers = headers
@@ -583,7 +672,7 @@ class _Response:
             self.pool.give_back(conn)
         else:
             conn.close()
-        self.pool.slots.release()
+        self.pool.slots.release(self.owner)
 
 
 # ---- proxies and TLS from the environment --------------------------------------------------------
@@ -661,6 +750,8 @@ class ModelClient:
         self._env = _Environment(trust_env)
         self._pools: dict[tuple[_Route, int], _Pool] = {}
         self._routes: dict[str, tuple[_Route, str]] = {}
+        #: The open owners (gateway sessions) the pools share their slots among (_FairSlots).
+        self._owners: set[str] = set()
 
     async def __aenter__(self) -> ModelClient:
         return self
@@ -672,6 +763,17 @@ class ModelClient:
         pools, self._pools = list(self._pools.values()), {}
         for pool in pools:
             pool.close()
+
+    # ---- owners ----------------------------------------------------------------------------------
+    def open_owner(self, owner: str) -> None:
+        """``owner`` (a gateway session) takes part in the fair sharing of every endpoint's slots."""
+        self._owners.add(owner)
+
+    def close_owner(self, owner: str) -> None:
+        """``owner`` is gone: the slots kept free for it go to whoever waits."""
+        self._owners.discard(owner)
+        for pool in self._pools.values():
+            pool.slots.wake()
 
     # ---- calls -----------------------------------------------------------------------------------
     async def complete(self, endpoint: Endpoint, request: ChatRequest) -> tuple[ModelResponse, Exchange]:
@@ -691,12 +793,14 @@ class ModelClient:
         *,
         parse: Callable[[bytes], Any] | None = None,
         stream: bool = False,
+        owner: str | None = None,
     ) -> Exchange:
         """POST ``body`` (a JSON object, or its encoding) to ``url`` with retries. A 200 whose
         body ``parse`` rejects (raising a ``malformed_response`` :class:`ModelCallError`) is
         retried like a 5xx. Raises :class:`ModelCallError` when the call fails for good. With
         ``stream=True`` a 2xx answer is returned unread (``Exchange.response``, read with
-        :func:`chunks`): retries happen only before an answer starts."""
+        :func:`chunks`): retries happen only before an answer starts. ``owner`` (an open owner,
+        see :meth:`open_owner`) is who the call's connection slot is counted against."""
         attempts: list[AttemptRecord] = []
         deadline = endpoint.total_timeout
         data = body if isinstance(body, bytes) else msgspec.json.encode(body)
@@ -704,7 +808,7 @@ class ModelClient:
         # by one more cancel scope around the call (the costliest part of a call's Python work).
         total_at = trio.current_time() + deadline if deadline is not None else math.inf
         try:
-            return await self._attempts(endpoint, url, data, headers, parse, attempts, stream, total_at)
+            return await self._attempts(endpoint, url, data, headers, parse, attempts, stream, total_at, owner)
         except _TotalTimeout:
             assert deadline is not None
             exc = ModelCallError(
@@ -729,6 +833,7 @@ class ModelClient:
         attempts: list[AttemptRecord],
         stream: bool,
         total_at: float,
+        owner: str | None,
     ) -> Exchange:
         policy = self.retry
         retry_index = 0
@@ -739,7 +844,7 @@ class ModelClient:
                 raise _TotalTimeout()
             failure: ModelCallError
             try:
-                resp = await self._send(endpoint, url, data, headers, stream, total_at)
+                resp = await self._send(endpoint, url, data, headers, stream, total_at, owner)
             except _Refused as exc:
                 attempts.append(AttemptRecord(started, _ms(t0), None, str(exc)))
                 raise _scrubbed(ModelCallError("refused", str(exc), attempts=len(attempts)), endpoint) from None
@@ -799,7 +904,14 @@ class ModelClient:
 
     # ---- one HTTP request ------------------------------------------------------------------------
     async def _send(
-        self, endpoint: Endpoint, url: str, data: bytes, headers: dict[str, str], stream: bool, total_at: float
+        self,
+        endpoint: Endpoint,
+        url: str,
+        data: bytes,
+        headers: dict[str, str],
+        stream: bool,
+        total_at: float,
+        owner: str | None,
     ) -> tuple[int, dict[str, str], bytes, _Response | None]:
         """One POST: (status, headers, body, None), or for a streamed 2xx (status, headers, b"",
         the open response)."""
@@ -814,19 +926,19 @@ class ModelClient:
         try:
             with timer.scope:
                 # Waiting for a free connection is bounded by the call's total deadline only.
-                await pool.slots.acquire()
+                await pool.slots.acquire(owner)
                 holds_slot = True
                 conn = await self._sent(pool, head, data, endpoint, timer)
                 status, resp_headers = await _read_head(conn, endpoint.read_timeout)
                 body = _Body(conn, status, resp_headers, "POST", endpoint.read_timeout)
                 if stream and 200 <= status < 300:
                     conn.timer = None  # the body is read later, each wait with its own timeout
-                    live = _Response(pool, conn, status, resp_headers, body)
+                    live = _Response(pool, conn, status, resp_headers, body, owner)
                     conn, holds_slot = None, False  # the response owns both now
                     return status, resp_headers, b"", live
                 content = await body.read_all()
                 conn.timer = None
-                live = _Response(pool, conn, status, resp_headers, body)
+                live = _Response(pool, conn, status, resp_headers, body, owner)
                 conn, holds_slot = None, False
                 await live.aclose()  # back to the pool (or closed) and the slot released
                 return status, resp_headers, content, None
@@ -836,7 +948,7 @@ class ModelClient:
                 conn.timer = None
                 conn.close()
             if holds_slot:  # also when no connection could be made: the slot is free again
-                pool.slots.release()
+                pool.slots.release(owner)
             raise
 
     async def _sent(self, pool: _Pool, head: bytes, data: bytes, endpoint: Endpoint, timer: _Timer) -> _Conn:
@@ -899,7 +1011,7 @@ class ModelClient:
         key = (route, limit)
         pool = self._pools.get(key)
         if pool is None:
-            pool = self._pools[key] = _Pool(route, limit, self._env.tls)
+            pool = self._pools[key] = _Pool(route, limit, self._env.tls, self._owners)
         return pool
 
     async def _mock(

@@ -76,8 +76,20 @@ def _resolve(value: str | None, environ: Mapping[str, str], path: str) -> str | 
     return out
 
 
+def default_connections(concurrency: int) -> int:
+    """An endpoint's ``max_connections`` when the request leaves it unset: twice the run's
+    concurrent attempts (an agent may call the model in parallel), at least 8 — a fixed 8 queued
+    three quarters of a 32-attempt run's calls behind each other."""
+    return max(8, 2 * concurrency)
+
+
 def _endpoint(
-    spec: ModelRoleSpec, path: str, environ: Mapping[str, str], default_protocol: Protocol, run_dir: str | None
+    spec: ModelRoleSpec,
+    path: str,
+    environ: Mapping[str, str],
+    default_protocol: Protocol,
+    run_dir: str | None,
+    concurrency: int,
 ) -> Endpoint:
     if not spec.id:
         raise AcxPlanError(f"{path}.id is not set", code="E0471", path=f"{path}.id", help="name the model id")
@@ -100,7 +112,7 @@ def _endpoint(
         read_timeout=spec.request_timeout_seconds,
         total_timeout=spec.total_timeout_seconds,
         max_retries=spec.max_retries,
-        max_connections=spec.max_connections,
+        max_connections=spec.max_connections or default_connections(concurrency),
         wrap_session_id=run_dir if spec.wrap_api_key else None,
     )
 
@@ -135,18 +147,24 @@ def roles_for(
     *,
     default_protocol: Protocol = "openai-chat",
     run_dir: str | None = None,
+    concurrency: int | None = None,
 ) -> dict[str, Role]:
     """The run's model roles: ``agent`` from ``model`` itself (when it names a model), plus every
-    ``model.roles`` entry. Keys are resolved here, at run time, and kept in memory only."""
+    ``model.roles`` entry. Keys are resolved here, at run time, and kept in memory only.
+    ``concurrency`` (the run's concurrent attempts; default ``execution.task_concurrency``) sets
+    the ``max_connections`` of endpoints that leave it unset (:func:`default_connections`)."""
     from acx.models._gateway import Role
 
     roles: dict[str, Role] = {}
     m = req.model
+    concurrency = concurrency or req.execution.task_concurrency
     if m.id or m.base_url:
-        roles["agent"] = Role("agent", _endpoint(m, "model", environ, default_protocol, run_dir), _price(m))
+        roles["agent"] = Role(
+            "agent", _endpoint(m, "model", environ, default_protocol, run_dir, concurrency), _price(m)
+        )
     for name, spec in m.roles.items():
         path = f"model.roles.{name}"
-        ep = _endpoint(spec, path, environ, default_protocol, run_dir)
+        ep = _endpoint(spec, path, environ, default_protocol, run_dir, concurrency)
         roles[name] = Role(name, ep, _price(spec), _limits(spec))
     return roles
 

@@ -215,6 +215,10 @@ class GatewaySession:
         #: servers, hence the call index in the key.
         self.tool_results: dict[tuple[int, str], dict[str, Any]] = {}
         self._tokens = {role: _new_token() for role in gateway.roles}
+        #: Who this session's calls are counted against in the endpoints' fair slot sharing.
+        self.owner = f"{key}#{_new_token()[-8:]}"
+        #: Cancel scopes of the session's calls in flight: closing the session cancels them.
+        self.in_flight: set[trio.CancelScope] = set()
 
     def token(self, role: str = "agent") -> str:
         if role not in self._tokens:
@@ -255,10 +259,14 @@ class GatewaySession:
         }
 
     def close(self) -> None:
-        """End the session: its tokens are refused from now on."""
+        """End the session: its tokens are refused from now on, and its calls still in flight are
+        cancelled at once — an agent that exits with calls pending must not keep the endpoint's
+        connection slots from the other attempts until the upstream answers or times out."""
         if not self.closed:
             self.closed = True
             self.gateway._forget(self)
+            for scope in self.in_flight:
+                scope.cancel()
 
     def transcript(self) -> list[dict[str, Any]]:
         return [c.to_dict() for c in self.calls]
@@ -379,11 +387,34 @@ class Gateway:
         session = GatewaySession(self, key, limits or Limits())
         for role, token in session._tokens.items():
             self._sessions[token] = (session, role)
+        self.client.open_owner(session.owner)
         return session
 
     def _forget(self, session: GatewaySession) -> None:
         for token in session._tokens.values():
             self._sessions.pop(token, None)
+        self.client.close_owner(session.owner)
+
+    async def _exchange(self, session: GatewaySession, rec: CallRecord, *args: Any, **kwargs: Any) -> Any:
+        """``client.exchange`` for one of ``session``'s calls, counted against the session in
+        the fair slot sharing; ``None`` (the call recorded ``cancelled``) when the session
+        closed first. A client that hung up cancels it from outside: recorded, then re-raised."""
+        scope = trio.CancelScope()
+        session.in_flight.add(scope)
+        try:
+            with scope:
+                return await self.client.exchange(*args, owner=session.owner, **kwargs)
+            self._abandoned(session, rec, "its attempt ended while the call was in flight")
+            return None
+        except trio.Cancelled:
+            self._abandoned(session, rec, "the agent hung up (or the run stopped) while the call was in flight")
+            raise
+        finally:
+            session.in_flight.discard(scope)
+
+    def _abandoned(self, session: GatewaySession, rec: CallRecord, why: str) -> None:
+        rec.finished_at = time.time()
+        rec.error = {"kind": "cancelled", "message": f"acx gateway: the call was abandoned: {why}"}
 
     # ---- calls -----------------------------------------------------------------------------------
     def _refusal(self, session: GatewaySession, role: Role | None = None) -> str | None:
@@ -492,13 +523,17 @@ class Gateway:
         rec.secrets = self._secrets(role)
         rec.normalized_request = request
         try:
-            ex = await self.client.exchange(ep, url, body, headers, parse=lambda d: parse_response(ep.protocol, d))
+            ex = await self._exchange(
+                session, rec, ep, url, body, headers, parse=lambda d: parse_response(ep.protocol, d)
+            )
         except ModelCallError as exc:
             self._failed(session, rec, exc)
             raise
         finally:
             if not rec.finished_at:
                 rec.finished_at = time.time()
+        if ex is None:
+            raise ModelCallError("cancelled", rec.error["message"] if rec.error else "cancelled")
         rec.finished_at = time.time()
         # A host-side harness (and a translated answer) gets the answer without the key (M4).
         resp, cut = scrub_response(ex.parsed, rec.secrets)
@@ -635,7 +670,7 @@ class Gateway:
             return data, parse_response(protocol, data)
 
         try:
-            ex = await self.client.exchange(ep, url, outgoing, headers, parse=parse)
+            ex = await self._exchange(session, rec, ep, url, outgoing, headers, parse=parse)
         except ModelCallError as exc:
             self._failed(session, rec, exc)
             if exc.body is not None and exc.status is not None:
@@ -646,6 +681,8 @@ class Gateway:
                 )  # the server's own 4xx answer, passed through
             status = 504 if exc.kind == "timeout" else 502
             return _error(status, "api_error", f"acx gateway: {exc.message}")
+        if ex is None:
+            return _abandoned_reply(rec)
         rec.finished_at = time.time()
         body, resp = ex.parsed
         session.secrets_cut += scrubber.cut
@@ -669,12 +706,14 @@ class Gateway:
         rec.secrets = self._secrets(role)
         url, headers = self._upstream(role, protocol)
         try:
-            ex = await self.client.exchange(ep, url, outgoing, headers, stream=True)
+            ex = await self._exchange(session, rec, ep, url, outgoing, headers, stream=True)
         except ModelCallError as exc:
             self._failed(session, rec, exc)
             if exc.body is not None and exc.status is not None:
                 return exc.status, self._scrubber(role).scrub(exc.body), []
             return _error(504 if exc.kind == "timeout" else 502, "api_error", f"acx gateway: {exc.message}")
+        if ex is None:
+            return _abandoned_reply(rec)
         rec.attempts = ex.attempts
         rec.status = ex.status
 
@@ -683,9 +722,29 @@ class Gateway:
 
         framer = _EventFramer()
 
+        abandoned: list[str] = []
+
         async def relay() -> Any:
+            pieces = chunks(ex).__aiter__()
             try:
-                async for chunk in chunks(ex):
+                while True:
+                    # Each wait for the upstream is cancelled when the session closes (a scope
+                    # per wait: a yield inside a cancel scope would hand it to the consumer).
+                    scope = trio.CancelScope()
+                    session.in_flight.add(scope)
+                    try:
+                        with scope:
+                            chunk = await pieces.__anext__()
+                    except StopAsyncIteration:
+                        break
+                    except trio.Cancelled:
+                        abandoned.append("the agent hung up (or the run stopped) while the answer streamed")
+                        raise
+                    finally:
+                        session.in_flight.discard(scope)
+                    if scope.cancelled_caught:
+                        abandoned.append("its attempt ended while the answer streamed")
+                        break
                     # Scrubbed across chunk boundaries (a key split over two chunks is held back
                     # until it is whole, then cut), passed on in whole events; the fold below
                     # reads what the agent got.
@@ -693,7 +752,9 @@ class Gateway:
                     if passed:
                         received.extend(passed)
                         yield passed
-                if ex.stream_error is None:
+                if abandoned:
+                    pass  # nobody is left to read an error event
+                elif ex.stream_error is None:
                     rest = framer.feed(scrubber.flush()) + framer.flush()
                     if rest:
                         received.extend(rest)
@@ -723,6 +784,8 @@ class Gateway:
                 self._account(session, role, rec, resp)
             if ex.stream_error is not None:  # what the call's record says first: it was cut
                 rec.error = {"kind": "stream_cut", "message": ex.stream_error}
+            if abandoned:
+                self._abandoned(session, rec, abandoned[0])
 
         out = _Relay(relay(), ex, finish)
         return ex.status, out, []
@@ -813,6 +876,12 @@ def _token_of(headers: dict[str, str]) -> str | None:
         return auth[7:].strip()
     key = headers.get("x-api-key")
     return key or None
+
+
+def _abandoned_reply(rec: CallRecord) -> Reply:
+    # The session is closed: no agent is left to read this, but the server must answer something.
+    message = rec.error["message"] if rec.error else "acx gateway: the call was abandoned"
+    return _error(503, "api_error", message)
 
 
 def _error(status: int, kind: str, message: str) -> Reply:

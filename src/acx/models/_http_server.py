@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+import select
 from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import partial
 from http import HTTPStatus
@@ -37,6 +38,8 @@ MAX_CHUNK_LINE = 1024
 #: Longest silence while waiting for (the rest of) a request.
 IDLE_TIMEOUT = 600.0
 _RECV = 65536
+#: How often the connections whose requests are being handled are checked for a client gone.
+WATCH_INTERVAL = 0.5
 
 _TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 #: Field values: visible ASCII, obs-text, space and tab (no CR, LF, NUL or other controls).
@@ -74,7 +77,40 @@ async def serve_http(
     listeners = await trio.open_tcp_listeners(port, host=host)
     bound = listeners[0].socket.getsockname()[1]
     task_status.started(bound)
-    await trio.serve_listeners(partial(serve_connection, handler), listeners)
+    watch = _ClientWatch()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(watch.run)
+        await trio.serve_listeners(partial(serve_connection, handler, watch=watch), listeners)
+
+
+class _ClientWatch:
+    """Requests being handled, by their connection's descriptor, checked together every
+    ``WATCH_INTERVAL``: a client that closed its side or reset the connection has its request's
+    handler cancelled — its model call frees the endpoint's connection slot instead of waiting
+    for an upstream that may never answer (issue 24 item 1). One ``poll`` for all of them from one
+    task: a watcher task per request cost more than half the gateway's CPU per call."""
+
+    def __init__(self) -> None:
+        self.active: dict[int, trio.CancelScope] = {}
+
+    async def run(self) -> None:
+        while True:
+            await trio.sleep(WATCH_INTERVAL)
+            if self.active:
+                self.sweep()
+
+    def sweep(self) -> None:
+        poller = select.poll()
+        for fd in self.active:
+            poller.register(fd, select.POLLRDHUP)  # POLLHUP, POLLERR and POLLNVAL come anyway
+        try:
+            ready = poller.poll(0)
+        except OSError:
+            return
+        for fd, _events in ready:  # any of them: the client's side is closed or broken
+            scope = self.active.get(fd)
+            if scope is not None:
+                scope.cancel()
 
 
 class _Reader:
@@ -220,7 +256,7 @@ async def _body(reader: _Reader, req: _Request, stream: trio.abc.Stream) -> byte
         return await reader.exactly(length) if length else b""
     body = bytearray()
     while True:
-        size_text = (await reader.line(MAX_CHUNK_LINE)).split(b";", 1)[0].strip(b" \t")
+        size_text = (await reader.line(MAX_CHUNK_LINE)).split(b";", 1)[0].rstrip(b" \t")
         if not size_text or len(size_text) > 16 or not all(c in b"0123456789abcdefABCDEF" for c in size_text):
             raise _Reject(400, "invalid chunk size")
         size = int(size_text, 16)
@@ -301,12 +337,16 @@ def _error(status: int, message: str) -> Reply:
     return status, json.dumps(body).encode(), []
 
 
-async def serve_connection(handler: Handler, stream: trio.abc.Stream) -> None:
-    """Serve requests on one connection until either side closes it."""
+async def serve_connection(handler: Handler, stream: trio.abc.Stream, *, watch: _ClientWatch | None = None) -> None:
+    """Serve requests on one connection until either side closes it. With ``watch`` (a socket
+    stream), the end of the client's side while a request is handled means the client is gone (as
+    Go's net/http and uvicorn take it): the handler is cancelled and the connection closed;
+    without, a client may half-close after its requests and still read the replies."""
+    fd = stream.socket.fileno() if watch is not None and isinstance(stream, trio.SocketStream) else -1
     try:
         with trio.CancelScope() as idle:
             reader = _Reader(stream, idle)
-            await _serve_requests(handler, stream, reader)
+            await _serve_requests(handler, stream, reader, watch if fd >= 0 else None, fd)
         if idle.cancelled_caught and reader.in_request:
             # Silent in the middle of a request: say so (the client may still be reading).
             with trio.move_on_after(5):
@@ -318,7 +358,9 @@ async def serve_connection(handler: Handler, stream: trio.abc.Stream) -> None:
             await trio.aclose_forcefully(stream)
 
 
-async def _serve_requests(handler: Handler, stream: trio.abc.Stream, reader: _Reader) -> None:
+async def _serve_requests(
+    handler: Handler, stream: trio.abc.Stream, reader: _Reader, watch: _ClientWatch | None, fd: int
+) -> None:
     while True:
         req: _Request | None = None
         try:
@@ -333,11 +375,24 @@ async def _serve_requests(handler: Handler, stream: trio.abc.Stream, reader: _Re
             # The rest of the stream cannot be trusted to start a request: answer and close.
             await _send(stream, _error(exc.status, f"acx gateway: {exc.message}"), req, close=True)
             return
-        try:
-            reply = await handler(req.method, req.target, req.headers, body)
-        except Exception as exc:  # a handler bug fails its request, not the whole server
-            reply = _error(500, f"acx gateway: internal error ({type(exc).__name__})")
-            req.keep_alive = False
-        await _send(stream, reply, req, close=not req.keep_alive)
+        if watch is None:
+            await _send(stream, await _handled(handler, req, body), req, close=not req.keep_alive)
+        else:
+            with trio.CancelScope() as work:
+                watch.active[fd] = work
+                try:
+                    await _send(stream, await _handled(handler, req, body), req, close=not req.keep_alive)
+                finally:
+                    del watch.active[fd]
+            if work.cancelled_caught:
+                return  # the client is gone
         if not req.keep_alive:
             return
+
+
+async def _handled(handler: Handler, req: _Request, body: bytes) -> Reply:
+    try:
+        return await handler(req.method, req.target, req.headers, body)
+    except Exception as exc:  # a handler bug fails its request, not the whole server
+        req.keep_alive = False
+        return _error(500, f"acx gateway: internal error ({type(exc).__name__})")

@@ -145,6 +145,7 @@ ErrorKind = Literal[
     "context_length",  # the prompt does not fit: never retried
     "limit_exceeded",  # an acx limit refused the call
     "refused",  # the gateway refused the call (closed session, unsupported request)
+    "cancelled",  # abandoned in flight: its session closed or its client hung up
 ]
 
 
