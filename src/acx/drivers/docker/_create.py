@@ -43,6 +43,10 @@ log = logging.getLogger("acx.drivers.docker")
 
 #: Keeps the container alive without depending on `sleep infinity` (busybox lacks it).
 _IDLE_COMMAND = ["/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"]
+#: What `docker top` shows of the idle loop once an image's entrypoint has handed over to it.
+_IDLE_MARK = "while :; do sleep 3600"
+#: How long an image's entrypoint may take to hand over to the idle loop before acx stops watching.
+_ENTRYPOINT_SETTLE_SECONDS = 10.0
 
 #: Engines this process has already swept for orphans (see DockerDriver._sweep_once).
 _SWEPT: set[str | None] = set()
@@ -209,12 +213,20 @@ class DockerDriver(ImageBuilder):
     async def _check_entrypoint_started(self, client: Any, cid: str, image: str, config: Mapping[str, Any]) -> None:
         """An image ENTRYPOINT that does not run its command (``exec "$@"``) ends the container at
         once: say so with its output, instead of failing the first command obscurely."""
-        for _ in range(3):
-            state = (await self._call(client.api.inspect_container, cid)).get("State") or {}
-            if not state.get("Running", True):
-                break
-            await trio.sleep(0.05)
-        else:
+        # Wait until the idle loop is seen running (the entrypoint handed over) or the container
+        # ended; a fixed short wait raced a slow entrypoint start on a loaded machine. An
+        # entrypoint that runs something else for ever is given the benefit of the doubt after
+        # the bound: the container is up and commands can run in it.
+        state: Mapping[str, Any] = {}
+        with trio.move_on_after(_ENTRYPOINT_SETTLE_SECONDS):
+            while True:
+                state = (await self._call(client.api.inspect_container, cid)).get("State") or {}
+                if not state.get("Running", True):
+                    break
+                if await self._idle_loop_running(client, cid):
+                    return
+                await trio.sleep(0.05)
+        if state.get("Running", True):
             return
         output = await self._call(client.api.logs, cid, stdout=True, stderr=True, tail=20)
         tail = output.decode("utf-8", "replace").strip()[-600:] if isinstance(output, bytes) else ""
@@ -226,6 +238,18 @@ class DockerDriver(ImageBuilder):
             help='make the entrypoint end with `exec "$@"`, or set the docker environment param '
             "`entrypoint: idle` to replace it with acx's idle loop",
         )
+
+    async def _idle_loop_running(self, client: Any, cid: str) -> bool:
+        """Whether the container's processes include acx's idle loop (its `sleep 3600`)."""
+        from docker.errors import APIError
+
+        try:
+            top = await self._call(client.api.top, cid)
+        except APIError:  # the container ended between the inspect and this call
+            return False
+        titles = list(top.get("Titles") or [])
+        column = titles.index("CMD") if "CMD" in titles else -1
+        return any(_IDLE_MARK in str(row[column]) for row in top.get("Processes") or [] if row)
 
     async def _create_container(
         self,
