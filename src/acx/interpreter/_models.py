@@ -161,8 +161,31 @@ async def merge_into_result(
                 f"{session.limits.max_tokens_total} counts only the calls that did",
             )
         )
-    trajectory = actf_trajectory(session.calls, session.tool_results)
-    data = encode_scrubbed_json({"schema_version": "acx.model_calls.v1", "calls": session.transcript()}, scrub)
+    cuts = getattr(session, "record_cuts", ())
+    if cuts:
+        shown = "; ".join(cuts[:5]) + (f"; and {len(cuts) - 5} more" if len(cuts) > 5 else "")
+        issues.append(
+            ExecutionIssue(
+                severity="warning",
+                phase="run",
+                code="model_record_cut",
+                message=f"{len(cuts)} model call record(s) were cut to acx's storage caps ({shown}): the agent "
+                "got everything; model_calls.json notes what it left out and the trajectory keeps the start "
+                "of each text",
+            )
+        )
+
+    def build() -> tuple[Any, bytes]:
+        trajectory = actf_trajectory(session.calls, session.tool_results)
+        data = encode_scrubbed_json({"schema_version": "acx.model_calls.v1", "calls": session.transcript()}, scrub)
+        return (scrub.tree(trajectory) if trajectory is not None else None), data
+
+    from acx.models import OFF_THREAD_BYTES
+
+    # Records that grow with the answers are built in a worker thread (issue 24 item 3): on the
+    # trio thread a 64 MiB answer's records stalled every other attempt; small ones stay inline.
+    big = getattr(session, "recorded_bytes", 0) >= OFF_THREAD_BYTES
+    trajectory, data = await trio.to_thread.run_sync(build) if big else build()
     digest = await trio.to_thread.run_sync(_write_transcript, attempt_dir / "model_calls.json", data)
     extra = dict(result.extra)
     if trajectory is not None and result.trajectory is not None:
@@ -173,7 +196,7 @@ async def merge_into_result(
         issues=issues,
         telemetry=telemetry,
         extra=extra,
-        trajectory=scrub.tree(trajectory) if trajectory is not None else result.trajectory,
+        trajectory=trajectory if trajectory is not None else result.trajectory,
     )
     return merged, digest
 

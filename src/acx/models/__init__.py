@@ -9,6 +9,7 @@ from acx.models._accounting import Limits, Price, UsageTotals, cost_of
 from acx.models._client import AttemptRecord, Exchange, ModelClient, chunks
 from acx.models._config import current_session, limits_for, resolve_protocol, roles_for, use_session, uses_models
 from acx.models._gateway import CallRecord, Gateway, GatewaySession, Role
+from acx.models._keep import KEPT_TEXT_CHARS, MAX_ATTEMPT_RECORD_BYTES, MAX_CALL_RECORD_BYTES, OFF_THREAD_BYTES
 from acx.models._protocols import (
     build_call,
     call_path,
@@ -22,6 +23,10 @@ from acx.models._trajectory import actf_trajectory
 from acx.models._types import PROTOCOLS, ChatRequest, Endpoint, ModelCallError, ModelResponse, Protocol, ToolCall, Usage
 
 __all__ = [
+    "KEPT_TEXT_CHARS",
+    "MAX_ATTEMPT_RECORD_BYTES",
+    "MAX_CALL_RECORD_BYTES",
+    "OFF_THREAD_BYTES",
     "PROTOCOLS",
     "AttemptRecord",
     "CallRecord",

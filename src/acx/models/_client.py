@@ -45,6 +45,7 @@ import msgspec
 import trio
 
 from acx import __version__
+from acx.models._keep import OFF_THREAD_BYTES
 from acx.models._protocols import build_call, parse_response
 from acx.models._retry import RetryPolicy, classify_status, parse_retry_after
 from acx.models._types import ChatRequest, Endpoint, ErrorKind, ModelCallError, ModelResponse
@@ -860,7 +861,15 @@ class ModelClient:
                     return Exchange(status, b"", resp_headers, attempts, response=live)
                 if 200 <= status < 300:
                     try:
-                        parsed = parse(content) if parse is not None else None
+                        parsed = (
+                            None
+                            if parse is None
+                            else parse(content)
+                            if len(content) < OFF_THREAD_BYTES
+                            # a huge body is parsed off the trio thread: every other call waits
+                            # for the trio thread (issue 24 item 3)
+                            else await trio.to_thread.run_sync(parse, content)
+                        )
                     except ModelCallError as exc:
                         failure = exc
                         rec.error = exc.message

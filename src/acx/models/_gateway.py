@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -30,6 +30,7 @@ import trio
 from acx.models._accounting import Limits, Price, UsageTotals, cost_of
 from acx.models._client import AttemptRecord, ModelClient, chunks
 from acx.models._http_server import Reply, serve_http
+from acx.models._keep import OFF_THREAD_BYTES, keep_within_caps
 from acx.models._protocols import (
     auth_headers,
     build_call,
@@ -200,6 +201,10 @@ class GatewaySession:
         self.secrets_cut = 0
         #: Streamed answers that ended before their end, and why (each an issue of the attempt).
         self.stream_cuts: list[str] = []
+        #: Bytes of requests and answers the records keep, and the calls whose records were cut
+        #: to the storage caps (acx.models._keep; a ``model_record_cut`` issue of the attempt).
+        self.recorded_bytes = 0
+        self.record_cuts: list[str] = []
         self.totals = UsageTotals()
         #: The same per role (for the roles' own limits).
         self.role_totals: dict[str, UsageTotals] = {}
@@ -510,7 +515,13 @@ class Gateway:
         return found
 
     async def _call_in_process(
-        self, session: GatewaySession, role_name: str, request: ChatRequest, *, via: str = "in-process"
+        self,
+        session: GatewaySession,
+        role_name: str,
+        request: ChatRequest,
+        *,
+        via: str = "in-process",
+        request_bytes: int = 0,
     ) -> ModelResponse:
         role = self._role(role_name)
         ep = role.endpoint
@@ -542,6 +553,7 @@ class Gateway:
         rec.status = ex.status
         rec.response = resp.raw
         rec.normalized_response = resp
+        keep_within_caps(rec, session, answer_bytes=len(ex.body), request_bytes=request_bytes)
         self._account(session, role, rec, resp)
         return resp
 
@@ -606,11 +618,11 @@ class Gateway:
             err = self._refuse(session, role, protocol, "http", refusal)
             return _error(400, "limit_exceeded", err.message)
         if protocol != ep.protocol:
-            return await self._translate(session, role, protocol, incoming)
-        return await self._forward(session, role, protocol, incoming)
+            return await self._translate(session, role, protocol, incoming, len(body))
+        return await self._forward(session, role, protocol, incoming, len(body))
 
     async def _translate(
-        self, session: GatewaySession, role: Role, protocol: Protocol, incoming: dict[str, Any]
+        self, session: GatewaySession, role: Role, protocol: Protocol, incoming: dict[str, Any], size: int
     ) -> Reply:
         """An agent speaking another protocol than the role's: the request is normalised,
         re-built in the role's protocol, and the answer rendered back in the agent's."""
@@ -639,7 +651,7 @@ class Gateway:
                 f"parameter(s) {', '.join(bad)} cannot be translated: drop them, or call {want}",
             )
         try:
-            resp = await self._call_in_process(session, role.name, request, via="http")
+            resp = await self._call_in_process(session, role.name, request, via="http", request_bytes=size)
         except ModelCallError as exc:
             status = (
                 exc.status if exc.status is not None and exc.status < 500 else (504 if exc.kind == "timeout" else 502)
@@ -650,13 +662,13 @@ class Gateway:
         return 200, json.dumps(render_response(protocol, resp, ep.model)).encode(), []
 
     async def _forward(
-        self, session: GatewaySession, role: Role, protocol: Protocol, incoming: dict[str, Any]
+        self, session: GatewaySession, role: Role, protocol: Protocol, incoming: dict[str, Any], size: int
     ) -> Reply:
         ep = role.endpoint
         # The run decides the model; configured params fill in what the agent did not set.
         outgoing = {**ep.params, **incoming, "model": ep.model}
         if incoming.get("stream"):
-            return await self._forward_stream(session, role, protocol, outgoing)
+            return await self._forward_stream(session, role, protocol, outgoing, size)
         rec = self._record(session, role, protocol, "http")
         rec.request = outgoing
         rec.secrets = self._secrets(role)
@@ -690,11 +702,12 @@ class Gateway:
         rec.status = ex.status
         rec.response = resp.raw
         rec.normalized_response = resp
+        keep_within_caps(rec, session, answer_bytes=len(body), request_bytes=size)
         self._account(session, role, rec, resp)
         return ex.status, body, []
 
     async def _forward_stream(
-        self, session: GatewaySession, role: Role, protocol: Protocol, outgoing: dict[str, Any]
+        self, session: GatewaySession, role: Role, protocol: Protocol, outgoing: dict[str, Any], size: int
     ) -> Reply:
         """A streamed call passed through as it arrives; the stream is folded into one response
         at its end for the transcript, usage and limits."""
@@ -768,19 +781,26 @@ class Gateway:
             finally:
                 session.secrets_cut += scrubber.cut
                 scrubber.cut = 0
-                out.finish_once()  # before the agent sees the end: its next call sees the usage
+                with trio.CancelScope(shield=True):  # the call is recorded however the relay ended
+                    await out.finish_once()  # before the agent sees the end: its next call sees the usage
 
-        def finish() -> None:
+        def fold(data: bytes) -> tuple[ModelResponse, int]:
+            return scrub_response(parse_stream(protocol, data), rec.secrets)
+
+        async def finish() -> None:
             rec.finished_at = time.time()
+            data = bytes(received)
             try:
-                resp = parse_stream(protocol, bytes(received))
+                # A huge answer is folded in a worker thread: on the trio thread, folding 64 MiB
+                # stalled every other attempt's calls for seconds (issue 24 item 3).
+                resp, cut = fold(data) if len(data) < OFF_THREAD_BYTES else await trio.to_thread.run_sync(fold, data)
             except ModelCallError as exc:
                 self._failed(session, rec, exc)
             else:
-                resp, cut = scrub_response(resp, rec.secrets)
                 session.secrets_cut += cut
                 rec.response = resp.raw
                 rec.normalized_response = resp
+                keep_within_caps(rec, session, answer_bytes=len(data), request_bytes=size)
                 self._account(session, role, rec, resp)
             if ex.stream_error is not None:  # what the call's record says first: it was cut
                 rec.error = {"kind": "stream_cut", "message": ex.stream_error}
@@ -797,18 +817,18 @@ class _Relay:
     — an async generator never started would skip its clean-up and keep the connection and its
     ``max_connections`` slot — and then records and counts the call."""
 
-    def __init__(self, gen: Any, ex: Any, finish: Callable[[], None]) -> None:
+    def __init__(self, gen: Any, ex: Any, finish: Callable[[], Awaitable[None]]) -> None:
         self._gen = gen
         self._ex = ex
-        self._finish: Callable[[], None] | None = finish
+        self._finish: Callable[[], Awaitable[None]] | None = finish
 
     def __aiter__(self) -> Any:
         return self._gen
 
-    def finish_once(self) -> None:
+    async def finish_once(self) -> None:
         finish, self._finish = self._finish, None
         if finish is not None:
-            finish()
+            await finish()
 
     async def aclose(self) -> None:
         try:
@@ -816,7 +836,7 @@ class _Relay:
         finally:
             with trio.CancelScope(shield=True):
                 await self._ex.response.aclose()
-            self.finish_once()
+                await self.finish_once()
 
 
 class _EventFramer:
