@@ -16,10 +16,12 @@ from acx.testing import driver_conformance as dc
 
 @pytest.mark.parametrize("check", dc.CHECKS, ids=dc.check_id)
 def test_bwrap_conformance_host_root(check: dc.Check, tmp_path: Path) -> None:
-    dc.run_check(check, lambda: BwrapDriver(BwrapConfig(workdir_root=str(tmp_path / "s"))), scratch=tmp_path)
+    dc.run_check(
+        check, lambda: BwrapDriver(BwrapConfig(workdir_root=str(tmp_path / "s"), allow_root=True)), scratch=tmp_path
+    )
 
 
 @pytest.mark.parametrize("check", dc.CHECKS, ids=dc.check_id)
 def test_bwrap_conformance_bookworm_rootfs(check: dc.Check, tmp_path: Path, bookworm: str) -> None:
-    config = BwrapConfig(rootfs=bookworm, workdir_root=str(tmp_path / "s"))
+    config = BwrapConfig(rootfs=bookworm, workdir_root=str(tmp_path / "s"), allow_root=True)
     dc.run_check(check, lambda: BwrapDriver(config), scratch=tmp_path)

@@ -16,7 +16,7 @@ from acx.ir import EnvironmentSetup, NetworkPolicy, ResourceRequirements
 
 
 def _driver(tmp_path: Path, **kw: object) -> BwrapDriver:
-    return BwrapDriver(BwrapConfig(workdir_root=str(tmp_path / "s"), **kw))  # type: ignore[arg-type]
+    return BwrapDriver(BwrapConfig(workdir_root=str(tmp_path / "s"), **{"allow_root": True, **kw}))  # type: ignore[arg-type]
 
 
 def _interfaces(text: str) -> set[str]:
@@ -309,7 +309,8 @@ def test_a_crashed_owner_leaves_an_orphan_and_no_processes(tmp_path: Path) -> No
         "from acx.drivers._base import OpenRequest\n"
         "from acx.drivers.bwrap import BwrapConfig, BwrapDriver\n"
         "async def go():\n"
-        "    s = await BwrapDriver(BwrapConfig(workdir_root=sys.argv[1])).open(OpenRequest(session_id='crash-1'))\n"
+        "    driver = BwrapDriver(BwrapConfig(workdir_root=sys.argv[1], allow_root=True))\n"
+        "    s = await driver.open(OpenRequest(session_id='crash-1'))\n"
         "    await s.exec('setsid sleep 300 >/dev/null 2>&1 &', shell=True)\n"
         "    print(s._state.pid1, flush=True)\n"
         "    await trio.sleep(300)\n"
@@ -374,3 +375,44 @@ def test_the_hosts_etc_is_not_visible_on_the_host_root(tmp_path: Path) -> None:
     if os.path.isdir("/etc/ssl/certs"):
         assert int(str(got["certs"]) or 0) > 0
     assert got["ro"] is False
+
+
+def test_root_without_allow_root_is_refused_before_anything_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # issue 24 item 7: under root the sandbox's one mapped uid is the host's uid 0 — an explicit
+    # opt-in, never a default; an unprivileged acx needs none
+    from acx.errors import EnvironmentSetupError
+
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    driver = BwrapDriver(BwrapConfig(workdir_root=str(tmp_path / "s")))
+    for call in (driver.prepare, lambda: driver.open(OpenRequest(session_id="r"))):
+        with pytest.raises(EnvironmentSetupError) as info:
+            trio.run(call)
+        assert "acx runs as root" in str(info.value) and "allow_root = true" in info.value.fields["help"]
+    assert not (tmp_path / "s").exists() or not list((tmp_path / "s").iterdir())  # no session directory
+    assert trio.run(_driver(tmp_path).prepare) == []  # opted in
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert trio.run(BwrapDriver(BwrapConfig(workdir_root=str(tmp_path / "s"))).prepare) == []
+
+
+def test_acx_run_as_root_on_bwrap_is_exit_2_with_the_opt_in(tmp_path: Path) -> None:
+    # issue 24 item 7, end to end through the CLI (E0701: the run is refused up front)
+    import subprocess
+    import sys
+
+    if os.geteuid() != 0:
+        pytest.skip("acx runs as an unprivileged user here: nothing to refuse")
+    quickstart = Path(__file__).resolve().parents[2] / "examples" / "quickstart.acx"
+    results = tmp_path / "r"
+    out = subprocess.run(
+        [sys.executable, "-m", "acx", "run", str(quickstart), "--env", "bwrap", "--results-dir", str(results)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "E0701" in out.stderr and "acx runs as root" in out.stderr and "allow_root" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr
+    assert not list(results.rglob("run_info.json"))

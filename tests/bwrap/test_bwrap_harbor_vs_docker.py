@@ -46,6 +46,10 @@ def _spec(tmp_path: Path, env: str) -> Path:
     return spec
 
 
+def _bwrap(cache: Path) -> str:
+    return f'environment bwrap {{\n image_cache = "{cache}"\n allow_root = true\n }}'  # CI runs as root
+
+
 def _run(spec: Path, results: Path, **env: str) -> dict[tuple[str, str], float | None]:
     proc = subprocess.run(
         [sys.executable, "-m", "acx", "run", str(spec), "--results-dir", str(results), "--progress", "none"],
@@ -67,14 +71,17 @@ def test_harbor_examples_score_the_same_on_bwrap_and_docker(tmp_path: Path) -> N
     # contract H1-H5: same scores on both drivers, every agent × every example task
     docker = _run(_spec(tmp_path / "d", "environment docker"), tmp_path / "d" / "results")
     cache = tmp_path / "cache"
-    bwrap = _run(_spec(tmp_path / "b", f'environment bwrap {{ image_cache = "{cache}" }}'), tmp_path / "b" / "results")
+    bwrap = _run(
+        _spec(tmp_path / "b", _bwrap(cache)),
+        tmp_path / "b" / "results",
+    )
     expected = {(agent, task) for agent in ("oracle", "idle", "cheater") for task in TASKS}
     assert set(docker) == expected and set(bwrap) == expected
     assert bwrap == docker
     assert {t: docker[("oracle", t)] for t in TASKS} == dict.fromkeys(TASKS, 1.0)
     # Warm cache: the same run with no reachable engine at all (no daemon at run time).
     offline = _run(
-        _spec(tmp_path / "o", f'environment bwrap {{ image_cache = "{cache}" }}'),
+        _spec(tmp_path / "o", _bwrap(cache)),
         tmp_path / "o" / "results",
         DOCKER_HOST="unix:///nonexistent/acx-no-docker.sock",
     )
@@ -91,7 +98,9 @@ def test_missing_images_are_located_errors_with_the_fix(tmp_path: Path) -> None:
     from acx.ir import EnvironmentSetup
 
     def open_image(image: str, **kw: str) -> EnvironmentSetupError:
-        driver = BwrapDriver(BwrapConfig(image_cache=str(tmp_path / "cache"), workdir_root=str(tmp_path), **kw))
+        driver = BwrapDriver(
+            BwrapConfig(image_cache=str(tmp_path / "cache"), workdir_root=str(tmp_path), allow_root=True, **kw)
+        )
         request = OpenRequest(session_id="img", setup=EnvironmentSetup(image=image))
         with pytest.raises(EnvironmentSetupError) as info:
             trio.run(driver.open, request)

@@ -124,7 +124,8 @@ class BwrapConfig(EnvironmentConfig, frozen=True):
     rootfs: Annotated[
         str | None,
         _d(
-            "root filesystem directory for sessions without an image; default the host's /usr, /bin, /lib*, /sbin, /etc"
+            "root filesystem directory for sessions without an image; default the host's /usr, /bin, /lib*, /sbin "
+            "(read-only) and a synthetic /etc"
         ),
     ] = None
     image_cache: Annotated[
@@ -142,6 +143,13 @@ class BwrapConfig(EnvironmentConfig, frozen=True):
     pids_limit: Annotated[
         Annotated[int, msgspec.Meta(ge=1)] | None, _d("most processes per session (pids cgroup); default no limit")
     ] = None
+    allow_root: Annotated[
+        bool,
+        _d(
+            "run sandboxes although acx runs as root: the sandbox's uid 0 is then the host's root (every "
+            "capability dropped, the host's system directories read-only); without it, root is refused"
+        ),
+    ] = False
 
 
 # ---- capabilities (planning time: no trio, no sandbox) ------------------------------------------
@@ -983,6 +991,23 @@ class BwrapDriver(Driver):
     def _parent(self) -> str:
         return os.path.abspath(self._config.workdir_root or tempfile.gettempdir())
 
+    async def prepare(self) -> list[str]:
+        """Refuses a run as root without ``allow_root`` before anything starts (E0701)."""
+        self._check_identity()
+        return []
+
+    def _check_identity(self) -> None:
+        # bwrap maps one uid: the invoking user. Under root that is the host's uid 0, which owns
+        # every root-owned file the sandbox can see (issue 24 item 7) — an explicit choice, then.
+        if os.geteuid() == 0 and not self._config.allow_root:
+            raise EnvironmentSetupError(
+                "bwrap: acx runs as root, so a sandbox's processes would be the host's root (uid 0 outside, "
+                "every capability dropped, the host's system directories read-only)",
+                help="run acx as an unprivileged user (the sandbox is then that user outside), or opt in with "
+                "`allow_root = true` in `environment bwrap { … }` (a config file: "
+                "`environments: {bwrap: {allow_root: true}}`)",
+            )
+
     # ---- root filesystems ---------------------------------------------------------------------
     async def _rootfs(self, request: OpenRequest) -> _RootFs:
         import trio
@@ -1016,6 +1041,7 @@ class BwrapDriver(Driver):
         bwrap, nsenter, why = _tools()
         if why or bwrap is None or nsenter is None:
             raise EnvironmentSetupError(f"bwrap: {why}", help="apt-get install bubblewrap util-linux")
+        self._check_identity()
         _check_policy(request.network_policy)
         groups = _session_limits(request.resources, self._config.pids_limit)
         root = await self._rootfs(request)
