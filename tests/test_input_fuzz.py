@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import resource
 import shutil
 import signal
 import subprocess
@@ -69,10 +68,23 @@ class Case:
 # -- running one case ----------------------------------------------------------------------------
 
 
-def _limits() -> None:
-    os.setsid()
+#: Runs acx under the limits in a child of a small launcher and reports the child's own exit code,
+#: CPU time and peak RSS. Forked straight from the test worker, the child's peak RSS counted the
+#: worker's pages up to the exec (Linux records the old address space's high-water mark): a worker
+#: grown to 520 MB by earlier tests failed every case here (clean-clone CI).
+_LAUNCHER = """
+import json, os, resource, sys
+report, argv = sys.argv[1], sys.argv[2:]
+pid = os.fork()
+if pid == 0:
     resource.setrlimit(resource.RLIMIT_AS, (2**30, 2**30))
     resource.setrlimit(resource.RLIMIT_CPU, (24, 26))
+    os.execv(argv[0], argv)
+_, status, ru = os.wait4(pid, 0)
+with open(report, "w") as fh:
+    json.dump({"code": os.waitstatus_to_exitcode(status), "cpu": ru.ru_utime + ru.ru_stime,
+               "rss": ru.ru_maxrss * 1024}, fh)
+"""
 
 
 def _materialise(case: Case, root: Path) -> None:
@@ -109,16 +121,16 @@ def run_case(case: Case) -> tuple[int, str, float, int]:
         _materialise(case, root)
         env = dict(os.environ, XDG_CONFIG_HOME=str(root / "xdg"), HOME=str(root))
         env.pop("ACX_DEBUG", None)
-        out_path = root / ".out"
+        out_path, report = root / ".out", root / ".usage.json"
         with open(out_path, "wb") as out:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "acx", *case.args],
+                [sys.executable, "-c", _LAUNCHER, str(report), sys.executable, "-m", "acx", *case.args],
                 cwd=root,
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=out,
-                preexec_fn=_limits,
+                start_new_session=True,  # the launcher and acx in one group: a hang kills both
             )
             hung = threading.Event()
 
@@ -129,13 +141,13 @@ def run_case(case: Case) -> tuple[int, str, float, int]:
             timer = threading.Timer(WALL_HANG_SECONDS, kill)
             timer.start()
             try:
-                _, status, usage = os.wait4(proc.pid, 0)
+                proc.wait()
             finally:
                 timer.cancel()
-            proc.returncode = os.waitstatus_to_exitcode(status)
         text = out_path.read_text(encoding="utf-8", errors="replace")
         assert not hung.is_set(), f"{case.label}: hung (killed after {WALL_HANG_SECONDS} s)\n{text[:2000]}"
-        return proc.returncode, text, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024
+        usage = json.loads(report.read_text())
+        return usage["code"], text, usage["cpu"], usage["rss"]
 
 
 def check(case: Case) -> None:
