@@ -380,3 +380,12 @@ def test_explain_golden(work: Path) -> None:
         EXPLAIN_GOLDEN.parent.mkdir(exist_ok=True)
         EXPLAIN_GOLDEN.write_text(text, encoding="utf-8")
     assert text == EXPLAIN_GOLDEN.read_text(encoding="utf-8")
+
+
+def test_config_docs_knows_agentcompass_ids(work: Path) -> None:
+    proc = _acx(work, "config", "docs", "harness", "mini_swe_agent")
+    assert proc.returncode == 0, proc.stderr
+    assert "step_limit" in proc.stdout and '"2.4.5"' in proc.stdout
+    proc = _acx(work, "config", "docs", "harness", "openevolve")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "error[E0301]" in proc.stderr and "`command`" in proc.stderr
