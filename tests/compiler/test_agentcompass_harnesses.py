@@ -389,3 +389,14 @@ def test_config_docs_knows_agentcompass_ids(work: Path) -> None:
     proc = _acx(work, "config", "docs", "harness", "openevolve")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "error[E0301]" in proc.stderr and "`command`" in proc.stderr
+
+
+def test_acx_spec_takes_an_agentcompass_id(work: Path) -> None:  # the .acx front end lowers to the same request
+    (work / "s.acx").write_text(
+        'run q {\n  benchmark exact_match {\n    dataset = "d.jsonl"\n  }\n'
+        "  harness mini_swe_agent {\n    install_strategy = preinstalled\n  }\n"
+        '  model m {\n    base_url = "http://127.0.0.1:9/v1"\n  }\n}\n'
+    )
+    req = _request(compile_orchestration("s.acx", cwd=str(work), environ={}))
+    assert (req.harness.id, req.harness.params["install"]) == ("installed_agent", "command -v mini")
+    assert req.metadata.harness_alias == "mini_swe_agent"
