@@ -351,6 +351,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "ComponentInfo",
         "DEFAULT_ARTIFACTS_DIR",
         "HARNESSES",
+        "HARNESS_ALIASES",
         "HarnessConfig",
         "HarnessContext",
         "SCORERS",

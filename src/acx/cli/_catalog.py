@@ -154,6 +154,21 @@ def component_field_rows(kind: str, cid: str) -> list[dict[str, str]]:
     kind = "environment" if kind == "env" else kind
     table = registry(kind)
     info = table.get(cid)
+    if info is None and kind == "harness":
+        from acx.components import HARNESS_ALIASES
+
+        alias: Any = HARNESS_ALIASES.get(cid)
+        config = getattr(alias, "config", None)
+        if config is not None:  # a mapped AgentCompass id: its AgentCompass params
+            return _rows_of(config)
+        if alias is not None:  # a refused one: the nearest acx harness
+            raise AcxUserError(
+                f"AgentCompass harness `{cid}` has no acx equivalent; the nearest acx harness is "
+                f"`{alias.nearest}`: {alias.differs}",
+                code="E0301",
+                path=f"{kind} id",
+                help=alias.help,
+            )
     if info is None:
         guess = did_you_mean(cid, table)
         raise AcxUserError(

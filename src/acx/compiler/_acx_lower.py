@@ -119,6 +119,9 @@ def _enum_table() -> dict[str, frozenset[str]]:
     roots: list[type[Any]] = [RunRequest, ResolvedRuntimeOptions, ExecutionPlan]
     for reg in (BENCHMARKS, HARNESSES, DRIVERS):
         roots.extend(info.config_class for info in reg.values())
+    from acx.components import HARNESS_ALIASES  # AgentCompass ids take AgentCompass params
+
+    roots.extend(c for c in (getattr(a, "config", None) for a in HARNESS_ALIASES.values()) if c is not None)
     cache = _enum_cache_path(roots)
     cached = _read_enum_cache(cache)
     if cached is not None:

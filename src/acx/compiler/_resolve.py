@@ -29,7 +29,7 @@ import math
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -73,6 +73,9 @@ from acx.ir import (
     SourceKind,
     canonical_json,
 )
+
+if TYPE_CHECKING:
+    from acx.components._harness_aliases import MappedHarness
 
 __all__ = [
     "Compiled",
@@ -255,6 +258,8 @@ class _Resolver:
         self.execution_params = self.cli_json(execution_params, "execution", "--execution-params")
         self.runtime_params = self.cli_json(runtime_params, "runtime", "--runtime-params")
         self._frag_cache: dict[tuple[int, Path_], _Frag | None] = {}
+        #: the AgentCompass harness id the current request named (mapped), for its metadata.
+        self.harness_alias: str | None = None
         #: single-run mode: the spec is synthesised from explicit arguments; section → flag name.
         self.cli_sections = cli_sections
 
@@ -466,6 +471,7 @@ class _Resolver:
         benchmark, p = self.component("benchmark", section("benchmark"), label, req_span, used)
         prov.update(p)
         harness_frags = section("harness")
+        self.harness_alias = None
         harness, p = self.component("harness", harness_frags, label, req_span, used)
         prov.update(p)
         if model is not None and harness is not None:
@@ -489,6 +495,7 @@ class _Resolver:
             spec_path=os.path.abspath(self.spec.path),
             env_inputs=sorted(env_inputs),
             secret_refs=sorted(secret_refs),
+            harness_alias=self.harness_alias,
         )
         request = RunRequest(
             model=model,
@@ -611,6 +618,12 @@ class _Resolver:
         cid, id_chain, applied = self.select_id(key, frags, None, label, fallback)
         if cid is None:
             return None, {}
+        if key == "harness":
+            from acx.components._harness_aliases import mapped_harness
+
+            alias = mapped_harness(cid)
+            if alias is not None:
+                return self.agentcompass_harness(alias, id_chain, applied, label, fallback, used)
         info = registry(key).get(cid)
         if info is None:
             return None, {}  # reported by validate_document
@@ -631,6 +644,93 @@ class _Resolver:
         spec_cls = BenchmarkSpec if key == "benchmark" else HarnessSpec
         prov = {f"{key}.id": id_chain, **_chains(merger, builtins, (key, "params"))}
         return spec_cls(id=cid, params=builtins), prov
+
+    def agentcompass_harness(
+        self,
+        alias: MappedHarness,
+        id_chain: list[Contribution],
+        applied: list[_Frag],
+        label: str,
+        fallback: Span | None,
+        used: list[_Frag],
+    ) -> tuple[Any, dict[str, list[Contribution]]]:
+        """An AgentCompass harness id acx maps (issue 23 item 5): its AgentCompass params are
+        layered like any component's (config ``harnesses.<id>`` → defaults → request), typed by
+        their AgentCompass class, refused where acx has no meaning for the value (E0311), and
+        translated into the acx harness's params. Provenance shows the mapping; the request's
+        ``metadata.harness_alias`` keeps the id."""
+        from acx.components import HARNESSES
+
+        cid = alias.id
+        prefix: Path_ = ("harness", "params")
+        merger = _Merger(lambda rel: (*prefix, *rel), lambda p: False)
+        merger.add(_Frag("default", "default", field_defaults(alias.config), flag=f"{cid} (AgentCompass) default"))
+        for f in self.component_config_frags("harnesses", cid):
+            used.append(f)
+            merger.add(f)
+        for f in applied:
+            merger.add(_without(f, ("id",)))
+        where = f"{label} harness `{cid}`"
+        ac_params = self.convert(merger, alias.config, prefix, where, fallback)
+        if ac_params is None:
+            return None, {}
+        self.refuse_agentcompass(ac_params, alias, merger, label)
+        translated = alias.translate(ac_params)
+        data = {**alias.fixed, **{name: t.value for name, t in translated.items()}}
+        info = HARNESSES[alias.target]
+        params = self.convert_data(data, info.config_class, merger, prefix, where, fallback)
+        if params is None:
+            return None, {}
+        self.harness_alias = cid
+        mapping = f"harness `{cid}` (AgentCompass id) → {alias.summary}"
+        via = "AgentCompass alias"
+        ac_chains = _chains(merger, msgspec.to_builtins(ac_params), prefix)
+        defaults = field_defaults(info.config_class)
+        builtins = msgspec.to_builtins(params)
+        prov: dict[str, list[Contribution]] = {
+            "harness.id": [*id_chain, Contribution(layer=via, kind="harness", source=mapping, value=alias.target)]
+        }
+        for name, value in builtins.items():
+            chain = [
+                Contribution(
+                    layer="default", kind="default", source=f"{alias.target} default", value=defaults.get(name)
+                )
+            ]
+            if name in alias.fixed:
+                chain.append(Contribution(layer=via, kind="harness", source=mapping, value=value))
+            elif name in translated:
+                sources = translated[name].sources
+                for src in sources:
+                    chain.extend(c for c in ac_chains.get(format_path((*prefix, src)), []) if c.kind != "default")
+                names = ", ".join(f"`{s}`" for s in sources)
+                chain.append(
+                    Contribution(layer=via, kind="harness", source=f"{mapping}; from {cid} {names}", value=value)
+                )
+            prov[format_path((*prefix, name))] = chain
+        return HarnessSpec(id=alias.target, params=builtins), prov
+
+    def refuse_agentcompass(self, params: Any, alias: MappedHarness, merger: _Merger, label: str) -> None:
+        """E0311 for an AgentCompass param set (by some layer) to a value acx cannot honour."""
+        for name, (accepted, instead) in alias.unsupported.items():
+            value = msgspec.to_builtins(getattr(params, name))
+            if value in accepted:
+                continue
+            rec = merger.winner(("harness", "params", name))
+            if rec is None or rec.kind == "default":
+                continue
+            span = rec.key_span or rec.span
+            by = "" if span is not None else f" (set by {rec.source})"
+            shown = f"`{value}`" if value is not None else "null"
+            self.diagnostics.append(
+                Diagnostic(
+                    code="E0311",
+                    message=f"{label}: AgentCompass harness `{alias.id}` param `harness.{name}` = {shown} has no "
+                    f"acx meaning (it maps to {alias.summary}){by}",
+                    span=span,
+                    path=f"harness.{name}",
+                    help=instead or f"remove `{name}`",
+                )
+            )
 
     def environment(
         self, frags: list[_Frag], label: str, fallback: Span | None, used: list[_Frag]

@@ -171,14 +171,25 @@ def check_cli_params(
     return checker.sorted()
 
 
+def component_config_class(kind: str, component_id: str) -> type[Any] | None:
+    """The config class of a registered component's params; for an AgentCompass harness id acx
+    maps (acx.components._harness_aliases), the class of its AgentCompass params. None: unknown."""
+    from acx.components import registry
+    from acx.components._harness_aliases import mapped_harness
+
+    alias = mapped_harness(component_id) if kind == "harness" else None
+    if alias is not None:
+        return alias.config
+    info = registry(kind).get(component_id)
+    return None if info is None else info.config_class
+
+
 def component_param_types(kind: str, component_id: str) -> dict[str, Any] | None:
     """Field name → type of the params of a registered component, or None for an unknown id."""
-    from acx.components import registry
-
-    info = registry(kind).get(component_id)
-    if info is None:
+    cls = component_config_class(kind, component_id)
+    if cls is None:
         return None
-    types = dict(field_types(info.config_class))
+    types = dict(field_types(cls))
     if kind == "environment":
         types.update(environment_field_types())
     return types
@@ -630,6 +641,8 @@ class Checker:
             return False
         if cid in ids:
             return True
+        if kind == "harness" and self.agentcompass_harness(cid, path, key=key):
+            return self.harness_is_mapped(cid)
         if ":" in cid:  # a `module:Class` id: say why it does not import (plugins)
             self.err("E0301", ids.why_missing(cid), path, key=key, help="a `module:Class` id names an installed class")
             return False
@@ -645,6 +658,32 @@ class Checker:
             help=(f"did you mean `{guess}`? " if guess else "") + f"known: {', '.join(sorted(ids))} ({listing})",
         )
         return False
+
+    @staticmethod
+    def harness_is_mapped(cid: str) -> bool:
+        from acx.components._harness_aliases import mapped_harness
+
+        return mapped_harness(cid) is not None
+
+    def agentcompass_harness(self, cid: str, path: Path_, *, key: bool) -> bool:
+        """An AgentCompass harness id (issue 23 item 5): True when it is one. A mapped id is valid
+        (its params are checked against its AgentCompass params); a refused one is E0301 naming
+        the nearest acx harness, what differs and what to use."""
+        from acx.components._harness_aliases import RefusedHarness, harness_alias
+
+        entry = harness_alias(cid)
+        if entry is None:
+            return False
+        if isinstance(entry, RefusedHarness):
+            self.err(
+                "E0301",
+                f"AgentCompass harness `{cid}` has no acx equivalent; the nearest acx harness is "
+                f"`{entry.nearest}`: {entry.differs}",
+                path,
+                key=key,
+                help=entry.help,
+            )
+        return True
 
     def refused_benchmark(self, cid: str, path: Path_, *, key: bool) -> bool:
         """An AgentCompass benchmark id acx knows but cannot run: E0309 naming what is missing."""
@@ -663,9 +702,7 @@ class Checker:
         return True
 
     def check_params(self, kind: str, cid: str, params: dict[str, Any], path: Path_, *, skip_id: bool) -> None:
-        from acx.components import registry
-
-        info = registry(kind)[cid]
+        config_class = component_config_class(kind, cid)
         types = component_param_types(kind, cid) or {}
         legacy = _LEGACY_ENV_PARAMS if kind == "environment" else _LEGACY_HARNESS_PARAMS if kind == "harness" else {}
         for key, value in params.items():
@@ -692,9 +729,7 @@ class Checker:
                 self.unknown_key(key, path, types, f"{kind} `{cid}` params")
             else:
                 owner = (
-                    EnvironmentSpec
-                    if (kind == "environment" and key in environment_field_types())
-                    else info.config_class
+                    EnvironmentSpec if (kind == "environment" and key in environment_field_types()) else config_class
                 )
                 self.check_value(value, types[key], at, cls=owner, name=key)
 

@@ -1,5 +1,8 @@
 """Benchmarks and harnesses: their registries (``BENCHMARKS``, ``HARNESSES``), base classes, configs.
 
+``HARNESS_ALIASES`` is the table of AgentCompass 1.0.1 harness ids: each maps to an acx harness
+(with its AgentCompass params translated) or is refused with the nearest acx harness named.
+
 Third-party components subclass :class:`BaseBenchmark` / :class:`BaseHarness`; their plan-time
 half is pure (no environment, model or secret), their run-time half gets an open session.
 """
@@ -10,6 +13,7 @@ from acx.components._base import BaseHarness as BaseHarness
 from acx.components._configs import BenchmarkConfig as BenchmarkConfig
 from acx.components._configs import HarnessConfig as HarnessConfig
 from acx.components._context import HarnessContext as HarnessContext
+from acx.components._harness_aliases import HARNESS_ALIASES as HARNESS_ALIASES
 from acx.components._registry import BENCHMARKS as BENCHMARKS
 from acx.components._registry import HARNESSES as HARNESSES
 from acx.components._registry import registry as registry
@@ -20,6 +24,7 @@ __all__ = [
     "BENCHMARKS",
     "DEFAULT_ARTIFACTS_DIR",
     "HARNESSES",
+    "HARNESS_ALIASES",
     "SCORERS",
     "BaseBenchmark",
     "BaseHarness",

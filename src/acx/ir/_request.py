@@ -229,6 +229,9 @@ class RunMetadata(IRStruct, frozen=True):
     spec_path: Annotated[str | None, _d("spec file the request came from")] = None
     env_inputs: Annotated[list[str], _d("process environment variables read at compile time")] = []
     secret_refs: Annotated[list[str], _d("variables resolved only at use time (secrets)")] = []
+    harness_alias: Annotated[
+        str | None, _d("the AgentCompass harness id the request named, mapped to `harness.id` (docs/agents.md)")
+    ] = None
 
 
 class RunRequest(IRStruct, frozen=True):

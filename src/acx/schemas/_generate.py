@@ -55,8 +55,11 @@ def _components() -> tuple[dict[str, Any], dict[str, Any]]:
         OutputSpec,
         EnvironmentSpec,
     ]
+    from acx.components._harness_aliases import HARNESS_ALIASES, MappedHarness
+
     infos = [*BENCHMARKS.values(), *HARNESSES.values(), *DRIVERS.values()]
     types += [i.config_class for i in infos]
+    types += [a.config for a in HARNESS_ALIASES.values() if isinstance(a, MappedHarness)]
     _, defs = msgspec.json.schema_components(types, ref_template="#/$defs/{name}")
     defs = copy.deepcopy(defs)
     _shorthands(defs)
@@ -159,6 +162,15 @@ def _component_defs(defs: dict[str, Any], registries: dict[str, Any]) -> dict[st
             defs[name] = _params_schema(defs, info.config_class.__name__, environment=kind == "environment")
             defs[name]["title"] = f"{kind} {cid}: {info.description}"
             names[kind][cid] = name
+    # AgentCompass harness ids acx maps (issue 23 item 5) take their AgentCompass params.
+    from acx.components._harness_aliases import HARNESS_ALIASES, MappedHarness
+
+    for cid, alias in HARNESS_ALIASES.items():
+        if isinstance(alias, MappedHarness) and "harness" in names:
+            name = f"harness.{cid}"
+            defs[name] = _params_schema(defs, alias.config.__name__, environment=False)
+            defs[name]["title"] = f"harness {cid} (AgentCompass id) → {alias.summary}"
+            names["harness"][cid] = name
     return names
 
 
