@@ -12,6 +12,9 @@
 #                         (scripts/ray-local-cluster.sh) and stop them.
 #   ACX_REQUIRE_BWRAP=1   a missing or unusable bubblewrap fails the run instead of
 #                         skipping the bwrap tests (set by .ci/run).
+#   ACX_REQUIRE_CODEX=1   a failed install of the real Codex CLI (npm @openai/codex, pinned in
+#                         tests/agents/test_codex_real.py, into .pytest_cache/acx-npm/) fails the run
+#                         instead of skipping its end-to-end tests (set by .ci/run).
 #   ACX_TEST_STRESS=1     run pytest while one CPU burner per core keeps the machine busy (every
 #                         bound in the tests must hold under load; not part of every CI run).
 set -euo pipefail
@@ -58,6 +61,28 @@ elif [ "${ACX_REQUIRE_BROWSER:-0}" = "1" ]; then
     exit 1
 else
     echo "!!! WARNING: no chromium: browser tests will be SKIPPED !!!" >&2
+fi
+
+echo "==> the real Codex CLI (tests/agents/test_codex_real.py)"
+CODEX_VERSION="$(sed -n 's/^CODEX_VERSION = "\(.*\)"$/\1/p' tests/agents/test_codex_real.py)"
+CODEX_CACHE=".pytest_cache/acx-npm/codex-${CODEX_VERSION}"
+if [ ! -x "$CODEX_CACHE/node_modules/.bin/codex" ]; then
+    if ! command -v npm >/dev/null 2>&1; then
+        SUDO=""
+        if [ "$(id -u)" != "0" ] && command -v sudo >/dev/null 2>&1; then SUDO="sudo"; fi
+        { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq nodejs npm; } \
+            >/tmp/acx-npm-install.log 2>&1 || cat /tmp/acx-npm-install.log >&2
+    fi
+    mkdir -p "$CODEX_CACHE"
+    timeout 600 npm install --prefix "$CODEX_CACHE" --no-audit --no-fund "@openai/codex@${CODEX_VERSION}" \
+        >/tmp/acx-codex-install.log 2>&1 || cat /tmp/acx-codex-install.log >&2
+fi
+if ! "$CODEX_CACHE/node_modules/.bin/codex" --version >/dev/null 2>&1; then
+    if [ "${ACX_REQUIRE_CODEX:-0}" = "1" ]; then
+        echo "ERROR: the Codex CLI ${CODEX_VERSION} could not be installed and ACX_REQUIRE_CODEX=1" >&2
+        exit 1
+    fi
+    echo "!!! WARNING: no Codex CLI: its end-to-end tests will be SKIPPED !!!" >&2
 fi
 
 echo "==> bubblewrap"

@@ -390,22 +390,80 @@ def _halves(text: str) -> list[str]:
     return [p for p in (text[:cut], text[cut:]) if p]
 
 
+def _responses_events(full: dict[str, Any]) -> list[dict[str, Any]]:
+    """A Responses answer as the event sequence OpenAI streams (what the Codex CLI and the OpenAI
+    SDKs assemble): ``response.created``/``in_progress``; per output item ``output_item.added``,
+    its parts (``content_part.added``, ``output_text.delta`` x2, ``output_text.done``,
+    ``content_part.done`` for a message; ``function_call_arguments.delta`` x2 and ``.done`` for a
+    function call; ``reasoning_summary_text.delta``/``.done`` for reasoning), ``output_item.done``;
+    then ``response.completed`` (or ``response.incomplete``) with the whole response and usage.
+    Every event has a ``sequence_number``."""
+    events: list[dict[str, Any]] = []
+    pending = {**full, "status": "in_progress", "output": []}
+    pending.pop("usage", None)
+    events.append({"type": "response.created", "response": pending})
+    events.append({"type": "response.in_progress", "response": pending})
+    for index, item in enumerate(full["output"]):
+        iid = item.get("id", f"item_{index}")
+        at: dict[str, Any] = {"item_id": iid, "output_index": index}
+        if item["type"] == "message":
+            events.append(
+                {
+                    "type": "response.output_item.added",
+                    "output_index": index,
+                    "item": {**item, "status": "in_progress", "content": []},
+                }
+            )
+            for ci, part in enumerate(item["content"]):
+                text_ = part.get("text", "")
+                events.append(
+                    {"type": "response.content_part.added", **at, "content_index": ci, "part": {**part, "text": ""}}
+                )
+                for piece in _halves(text_):
+                    events.append({"type": "response.output_text.delta", **at, "content_index": ci, "delta": piece})
+                events.append({"type": "response.output_text.done", **at, "content_index": ci, "text": text_})
+                events.append({"type": "response.content_part.done", **at, "content_index": ci, "part": part})
+        elif item["type"] == "function_call":
+            args = item["arguments"] if isinstance(item["arguments"], str) else json.dumps(item["arguments"])
+            events.append(
+                {
+                    "type": "response.output_item.added",
+                    "output_index": index,
+                    "item": {**item, "arguments": "", "status": "in_progress"},
+                }
+            )
+            for piece in _halves(args):
+                events.append({"type": "response.function_call_arguments.delta", **at, "delta": piece})
+            events.append({"type": "response.function_call_arguments.done", **at, "arguments": args})
+            item = {**item, "status": "completed"}
+        else:  # reasoning
+            events.append(
+                {"type": "response.output_item.added", "output_index": index, "item": {**item, "summary": []}}
+            )
+            for si, part in enumerate(item.get("summary") or []):
+                summary = part.get("text", "")
+                events.append(
+                    {"type": "response.reasoning_summary_text.delta", **at, "summary_index": si, "delta": summary}
+                )
+                events.append(
+                    {"type": "response.reasoning_summary_text.done", **at, "summary_index": si, "text": summary}
+                )
+        events.append({"type": "response.output_item.done", "output_index": index, "item": item})
+    final = "response.incomplete" if full.get("status") == "incomplete" else "response.completed"
+    events.append({"type": final, "response": full})
+    return [{**e, "sequence_number": n} for n, e in enumerate(events)]
+
+
 def render_stream(step: Step, protocol: str, model: str, request: dict[str, Any]) -> bytes:
     """A ``message`` step as the protocol's server-sent events (what ``stream: true`` gets)."""
     full = render(step, protocol, model)
     if protocol == "openai-responses":
-        events: list[dict[str, Any]] = [
-            {"type": "response.created", "response": {**full, "status": "in_progress", "output": []}}
-        ]
-        for piece in _halves(step.content or ""):
-            events.append({"type": "response.output_text.delta", "delta": piece})
-        events.append({"type": "response.completed", "response": full})
-        return _sse(events, named=True)
+        return _sse(_responses_events(full), named=True)
     if protocol == "anthropic":
         usage = full.get("usage") or {}
         start = {k: v for k, v in full.items() if k not in ("content", "stop_reason")}
         start["usage"] = {k: v for k, v in usage.items() if k != "output_tokens"}
-        events = [{"type": "message_start", "message": {**start, "content": []}}]
+        events: list[dict[str, Any]] = [{"type": "message_start", "message": {**start, "content": []}}]
         for i, block in enumerate(full["content"]):
             if block["type"] == "text":
                 events.append(

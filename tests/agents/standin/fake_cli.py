@@ -73,8 +73,19 @@ elif NAME == "codex":
     assert ARGS[0] == "exec" and val("--sandbox") == "danger-full-access"
     need("--skip-git-repo-check"), need("--json")
     model, log, task = val("-m"), val("-o"), ARGS[-1]
-    os.makedirs(env["CODEX_HOME"], exist_ok=True)
-    proto, base, key = "responses", env["OPENAI_BASE_URL"], env["OPENAI_API_KEY"]
+    # As the real CLI (0.171): CODEX_HOME must exist; OPENAI_BASE_URL is ignored, the provider
+    # comes from -c overrides (TOML values) and its key from the variable its env_key names.
+    if not os.path.isdir(env["CODEX_HOME"]):
+        sys.exit(f"Error finding codex home: CODEX_HOME points to {env['CODEX_HOME']!r}, but that path does not exist")
+    conf = {}
+    for i, a in enumerate(ARGS[:-1]):
+        if a == "-c":
+            k, _, v = ARGS[i + 1].partition("=")
+            conf[k] = v.strip('"')
+    provider = conf["model_provider"]
+    assert conf[f"model_providers.{provider}.supports_websockets"] == "false"
+    proto = "responses"
+    base, key = conf[f"model_providers.{provider}.base_url"], env[conf[f"model_providers.{provider}.env_key"]]
 elif NAME == "aider":
     need("--yes-always"), need("--no-git")
     task, model, log = read(val("--message-file")), val("--model").split("/", 1)[1], val("--chat-history-file")

@@ -70,10 +70,25 @@ AGENTS: dict[str, AgentDefinition] = {
     "codex": AgentDefinition(
         name="codex",
         install="npm install -g @openai/codex",
-        # exec: non-interactive; the sandbox is acx's, so codex's own is off; --json: event log on
-        # stdout; -o: the final message (the answer) in a file.
-        command=_MKDIR + 'codex exec --skip-git-repo-check --sandbox danger-full-access --json -m "$ACX_MODEL_ID" '
-        f'-o {LOG_DIR}/codex-last-message.txt "$(cat "$ACX_PROMPT_FILE")" | tee {LOG_DIR}/codex.jsonl',
+        # Tested with @openai/codex 0.171.0 (tests/agents/test_codex_real.py). exec: non-interactive;
+        # the sandbox is acx's, so codex's own is off; --json: the event log on stdout; -o: the final
+        # message (the answer) in a file. Codex exits at once when CODEX_HOME does not exist, and it
+        # ignores OPENAI_BASE_URL: the model is a custom provider "acx" at the gateway (-c), whose
+        # key is read from CODEX_API_KEY (env_key); a custom provider has supports_websockets =
+        # false, so codex posts /v1/responses over HTTP at once (the built-in "openai" provider
+        # tries a WebSocket first). stdin is /dev/null: codex appends a piped stdin to the prompt.
+        # pipefail keeps codex's exit status through tee.
+        command="set -o pipefail; "
+        + _MKDIR
+        + 'mkdir -p "$CODEX_HOME" && codex exec --skip-git-repo-check --sandbox danger-full-access --json '
+        "-c model_provider=acx -c model_providers.acx.name=acx -c model_providers.acx.wire_api=responses "
+        '-c "model_providers.acx.base_url=\\"$OPENAI_BASE_URL\\"" -c model_providers.acx.env_key=CODEX_API_KEY '
+        "-c model_providers.acx.supports_websockets=false -c check_for_update_on_startup=false "
+        "-c analytics.enabled=false -c feedback.enabled=false "
+        f'-m "$ACX_MODEL_ID" -o {LOG_DIR}/codex-last-message.txt "$(cat "$ACX_PROMPT_FILE")" </dev/null '
+        f"| tee {LOG_DIR}/codex.jsonl",
+        model_env_aliases={"CODEX_API_KEY": "OPENAI_API_KEY"},
+        # Update check, analytics and feedback uploads are off through -c above.
         env={"CODEX_HOME": f"{LOG_DIR}/codex-home"},
         logs=[f"{LOG_DIR}/codex.jsonl", f"{LOG_DIR}/codex-last-message.txt"],
         protocol="openai-responses",
