@@ -12,6 +12,10 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 __all__ = [
+    "AnswerFromFile",
+    "AnswerFromJsonl",
+    "AnswerFromStdout",
+    "AnswerSpec",
     "BenchmarkConfig",
     "CommandHarnessConfig",
     "DatasetConfig",
@@ -227,6 +231,55 @@ class ReactConfig(HarnessConfig, frozen=True, kw_only=True):
             raise ValueError("tools must name at least one tool")
 
 
+#: A value a ``where`` condition compares a JSON field with.
+JsonScalar = str | int | float | bool | None
+
+
+class AnswerFromStdout(ComponentConfig, frozen=True, kw_only=True, tag_field="from", tag="stdout"):
+    """The answer from the agent's stdout (docs/agents.md, "The answer")."""
+
+    pick: Annotated[Literal["all", "last_line"], _d("all: the whole stdout; last_line: its last non-blank line")] = (
+        "all"
+    )
+    regex: Annotated[
+        str | None,
+        _d(
+            "a Python regular expression searched in the picked text; the answer is its last match: the group "
+            "named `answer`, else group 1, else the whole match"
+        ),
+    ] = None
+
+
+class AnswerFromFile(ComponentConfig, frozen=True, kw_only=True, tag_field="from", tag="file"):
+    """The answer from a file the agent wrote (docs/agents.md, "The answer")."""
+
+    path: Annotated[str, _d("the sandbox file; relative paths start at the command's cwd")]
+    json_path: Annotated[
+        str | None,
+        _d("the file is JSON and the answer is this field: dotted keys, integers index lists (`info.submission`)"),
+    ] = None
+    where: Annotated[
+        dict[str, JsonScalar],
+        _d("with json_path: fields (dotted paths) the document must have, with these values, to hold an answer"),
+    ] = {}
+
+
+class AnswerFromJsonl(ComponentConfig, frozen=True, kw_only=True, tag_field="from", tag="jsonl"):
+    """The answer from one event of a JSON Lines log (docs/agents.md, "The answer")."""
+
+    path: Annotated[
+        str | None, _d("the sandbox JSONL file (relative to the command's cwd); unset: the agent's stdout")
+    ] = None
+    where: Annotated[
+        dict[str, JsonScalar], _d("the events considered: those whose fields (dotted paths) have these values")
+    ] = {}
+    field: Annotated[str, _d("the answer: this field (dotted path) of the picked event")]
+    pick: Annotated[Literal["last", "first"], _d("which of the matching events")] = "last"
+
+
+AnswerSpec = AnswerFromStdout | AnswerFromFile | AnswerFromJsonl
+
+
 class InstalledAgentConfig(HarnessConfig, frozen=True, kw_only=True):
     """An agent installed and run inside the sandbox (see docs/agents.md, "Installed agents")."""
 
@@ -256,6 +309,13 @@ class InstalledAgentConfig(HarnessConfig, frozen=True, kw_only=True):
         str | None, _d("where the prompt is written in the sandbox (also passed on stdin); relative to cwd")
     ] = "prompt.txt"
     answer_file: Annotated[str | None, _d("read the answer from this file instead of stdout; relative to cwd")] = None
+    answer: Annotated[
+        AnswerSpec | None,
+        _d(
+            "where the answer is: {from: stdout, pick, regex}, {from: file, path, json_path, where} or "
+            "{from: jsonl, path, where, field, pick}; default the definition's, else the whole stdout"
+        ),
+    ] = None
     cwd: Annotated[str | None, _d("working directory of the run command; default the environment workdir")] = None
     strip_output: Annotated[bool, _d("strip surrounding whitespace from the answer")] = True
 

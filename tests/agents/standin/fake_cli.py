@@ -109,6 +109,17 @@ for _ in range(10):
         break
     out = subprocess.run(["bash", "-c", m.group(1)], capture_output=True, text=True, timeout=60)
     messages.append({"role": "user", "content": f"returncode {out.returncode}\n{out.stdout}{out.stderr}"})
+# The answer where the real CLI leaves it (the shapes of mini-swe-agent 2.4's trajectory, Claude
+# Code 2.1's last stream-json event, codex's -o file).
+final = messages[-1]["content"]
+if NAME == "claude":
+    print(json.dumps({"type": "result", "subtype": "success", "is_error": False, "result": final}), flush=True)
 if log:
     with open(log, "w") as f:
-        f.write(json.dumps({"agent": NAME, "messages": messages}))
+        if NAME == "mini":
+            doc = {"info": {"exit_status": "Submitted", "submission": final}, "messages": messages}
+            f.write(json.dumps({"agent": NAME, **doc}))
+        elif NAME == "codex":
+            f.write(final)
+        else:
+            f.write(json.dumps({"agent": NAME, "messages": messages}))

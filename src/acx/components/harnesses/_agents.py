@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from acx.components._configs import AnswerFromFile, AnswerFromJsonl, AnswerSpec
+
 __all__ = ["AGENTS", "AgentDefinition"]
 
 #: Where the definitions write their logs; collected after the run (``logs``).
@@ -32,9 +34,14 @@ class AgentDefinition:
     logs: list[str] = field(default_factory=list)
     #: The protocol the agent speaks (the gateway translates to the model's own).
     protocol: str = "openai-chat"
+    #: Where the agent's answer is (None: its whole stdout); docs/agents.md "The answer".
+    answer: AnswerSpec | None = None
 
 
 _MKDIR = f"mkdir -p {LOG_DIR} && "
+#: The run command is ``bash -c``: with pipefail a ``| tee`` keeps the agent's exit status (a
+#: failing agent is agent_exit_nonzero, not tee's 0).
+_PIPEFAIL = "set -o pipefail; "
 
 AGENTS: dict[str, AgentDefinition] = {
     "mini-swe-agent": AgentDefinition(
@@ -47,14 +54,25 @@ AGENTS: dict[str, AgentDefinition] = {
         f"-o {LOG_DIR}/mini.traj.json",
         model_env_aliases={"OPENAI_API_BASE": "OPENAI_BASE_URL", "MSWEA_MODEL_NAME": "ACX_MODEL_ID"},
         # MSWEA_CONFIGURED skips the first-run setup wizard; unknown models have no litellm price.
-        env={"MSWEA_CONFIGURED": "true", "MSWEA_COST_TRACKING": "ignore_errors"},
+        # LITELLM_LOCAL_MODEL_COST_MAP: litellm's bundled price map, not a download that retries
+        # for seconds in a sandbox without network.
+        env={
+            "MSWEA_CONFIGURED": "true",
+            "MSWEA_COST_TRACKING": "ignore_errors",
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        },
         logs=[f"{LOG_DIR}/mini.traj.json"],
+        # The saved trajectory (format mini-swe-agent-1.1): info.submission is the output after the
+        # COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT line, "" unless info.exit_status is "Submitted".
+        answer=AnswerFromFile(
+            path=f"{LOG_DIR}/mini.traj.json", json_path="info.submission", where={"info.exit_status": "Submitted"}
+        ),
     ),
     "claude-code": AgentDefinition(
         name="claude-code",
         install="npm install -g @anthropic-ai/claude-code",
         # -p: print mode (one task, then exit); stream-json (needs --verbose) is the session log.
-        command=_MKDIR + 'claude -p "$(cat "$ACX_PROMPT_FILE")" --model "$ACX_MODEL_ID" '
+        command=_PIPEFAIL + _MKDIR + 'claude -p "$(cat "$ACX_PROMPT_FILE")" --model "$ACX_MODEL_ID" '
         "--dangerously-skip-permissions --output-format stream-json --verbose "
         f"| tee {LOG_DIR}/claude.jsonl",
         # ANTHROPIC_BASE_URL/ANTHROPIC_API_KEY come from the gateway as they are.
@@ -66,6 +84,11 @@ AGENTS: dict[str, AgentDefinition] = {
         },
         logs=[f"{LOG_DIR}/claude.jsonl"],
         protocol="anthropic",
+        # stream-json ends with {"type":"result","subtype":"success","is_error":false,"result":…};
+        # an error ending (is_error true, or no result field) is no answer.
+        answer=AnswerFromJsonl(
+            path=f"{LOG_DIR}/claude.jsonl", where={"type": "result", "is_error": False}, field="result"
+        ),
     ),
     "codex": AgentDefinition(
         name="codex",
@@ -78,7 +101,7 @@ AGENTS: dict[str, AgentDefinition] = {
         # false, so codex posts /v1/responses over HTTP at once (the built-in "openai" provider
         # tries a WebSocket first). stdin is /dev/null: codex appends a piped stdin to the prompt.
         # pipefail keeps codex's exit status through tee.
-        command="set -o pipefail; "
+        command=_PIPEFAIL
         + _MKDIR
         + 'mkdir -p "$CODEX_HOME" && codex exec --skip-git-repo-check --sandbox danger-full-access --json '
         "-c model_provider=acx -c model_providers.acx.name=acx -c model_providers.acx.wire_api=responses "
@@ -92,7 +115,12 @@ AGENTS: dict[str, AgentDefinition] = {
         env={"CODEX_HOME": f"{LOG_DIR}/codex-home"},
         logs=[f"{LOG_DIR}/codex.jsonl", f"{LOG_DIR}/codex-last-message.txt"],
         protocol="openai-responses",
+        # -o: codex writes its last agent message there.
+        answer=AnswerFromFile(path=f"{LOG_DIR}/codex-last-message.txt"),
     ),
+    # aider and openhands: no answer extractor yet — their answer stays the whole stdout (aider
+    # prints its reply there; openhands' --json events were not checked against a real run). A QA
+    # run with them sets `answer` (docs/agents.md "The answer").
     "aider": AgentDefinition(
         name="aider",
         install="python3 -m pip install --no-input aider-chat",
@@ -106,7 +134,9 @@ AGENTS: dict[str, AgentDefinition] = {
         name="openhands",
         install="python3 -m pip install --no-input openhands",
         # --override-with-envs: LLM_* variables apply (else ignored); --json: JSONL events.
-        command=_MKDIR + 'LLM_MODEL="openai/$ACX_MODEL_ID" openhands --headless --json --override-with-envs '
+        command=_PIPEFAIL
+        + _MKDIR
+        + 'LLM_MODEL="openai/$ACX_MODEL_ID" openhands --headless --json --override-with-envs '
         f'-f "$ACX_PROMPT_FILE" | tee {LOG_DIR}/openhands.jsonl',
         model_env_aliases={"LLM_BASE_URL": "OPENAI_BASE_URL", "LLM_API_KEY": "OPENAI_API_KEY"},
         env={},

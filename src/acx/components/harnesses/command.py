@@ -110,6 +110,21 @@ class CommandHarness(BaseHarness):
             "output_truncated": res.output_truncated,
         }
         issues.extend(agent_exit_issues(res, "the agent command", plan.run_timeout_seconds, telemetry))
+        answer, answer_issues = await self.read_answer(ctx, res, telemetry)
+        issues.extend(answer_issues)
+        if answer is not None and c.strip_output:
+            answer = answer.strip()
+        return RunResult(task_id=prepared.task_id, final_answer=answer, issues=issues, telemetry=telemetry)
+
+    async def read_answer(
+        self, ctx: HarnessContext, res: Any, telemetry: dict[str, Any]
+    ) -> tuple[str | None, list[ExecutionIssue]]:
+        """The agent's answer (before ``strip_output``) and the issues of reading it: stdout, or
+        ``answer_file`` when set (``installed_agent`` adds its ``answer`` extractor)."""
+        c = self.config
+        session = ctx.session
+        assert session is not None
+        issues: list[ExecutionIssue] = []
         answer: str | None = res.stdout
         if c.answer_file:
             try:
@@ -129,6 +144,4 @@ class CommandHarness(BaseHarness):
                         message=f"the agent {what} {c.answer_file}",
                     )
                 )
-        if answer is not None and c.strip_output:
-            answer = answer.strip()
-        return RunResult(task_id=prepared.task_id, final_answer=answer, issues=issues, telemetry=telemetry)
+        return answer, issues

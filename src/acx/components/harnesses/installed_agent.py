@@ -32,10 +32,11 @@ import msgspec
 
 from acx.components._configs import InstalledAgentConfig
 from acx.components._context import HarnessContext
+from acx.components.harnesses import _answer
 from acx.components.harnesses._agents import AGENTS
 from acx.components.harnesses._common import tail
 from acx.components.harnesses.command import CommandHarness
-from acx.errors import AcxPlanError
+from acx.errors import AcxPlanError, DriverError
 from acx.ir import ExecutionIssue, HarnessPlan, RunRequest, RunResult, TaskSpec
 
 __all__ = ["InstalledAgentHarness", "resolve_config"]
@@ -81,6 +82,9 @@ def resolve_config(config: InstalledAgentConfig) -> InstalledAgentConfig:
             if mine[name] == defaults[name]:
                 changes[name] = value
         changes["model_env_aliases"] = {**d.model_env_aliases, **config.model_env_aliases}
+        # The definition's answer, unless the user says where the answer is (answer or answer_file).
+        if config.answer is None and config.answer_file is None:
+            changes["answer"] = d.answer
         config = msgspec.structs.replace(config, **changes)
     if config.command is None:
         raise AcxPlanError(
@@ -98,6 +102,15 @@ def resolve_config(config: InstalledAgentConfig) -> InstalledAgentConfig:
             path="harness.params.model_env_aliases",
             help=f"alias one of {', '.join(GATEWAY_VARS)}; set other variables with environment.run_env_variables",
         )
+    if config.answer is not None:
+        if config.answer_file is not None:
+            raise AcxPlanError(
+                "both `answer` and `answer_file` say where the answer is",
+                code="E0433",
+                path="harness.params.answer",
+                help='keep one: answer_file = "F" is answer = {from = "file", path = "F"}',
+            )
+        _answer.check(config.answer)
     if not posixpath.isabs(config.agent_dir):
         raise AcxPlanError(
             f"agent_dir {config.agent_dir!r} is not an absolute sandbox path",
@@ -189,6 +202,56 @@ class InstalledAgentHarness(CommandHarness):
         ctx.emit("agent_installed", {"ok": not issues, "seconds": ctx.state["install_seconds"]})
         return issues
 
+    # ---- the answer ---------------------------------------------------------------------------
+    async def read_answer(
+        self, ctx: HarnessContext, res: Any, telemetry: dict[str, Any]
+    ) -> tuple[str | None, list[ExecutionIssue]]:
+        """The answer per ``answer`` (docs/agents.md "The answer"); without one, the command
+        harness's (stdout or answer_file). With one, the raw stdout and stderr are kept as logs
+        (``telemetry.agent_logs["stdout"]``/``["stderr"]``): they are no longer the answer."""
+        spec = self.config.answer
+        if spec is None:
+            return await super().read_answer(ctx, res, telemetry)
+        tokens = _gateway_tokens(ctx)
+        logs: dict[str, str] = {}
+        for name, text in (("stdout", res.stdout), ("stderr", res.stderr)):
+            if text:
+                logs[name] = self._log_text(text.encode("utf-8", "replace"), tokens)
+        if logs:
+            telemetry["agent_logs"] = logs
+        path = _answer.source_path(spec)
+        file_text: str | None = None
+        file_error: str | None = None
+        if path is not None:
+            session = ctx.session
+            assert session is not None
+            try:
+                file_text = await session.read_text(self._path(path))
+            except FileNotFoundError:
+                file_error = f"the agent wrote no file {path}"
+            except IsADirectoryError:
+                file_error = f"{path} is a directory"
+            except DriverError as exc:
+                if exc.code != "not_a_file":
+                    raise
+                file_error = f"{path} is not a regular file"
+        got = _answer.extract(spec, res.stdout, file_text, file_error)
+        if got.issue is None:
+            return got.answer, []
+        issue = got.issue
+        if ctx.plan.evaluation_environment_mode in ("reuse", "fresh"):
+            # The sandbox state is judged (a Harbor verifier), not the answer: a missing one is worth
+            # saying, not an error that would retry an attempt whose work may be right.
+            issue = msgspec.structs.replace(issue, severity="warning")
+        return None, [issue]
+
+    def _log_text(self, data: bytes, tokens: list[str]) -> str:
+        limit = self.config.max_log_bytes
+        text = data[-limit:].decode("utf-8", "replace")
+        for token in tokens:  # an agent that logs its environment: the token stays out
+            text = text.replace(token, _TOKEN_MARK)
+        return text if len(data) <= limit else f"[{len(data) - limit} bytes elided]\n{text}"
+
     # ---- collect_result -----------------------------------------------------------------------
     async def collect_result(self, ctx: HarnessContext, partial: RunResult | None) -> RunResult | None:
         """The tails of the agent's log files into ``telemetry.agent_logs`` (also after a timeout)."""
@@ -199,7 +262,7 @@ class InstalledAgentHarness(CommandHarness):
             telemetry["install_seconds"] = ctx.state["install_seconds"]
         logs = await self._read_logs(ctx)
         if logs:
-            telemetry["agent_logs"] = logs
+            telemetry["agent_logs"] = {**telemetry.get("agent_logs", {}), **logs}
         return msgspec.structs.replace(partial, telemetry=telemetry)
 
     async def _read_logs(self, ctx: HarnessContext) -> dict[str, str]:
@@ -213,11 +276,7 @@ class InstalledAgentHarness(CommandHarness):
                     data = await session.read_bytes(f)
                 except (FileNotFoundError, IsADirectoryError, OSError):
                     continue
-                limit = self.config.max_log_bytes
-                text = data[-limit:].decode("utf-8", "replace")
-                for token in tokens:  # an agent that logs its environment: the token stays out
-                    text = text.replace(token, _TOKEN_MARK)
-                out[f] = text if len(data) <= limit else f"[{len(data) - limit} bytes elided]\n{text}"
+                out[f] = self._log_text(data, tokens)
         return out
 
     async def _log_files(self, ctx: HarnessContext, path: str) -> list[str]:

@@ -49,7 +49,8 @@ def main():
     if a.output:
         os.makedirs(os.path.dirname(a.output), exist_ok=True)
         with open(a.output, "w") as f:
-            json.dump({"info": {"agent": "standin", "version": __version__}, "messages": messages}, f)
+            info = {"agent": "standin", "version": __version__, "exit_status": "Submitted"}
+            json.dump({"info": {**info, "submission": messages[-1]["content"]}, "messages": messages}, f)
     print(messages[-1]["content"])
     return 0
 
