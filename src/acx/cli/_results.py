@@ -90,6 +90,11 @@ def _register_interop(rsub: Any) -> None:
     )
     imp.add_argument("source", metavar="PATH")
     imp.add_argument("-o", "--output", required=True, metavar="DIR", help="the run directory to create")
+    imp.add_argument(
+        "--id-map",
+        metavar="FILE",
+        help="JSON object mapping the source's task ids to acx task ids (for tools that name tasks differently)",
+    )
     imp.set_defaults(handler=_import)
 
 
@@ -109,9 +114,10 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from acx.results import import_run
+    from acx.results import import_run, load_id_map
 
-    done = import_run(args.source, args.output)
+    id_map = load_id_map(args.id_map) if args.id_map else None
+    done = import_run(args.source, args.output, id_map=id_map)
     sys.stdout.write(f"imported {done.source_tool} {args.source}: {done.tasks} task(s), {done.attempts} attempt(s)\n")
     sys.stdout.write(f"  run directory: {done.run_dir}\n")
     return 0

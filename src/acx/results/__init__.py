@@ -22,6 +22,7 @@ It also converts runs to and from other tools' formats (``acx results export`` /
 """
 
 from acx.results._export import EXPORT_FORMATS, ExportWritten, export_run
+from acx.results._import import ImportWritten, import_run, load_id_map
 from acx.results._reader import (
     FINAL_STATES,
     RUN_INFO_SCHEMA,
@@ -38,9 +39,12 @@ __all__ = [
     "RUN_INFO_SCHEMA",
     "AttemptRecord",
     "ExportWritten",
+    "ImportWritten",
     "PhaseTiming",
     "RunReader",
     "TaskRecord",
     "export_run",
     "find_runs",
+    "import_run",
+    "load_id_map",
 ]
