@@ -49,8 +49,8 @@ def test_harbor_models_load_the_job_and_every_trial(acx_run: Path, harbor_py: li
     by_task: dict[str, list[dict[str, Any]]] = {}
     for trial in read["trials"]:
         by_task.setdefault(trial["task_name"], []).append(trial)
-    for (task_id, _n), result in results.items():
-        assert len(by_task[task_id]) == 2
+    assert {task_id for task_id, _n in results} == set(by_task)
+    assert all(len(trials) == 2 for trials in by_task.values())
     for task_id, trials in by_task.items():
         expected = sorted(int(results[(task_id, n)]["metrics"]["correct"]) for n in (1, 2))
         assert sorted(t["rewards"]["reward"] for t in trials) == expected

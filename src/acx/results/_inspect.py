@@ -152,6 +152,9 @@ def _observation_message(obs: dict[str, Any], msg_id: str) -> dict[str, Any]:
         msg["function"] = str(obs["tool"])
     if obs.get("timed_out"):
         msg["error"] = {"type": "timeout", "message": "the command timed out"}
+    rest = {k: v for k, v in obs.items() if k not in ("content", "source_call_id", "tool")}
+    if rest:
+        msg["metadata"] = {"acx_observation": rest}  # exit code, timed_out: Inspect has no field for them
     return msg
 
 

@@ -155,6 +155,7 @@ def trajectory_from_messages(messages: list[dict[str, Any]]) -> dict[str, Any] |
                 obs["tool"] = msg["function"]
             if _d(msg.get("error")).get("type") == "timeout":
                 obs["timed_out"] = True
+            obs.update(_d(_d(msg.get("metadata")).get("acx_observation")))
             steps[-1]["observation"].append(obs)
     return {"schema_version": "ACTF_v1.0", "steps": steps} if steps else None
 
