@@ -313,12 +313,18 @@ PUBLIC_API: dict[str, list[str]] = {
     ],
     "acx.results": [
         "AttemptRecord",
+        "EXPORT_FORMATS",
+        "ExportWritten",
         "FINAL_STATES",
+        "ImportWritten",
         "PhaseTiming",
         "RUN_INFO_SCHEMA",
         "RunReader",
         "TaskRecord",
+        "export_run",
         "find_runs",
+        "import_run",
+        "load_id_map",
     ],
     "acx.report": [
         "ROW_FIELDS",
