@@ -53,6 +53,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "ExecutionIssue",
         "ExecutionPlan",
         "ExecutionSpec",
+        "ExportSpec",
         "FileRef",
         "HarnessPlan",
         "HarnessSpec",

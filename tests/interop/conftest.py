@@ -72,10 +72,12 @@ requests:
     model: {{id: m1, base_url: "{srv.base_url}", api_key: "${{MKEY}}", max_retries: 0}}
     environment: {{id: host_process}}
     execution: {{attempts: {{k: 2, strategy: avg}}}}
+    output: {{export: [{{format: inspect}}, {{format: harbor, dir: exports/hb}}]}}
 """
         )
         res = acx("run", "run.yaml", "--no-report", cwd=root)
     assert res.returncode in (0, 1), res.stderr + res.stdout
+    assert res.stdout.count("  export: ") == 2 and "export was not written" not in res.stderr, res.stderr
     (run_dir,) = (root / "results" / "interop").iterdir()
     return run_dir
 

@@ -107,7 +107,7 @@ def test_a_log_inspect_wrote_imports_with_inspects_scores(tmp_path: Path, fmt: s
     run = RunReader.open(tmp_path / "run")
     sum_attempt = next(t for t in run.tasks() if t.task_id == "sum").attempts[0].result
     assert sum_attempt is not None
-    (first, second) = sum_attempt["trajectory"]["steps"]
+    (first, _second) = sum_attempt["trajectory"]["steps"]
     assert first["assistant_content"]["tool_calls"][0]["function"] == {"name": "add", "arguments": {"x": 2, "y": 2}}
     assert first["observation"] == [
         {"source_call_id": first["assistant_content"]["tool_calls"][0]["id"], "content": "4", "tool": "add"}

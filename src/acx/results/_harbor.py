@@ -88,13 +88,13 @@ def atif_trajectory(view: RunView, a: AttemptView, manifest: Manifest) -> dict[s
 
     steps: list[dict[str, Any]] = []
     tools: list[dict[str, Any]] | None = None
-    where = {"task_id": a.task_id, "attempt": a.n}
     for step in _steps(a.result):
         if step.get("role") not in (None, "agent"):
             manifest.lose(
                 f"trajectory step {step.get('step_id')} (role {step.get('role')!r})",
                 "an ATIF trajectory is the agent's; the call's usage is in the trial's agent_result",
-                **where,
+                task_id=a.task_id,
+                attempt=a.n,
             )
             continue
         started = step.get("started_at") if isinstance(step.get("started_at"), str) else None
@@ -140,7 +140,10 @@ def atif_trajectory(view: RunView, a: AttemptView, manifest: Manifest) -> dict[s
             }
         )
         manifest.lose(
-            "a trajectory", "the attempt has no ACTF trajectory (no model calls through acx's gateway)", **where
+            "a trajectory",
+            "the attempt has no ACTF trajectory (no model calls through acx's gateway)",
+            task_id=a.task_id,
+            attempt=a.n,
         )
     mu = _d(_d(a.result.get("telemetry")).get("model_usage"))
     harness = _d(view.request("harness"))

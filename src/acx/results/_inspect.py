@@ -130,7 +130,7 @@ def _tool_calls(step: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _assistant_content(step: dict[str, Any]) -> str | list[dict[str, Any]]:
     content = _d(step.get("assistant_content"))
-    text = content.get("content") if isinstance(content.get("content"), str) else ""
+    text: str = content["content"] if isinstance(content.get("content"), str) else ""
     reasoning = content.get("reasoning_content")
     if isinstance(reasoning, str) and reasoning:
         parts: list[dict[str, Any]] = [{"type": "reasoning", "reasoning": reasoning}]

@@ -168,14 +168,14 @@ def _usage(model_usage: Any) -> dict[str, Any] | None:
     def total(key: str) -> int:
         return sum(int(u.get(key) or 0) for u in usages)
 
-    costs = [u.get("total_cost") for u in usages]
+    costs = [c for u in usages if isinstance(c := u.get("total_cost"), (int, float))]
     return {
         "prompt_tokens": total("input_tokens"),
         "completion_tokens": total("output_tokens"),
         "cached_tokens": total("input_tokens_cache_read"),
         "reasoning_tokens": total("reasoning_tokens"),
         "total_tokens": total("total_tokens"),
-        "cost_usd": sum(float(c) for c in costs) if costs and all(isinstance(c, (int, float)) for c in costs) else None,
+        "cost_usd": float(sum(costs)) if costs and len(costs) == len(usages) else None,
         "by_model": dict(_d(model_usage)),
     }
 
