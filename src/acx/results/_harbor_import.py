@@ -181,7 +181,7 @@ def read_harbor_job(path: Path) -> ImportedRun:
         source={"path": str(path.resolve()), "job_id": job.get("id"), "job_name": config.get("job_name")},
         run_id=str(job.get("id") or config.get("job_name") or path.name),
         request_name=str(config.get("job_name") or path.name),
-        status="completed" if job.get("finished_at") else "running",
+        status="completed" if job.get("finished_at") else "cancelled",  # unfinished: nothing resumes it here
         started=parse_iso(job.get("started_at")),
         finished=parse_iso(job.get("finished_at")),
         request={

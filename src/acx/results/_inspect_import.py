@@ -209,7 +209,8 @@ def _metrics(raw: dict[str, Any], binary: set[str]) -> dict[str, Any]:
 
 
 def _status(header: dict[str, Any]) -> str:
-    return {"success": "completed", "cancelled": "cancelled", "started": "running"}.get(
+    # An eval that never finished ("started") is no run in progress here: nothing will resume it.
+    return {"success": "completed", "cancelled": "cancelled", "started": "cancelled"}.get(
         str(header.get("status")), "failed"
     )
 
