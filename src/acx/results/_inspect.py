@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import zipfile
 from typing import Any
 
@@ -29,22 +30,24 @@ def _d(value: Any) -> dict[str, Any]:
 
 
 def score_number(value: Any) -> float | None:
-    """An Inspect score value as a number, as inspect-ai's ``value_to_float`` reads it; None for
-    a value it cannot read (a list, a dict, other text)."""
-    if isinstance(value, bool):
-        return 1.0 if value else 0.0
-    if isinstance(value, (int, float)):
-        return float(value)
+    """An Inspect score value as a number, as inspect-ai's ``value_to_float`` reads it (its
+    letters first, then numbers, then ``yes``/``true``/``no``/``false`` and finite numeric text);
+    None for a value it cannot read — Inspect counts those 0 with a warning, acx as unavailable
+    (never a 0)."""
+    if isinstance(value, str) and value in _LETTER_VALUES:
+        return _LETTER_VALUES[value]
+    if isinstance(value, (bool, int, float)):
+        number = float(value)
+        return number if math.isfinite(number) else None
     if isinstance(value, str):
-        text = value.strip()
-        if text in _LETTER_VALUES:
-            return _LETTER_VALUES[text]
-        if text.lower() in _WORD_VALUES:
-            return _WORD_VALUES[text.lower()]
+        text = value.lower()
+        if text in _WORD_VALUES:
+            return _WORD_VALUES[text]
         try:
-            return float(text)
+            number = float(text)
         except ValueError:
             return None
+        return number if math.isfinite(number) else None
     return None
 
 
