@@ -170,3 +170,50 @@ def test_bad_import_input_is_a_clear_error(acx_run: Path, tmp_path: Path) -> Non
     for res, code in cases:
         assert res.returncode == 2 and code in res.stderr and "Traceback" not in res.stderr, res.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_a_job_harbor_wrote_imports_and_pairs_with_an_acx_run(
+    acx_run: Path, harbor_py: list[str], tmp_path: Path
+) -> None:
+    """A job directory serialised by Harbor's own models (as `harbor run` writes it) imports:
+    rewards become score/correct, the errored trial an issue with no score (unavailable, never a
+    0), the ATIF trajectory ACTF steps; an id map pairs its tasks with an acx run's."""
+    res = subprocess.run(
+        [*harbor_py, str(HERE / "harbor_make_job.py"), str(tmp_path / "jobs")],
+        env={**os.environ, "PYENV_VERSION": "3.12.1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert res.returncode == 0, res.stderr
+    made = json.loads(res.stdout)
+    (tmp_path / "map.json").write_text(json.dumps({"hello-world": "q0", "fix-bug": "q1"}))
+    ok("results", "import", made["job_dir"], "-o", str(tmp_path / "run"), "--id-map", str(tmp_path / "map.json"))
+    got = _values(tmp_path / "run")
+    assert got == {
+        ("q0", 1): {"score": 1.0, "correct": True},
+        ("q0", 2): {"score": 0.0, "correct": False},
+        ("q1", 1): {"score": 0.5, "correct": False},
+        ("q1", 2): {},
+    }
+    tasks = {t.task_id: t for t in RunReader.open(tmp_path / "run").tasks()}
+    errored = tasks["q1"].attempts[1].result
+    assert errored is not None and errored["status"] == "run_error"
+    assert (
+        errored["issues"][0]["code"] == "harbor_trial_exception"
+        and "AgentTimeoutError" in errored["issues"][0]["message"]
+    )
+    first = tasks["q0"].attempts[0].result
+    assert first is not None and first["telemetry"]["model_usage"]["prompt_tokens"] == 120
+    (step, last) = first["trajectory"]["steps"]
+    assert step["system_prompt"] == "You are a coding agent." and step["user_content"] == "Solve hello-world."
+    assert step["assistant_content"]["tool_calls"][0]["function"] == {"name": "bash", "arguments": {"cmd": "pytest -q"}}
+    assert step["observation"] == [{"source_call_id": "t1", "content": "1 passed"}]
+    assert step["metric"]["prompt_tokens_len"] == 100 and last["assistant_content"]["content"] == "Done."
+    info = json.loads((tmp_path / "run" / "run_info.json").read_text())
+    assert info["imported_from"]["tool"] == "harbor" and info["status"] == "completed"
+    # Paired with the acx run on the metric both have, matched by (mapped) task id.
+    cmp = compare(acx_run, tmp_path / "run")
+    assert cmp["matched"] == 2 and cmp["only_a"] == ["q/2 odd id"]
+    correct = next(m for m in cmp["metrics"] if m["metric"] == "correct")
+    assert correct["n"] == 2 and correct["mean_a"] == pytest.approx(0.75) and correct["mean_b"] == pytest.approx(0.25)
