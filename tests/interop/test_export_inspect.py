@@ -155,3 +155,24 @@ def test_bad_export_input_is_a_clear_error(acx_run: Path, tmp_path: Path) -> Non
     assert clash.returncode == 2 and "E0651" in clash.stderr and "not a directory" in clash.stderr
     bad = acx("results", "export", str(acx_run), "--format", "csv", "-o", str(tmp_path / "p"))
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
+
+
+def test_a_run_still_being_written_is_refused(tmp_path: Path) -> None:
+    import fcntl
+    import os
+
+    run = write_run(tmp_path / "run", synthetic_tasks(2), status="running")
+    (run / ".acx").mkdir(exist_ok=True)
+    fd = os.open(run / ".acx" / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # what a live `acx run` holds
+        os.write(fd, str(os.getpid()).encode())
+        res = acx("results", "export", str(run), "--format", "inspect", "-o", str(tmp_path / "o"))
+        assert res.returncode == 2 and "E0650" in res.stderr and str(os.getpid()) in res.stderr
+        assert not (tmp_path / "o").exists()
+    finally:
+        os.close(fd)
+    done = acx("results", "export", str(run), "--format", "inspect", "-o", str(tmp_path / "o"))
+    assert done.returncode == 0, done.stderr  # the lock released: a killed run exports as it is
+    log = inspect_log.read_eval_log(str(next((tmp_path / "o").glob("2*.eval"))))
+    assert log.status == "started"

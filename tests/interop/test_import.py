@@ -217,3 +217,35 @@ def test_a_job_harbor_wrote_imports_and_pairs_with_an_acx_run(
     assert cmp["matched"] == 2 and cmp["only_a"] == ["q/2 odd id"]
     correct = next(m for m in cmp["metrics"] if m["metric"] == "correct")
     assert correct["n"] == 2 and correct["mean_a"] == pytest.approx(0.75) and correct["mean_b"] == pytest.approx(0.25)
+
+
+def test_acx_view_lists_and_serves_an_imported_run(acx_run: Path, tmp_path: Path) -> None:
+    import http.client
+
+    from acx.report import ViewServer
+
+    ok("results", "export", str(acx_run), "--format", "harbor", "-o", str(tmp_path / "x"))
+    (job,) = [p for p in (tmp_path / "x").iterdir() if p.is_dir()]
+    ok("results", "import", str(job), "-o", str(tmp_path / "results" / "from-harbor"))
+    server = ViewServer(tmp_path / "results", port=0)
+    server.start()
+    try:
+        addr, port = server.httpd.server_address[:2]
+
+        def get(path: str) -> bytes:
+            conn = http.client.HTTPConnection(str(addr), int(port), timeout=60)
+            try:
+                conn.request("GET", path)
+                resp = conn.getresponse()
+                assert resp.status == 200, path
+                return resp.read()
+            finally:
+                conn.close()
+
+        runs = json.loads(get("/api/runs"))
+        (run,) = runs["runs"] if isinstance(runs, dict) else runs
+        assert run["rel"] == "from-harbor"
+        page = get("/run/from-harbor/").decode()
+        assert "q/2 odd id" in page and "harbor_trial_exception" in page
+    finally:
+        server.close()

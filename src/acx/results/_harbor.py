@@ -126,8 +126,8 @@ def atif_trajectory(view: RunView, a: AttemptView, manifest: Manifest) -> dict[s
         if metrics:
             agent["metrics"] = metrics
         agent["llm_call_count"] = 1
-        agent["extra"] = {k: step[k] for k in ("step_id", "finished_at") if step.get(k) is not None}
-        agent["extra"] = {("acx_step_id" if k == "step_id" else k): v for k, v in agent["extra"].items()}
+        extra = {"acx_step_id": step.get("step_id"), "finished_at": step.get("finished_at")}
+        agent["extra"] = {k: v for k, v in extra.items() if v is not None}
         steps.append(agent)
     if not steps:
         # ATIF needs a step; an attempt without model calls has its answer as the agent's message.
