@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from acx.errors import AcxResultsError
-from acx.results._interop import Manifest, atomic_write, dumps, load_view, prepare_out_dir
+from acx.results._interop import Manifest, atomic_write, dumps, load_view, prepare_out_dir, sync_all
 
 __all__ = ["EXPORT_FORMATS", "INSPECT_FORMATS", "ExportWritten", "export_run"]
 
@@ -59,7 +59,10 @@ def export_run(
     tops = sorted({p.split("/", 1)[0] for p in files} | {name})
     prepare_out_dir(target, tops)
     for rel, data in files.items():
-        atomic_write(target / rel, data)
+        atomic_write(target / rel, data, fsync=False)
+    # The manifest is written last and only once the files are durable: an export with a
+    # manifest is whole, even after a crash.
+    sync_all()
     manifest.files = sorted(files)
     atomic_write(target / name, dumps(manifest.to_json()))
     return ExportWritten(target, sorted(files), name, len(manifest.omitted))

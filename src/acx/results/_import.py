@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from acx.errors import AcxResultsError
-from acx.results._interop import atomic_write, dumps, iso
+from acx.results._interop import atomic_write, dumps, iso, sync_all
 from acx.results._reader import RUN_INFO_SCHEMA
 
 __all__ = ["ImportWritten", "ImportedAttempt", "ImportedRun", "import_run", "load_id_map", "write_imported_run"]
@@ -259,8 +259,12 @@ def write_imported_run(run: ImportedRun, target: Path) -> None:
             files[f"{base}/attempt-{a.attempt}/result.json"] = dumps(_result(run, a))
     files["summary.md"] = _summary(run, series, by_task).encode("utf-8")
     target.mkdir(parents=True, exist_ok=True)
+    info_bytes = files.pop("run_info.json")
     for rel, data in files.items():
-        atomic_write(target / rel, data, mode=0o444)
+        atomic_write(target / rel, data, mode=0o444, fsync=False)
+    # run_info.json last, once the rest is durable: a directory with it is a whole run.
+    sync_all()
+    atomic_write(target / "run_info.json", info_bytes, mode=0o444)
 
 
 def _result(run: ImportedRun, a: ImportedAttempt) -> dict[str, Any]:

@@ -9,13 +9,14 @@ Everything here reads and writes files only; the mappings themselves live in ``_
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import tempfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from acx.errors import AcxResultsError
 from acx.results._reader import AttemptRecord, PhaseTiming, RunReader, TaskRecord
@@ -31,13 +32,16 @@ __all__ = [
     "load_view",
     "parse_iso",
     "short_id",
+    "sync_all",
 ]
 
 MANIFEST_SCHEMA = "acx.export_manifest.v1"
 
 
 def dumps(obj: Any) -> bytes:
-    return json.dumps(obj, ensure_ascii=False, indent=2, allow_nan=False).encode("utf-8") + b"\n"
+    """Indented UTF-8 JSON (msgspec's C encoder: the stdlib's indenting encoder is pure Python and
+    took most of a 10,000-task export)."""
+    return msgspec.json.format(msgspec.json.encode(obj), indent=2) + b"\n"
 
 
 def short_id(*parts: object, length: int = 22) -> str:
@@ -65,15 +69,18 @@ def parse_iso(text: Any) -> float | None:
     return dt.timestamp()
 
 
-def atomic_write(path: Path, data: bytes, *, mode: int = 0o644) -> None:
-    """Readers see no file or the whole file (temp file in the same directory, fsync, rename)."""
+def atomic_write(path: Path, data: bytes, *, mode: int = 0o644, fsync: bool = True) -> None:
+    """Readers see no file or the whole file (temp file in the same directory, rename). With
+    ``fsync=False`` the caller makes a batch durable at once (:func:`sync_all`): one fsync per
+    file made a 50,000-file Harbor export take minutes."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
-            os.fsync(fh.fileno())
+            if fsync:
+                os.fsync(fh.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
@@ -82,6 +89,11 @@ def atomic_write(path: Path, data: bytes, *, mode: int = 0o644) -> None:
         except OSError:
             pass
         raise
+
+
+def sync_all() -> None:
+    """Make every file written so far durable (one ``sync`` for a batch of unsynced writes)."""
+    os.sync()
 
 
 @dataclass
