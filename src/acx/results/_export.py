@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from acx.errors import AcxResultsError
-from acx.results._interop import Manifest, atomic_write, dumps, load_view, prepare_out_dir, sync_all
+from acx.results._interop import Manifest, RunView, atomic_write, dumps, load_view, prepare_out_dir, sync_all
 
 __all__ = ["EXPORT_FORMATS", "INSPECT_FORMATS", "ExportWritten", "export_run"]
 
@@ -68,11 +68,9 @@ def export_run(
     return ExportWritten(target, sorted(files), name, len(manifest.omitted))
 
 
-def _inspect_files(view: object, manifest: Manifest, inspect_format: str) -> dict[str, bytes]:
+def _inspect_files(view: RunView, manifest: Manifest, inspect_format: str) -> dict[str, bytes]:
     from acx.results._inspect import inspect_log, log_file_name, reductions_of, write_eval_zip, write_json_log
-    from acx.results._interop import RunView
 
-    assert isinstance(view, RunView)
     header, samples = inspect_log(view, manifest)
     reductions = reductions_of(view)
     writer = write_eval_zip if inspect_format == "eval" else write_json_log

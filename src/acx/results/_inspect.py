@@ -14,9 +14,17 @@ import math
 import zipfile
 from typing import Any
 
-from acx.results._interop import AttemptView, Manifest, RunView, dumps, iso, short_id
+from acx.results._interop import AttemptView, Manifest, RunView, dumps, iso, parse_iso, short_id
 
-__all__ = ["INSPECT_LOG_VERSION", "inspect_log", "log_file_name", "write_eval_zip", "write_json_log"]
+__all__ = [
+    "INSPECT_LOG_VERSION",
+    "inspect_log",
+    "log_file_name",
+    "reductions_of",
+    "score_number",
+    "write_eval_zip",
+    "write_json_log",
+]
 
 INSPECT_LOG_VERSION = 2
 #: Inspect's reading of score values as numbers (``value_to_float``): its letters and words.
@@ -352,7 +360,7 @@ def _eval_scores(view: RunView) -> list[dict[str, Any]]:
     return list(by_metric.values())
 
 
-def _reductions(view: RunView) -> list[dict[str, Any]]:
+def reductions_of(view: RunView) -> list[dict[str, Any]]:
     """``reductions.json``: per metric, each task's mean over its attempts (Inspect's ``mean``)."""
     per_metric: dict[str, dict[str, list[float]]] = {}
     for a in view.attempts:
@@ -419,15 +427,11 @@ def _eval_spec(view: RunView) -> dict[str, Any]:
 
 
 def _started(view: RunView) -> float | None:
-    from acx.results._interop import parse_iso
-
     return parse_iso(view.info.get("started_at"))
 
 
 def inspect_log(view: RunView, manifest: Manifest) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(the log without its samples — ``header.json`` —, the samples) of a run."""
-    from acx.results._interop import parse_iso
-
     samples = [_sample(view, a, manifest) for a in view.attempts]
     for task_id, n in view.unfinished:
         manifest.lose(
@@ -509,7 +513,3 @@ def _member_id(sample_id: str) -> str:
 
 def write_json_log(header: dict[str, Any], samples: list[dict[str, Any]], reductions: list[dict[str, Any]]) -> bytes:
     return dumps({**header, "samples": samples, "reductions": reductions})
-
-
-def reductions_of(view: RunView) -> list[dict[str, Any]]:
-    return _reductions(view)

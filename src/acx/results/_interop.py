@@ -31,6 +31,7 @@ __all__ = [
     "iso",
     "load_view",
     "parse_iso",
+    "prepare_out_dir",
     "short_id",
     "sync_all",
 ]
