@@ -36,6 +36,14 @@ echo "==> installing acx-eval with test and cluster extras"
 python3 -m pip install -q --disable-pip-version-check -e '.[test,cluster]'
 export ACX_REQUIRE_RAY=1  # the cluster tests fail, not skip, without ray
 
+# Harbor's own models validate `acx results export --format harbor|atif` (tests/interop); harbor
+# needs Python >= 3.12, so it goes into python3.12 (pyenv 3.12.1 here) and runs in a subprocess.
+if PYENV_VERSION=3.12.1 python3.12 -m pip install -q --disable-pip-version-check 'harbor>=0.26' 2>/dev/null; then
+    export ACX_REQUIRE_PEERS=1  # the interop tests fail, not skip, without harbor
+else
+    echo "WARNING: harbor could not be installed under python3.12: its interop tests will skip" >&2
+fi
+
 echo "==> Docker engine and test images"
 if bash scripts/setup-docker.sh; then
     export ACX_DOCKER_READY=1

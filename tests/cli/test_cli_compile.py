@@ -97,7 +97,7 @@ def test_agentcompass_orchestration_compiles_to_the_precedence_tables(setup, cap
     assert swe["environment"]["params"]["pull"] == "missing"
     assert qa["environment"]["id"] == "host_process"
     assert swe["runtime"]["reuse"] is False  # defaults.runtime beats config runtime.reuse
-    assert swe["output"] == {"run_name": "exp1", "run_id": None}
+    assert swe["output"] == {"run_name": "exp1", "run_id": None, "export": []}
     assert qa["output"]["run_id"] == "qa-first"
     assert swe["benchmark"] == {
         "id": "harbor",

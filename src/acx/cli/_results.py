@@ -62,7 +62,65 @@ def register(sub: Any) -> None:
         "--limit", type=_count, default=20, metavar="N", help="task ids listed per group (text; 0 lists none)"
     )
     compare.set_defaults(handler=_compare)
+    _register_interop(rsub)
     p.set_defaults(handler=lambda a: (p.print_help(), 2)[1])
+
+
+def _register_interop(rsub: Any) -> None:
+    export = rsub.add_parser(
+        "export",
+        help="write a run as an Inspect log, a Harbor job directory or ATIF trajectories",
+        description="Export RUN (a run directory) into DIR: --format inspect writes one Inspect eval log "
+        "(.eval or .json, --inspect-format), harbor a Harbor job directory (job config and result, one trial "
+        "directory per attempt with its reward, log and agent/trajectory.json), atif one ATIF trajectory per "
+        "attempt. DIR also gets acx-export-<run id>-<format>.manifest.json listing what the format cannot hold. "
+        "See docs/results.md.",
+    )
+    export.add_argument("run_dir", metavar="RUN")
+    export.add_argument("--format", dest="export_format", choices=("inspect", "harbor", "atif"), required=True)
+    export.add_argument("--inspect-format", choices=("eval", "json"), default="eval", help="default: eval")
+    export.add_argument("-o", "--output", required=True, metavar="DIR", help="directory to write (created)")
+    export.set_defaults(handler=_export)
+    imp = rsub.add_parser(
+        "import",
+        help="turn an Inspect log or a Harbor job directory into a read-only acx run directory",
+        description="Read PATH (an Inspect .eval/.json log, or a Harbor job directory) and write an acx run "
+        "directory DIR (it must not exist, or be empty) that acx results show|tasks|compare, acx report and "
+        "acx view read; run_info.json names the source. See docs/results.md.",
+    )
+    imp.add_argument("source", metavar="PATH")
+    imp.add_argument("-o", "--output", required=True, metavar="DIR", help="the run directory to create")
+    imp.add_argument(
+        "--id-map",
+        metavar="FILE",
+        help="JSON object mapping the source's task ids to acx task ids (for tools that name tasks differently)",
+    )
+    imp.set_defaults(handler=_import)
+
+
+def _export(args: argparse.Namespace) -> int:
+    from acx.results import export_run
+
+    done = export_run(args.run_dir, args.export_format, args.output, inspect_format=args.inspect_format)
+    for f in done.files if len(done.files) <= 20 else done.files[:20]:
+        sys.stdout.write(f"{done.out / f}\n")
+    if len(done.files) > 20:
+        sys.stdout.write(f"… and {len(done.files) - 20} more file(s)\n")
+    sys.stdout.write(
+        f"exported {args.export_format}: {len(done.files)} file(s); manifest {done.out / done.manifest} "
+        f"({done.not_represented} item(s) not represented)\n"
+    )
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    from acx.results import import_run, load_id_map
+
+    id_map = load_id_map(args.id_map) if args.id_map else None
+    done = import_run(args.source, args.output, id_map=id_map)
+    sys.stdout.write(f"imported {done.source_tool} {args.source}: {done.tasks} task(s), {done.attempts} attempt(s)\n")
+    sys.stdout.write(f"  run directory: {done.run_dir}\n")
+    return 0
 
 
 def _load(path: Path) -> Any:

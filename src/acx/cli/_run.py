@@ -167,10 +167,11 @@ def build_programs(args: argparse.Namespace, spec: str) -> tuple[Any, list[Any]]
                 "`acx compile`, or run the spec instead",
             ) from None
         raise
-    from acx.cli._run_report import register_provenance
+    from acx.cli._run_report import register_exports, register_provenance
 
     for p in programs:
         register_provenance(p.name, p.request_provenance, p.tasks, p.plan_provenance)
+        register_exports(p.name, p.request.output.export)
     return orch, programs
 
 
@@ -291,11 +292,12 @@ def _handle(args: argparse.Namespace) -> int:
             recovery=args.recovery or "rerun",
             invocation=invocation,
         )
-    from acx.cli._run_report import write_run_reports
+    from acx.cli._run_report import write_run_exports, write_run_reports
 
     reports = write_run_reports(result.requests, enabled=not args.no_report)
+    exports = write_run_exports(result.requests)
     try:
-        _report(result, args.format, reports)
+        _report(result, args.format, reports, exports)
     except BrokenPipeError:
         # The reader went away (`acx run ... | head`): the run itself is done and recorded; its
         # exit code says how it went. Later flushes of the dead pipe go to /dev/null.
@@ -405,8 +407,11 @@ def _check_resume_hash(run_dir: str, programs: list[Any]) -> None:
         )
 
 
-def _report(result: Any, fmt: str, reports: dict[str, str] | None = None) -> None:
+def _report(
+    result: Any, fmt: str, reports: dict[str, str] | None = None, exports: dict[str, list[str]] | None = None
+) -> None:
     reports = reports or {}
+    exports = exports or {}
     if fmt == "json":
         payload = {
             "orchestration_id": result.orchestration_id,
@@ -414,7 +419,10 @@ def _report(result: Any, fmt: str, reports: dict[str, str] | None = None) -> Non
             "status": result.status,
             "started_at": result.started_at,
             "finished_at": result.finished_at,
-            "requests": [{**o.__dict__, "report": reports.get(o.name)} for o in result.requests],
+            "requests": [
+                {**o.__dict__, "report": reports.get(o.name), "exports": exports.get(o.name, [])}
+                for o in result.requests
+            ],
         }
         sys.stdout.write(json.dumps(payload, indent=2) + "\n")
         return
@@ -429,4 +437,6 @@ def _report(result: Any, fmt: str, reports: dict[str, str] | None = None) -> Non
             sys.stdout.write(f"  summary: {o.run_dir}/summary.md\n")
         if o.name in reports:
             sys.stdout.write(f"  report: {reports[o.name]}\n")
+        for line in exports.get(o.name, []):
+            sys.stdout.write(f"  export: {line}\n")
     sys.stdout.write(f"status: {result.status}\n")

@@ -15,10 +15,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["register_provenance", "write_run_reports"]
+__all__ = ["register_exports", "register_provenance", "write_run_exports", "write_run_reports"]
 
 #: request name → a function returning its provenance record (set while the programs are built).
 _SOURCES: dict[str, Callable[[], dict[str, Any]]] = {}
+#: request name → its ``output.export`` entries (``acx.ir.ExportSpec``), set with the programs.
+_EXPORTS: dict[str, list[Any]] = {}
 #: Per-task plan provenance is re-derived by planning each task's first attempt again; past this
 #: budget the remaining tasks show the request-level chains only (the page says so).
 PLAN_PROVENANCE_BUDGET_SECONDS = 3.0
@@ -120,4 +122,41 @@ def write_run_reports(outcomes: list[Any], *, enabled: bool) -> dict[str, str]:
                 f"acx: warning: {o.name}: {out.redacted} string(s) that look like secrets were replaced by "
                 "******** in the report\n"
             )
+    return written
+
+
+def register_exports(name: str, exports: list[Any]) -> None:
+    if exports:
+        _EXPORTS[name] = list(exports)
+
+
+def export_dir(run_dir: Path, spec: Any) -> Path:
+    """``output.export[].dir``: relative to the run directory (each run its own); default
+    ``exports/<format>``."""
+    return run_dir / (spec.dir or f"exports/{spec.format}")
+
+
+def write_run_exports(outcomes: list[Any]) -> dict[str, list[str]]:
+    """Write every request's ``output.export`` entries; request name → the directories written.
+    A failed export is a warning naming the command that retries it: the run itself is recorded."""
+    from acx.results import export_run
+
+    written: dict[str, list[str]] = {}
+    for o in outcomes:
+        specs = _EXPORTS.get(o.name)
+        if not specs or not getattr(o, "run_dir", None) or getattr(o, "status", None) == "disk_full":
+            continue
+        run_dir = Path(o.run_dir)
+        for spec in specs:
+            target = export_dir(run_dir, spec)
+            try:
+                export_run(run_dir, spec.format, target, inspect_format=spec.inspect_format)
+            except Exception as exc:
+                message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+                sys.stderr.write(
+                    f"acx: warning: {o.name}: the {spec.format} export was not written ({message}); try: "
+                    f"acx results export {run_dir} --format {spec.format} -o {target}\n"
+                )
+                continue
+            written.setdefault(o.name, []).append(f"{target} ({spec.format})")
     return written

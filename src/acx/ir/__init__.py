@@ -104,6 +104,9 @@ from acx.ir._request import (
     ExecutionSpec as ExecutionSpec,
 )
 from acx.ir._request import (
+    ExportSpec as ExportSpec,
+)
+from acx.ir._request import (
     HarnessSpec as HarnessSpec,
 )
 from acx.ir._request import (
@@ -158,6 +161,7 @@ __all__ = [
     "ExecutionIssue",
     "ExecutionPlan",
     "ExecutionSpec",
+    "ExportSpec",
     "FileRef",
     "HarnessPlan",
     "HarnessSpec",

@@ -24,6 +24,7 @@ __all__ = [
     "BenchmarkSpec",
     "EnvironmentSpec",
     "ExecutionSpec",
+    "ExportSpec",
     "HarnessSpec",
     "ModelLimits",
     "ModelPrice",
@@ -217,9 +218,23 @@ class RunRuntimeSpec(IRStruct, frozen=True):
     checkpoint_resume: Annotated[bool | None, _d("recover evaluation from checkpoints")] = None
 
 
+class ExportSpec(IRStruct, frozen=True):
+    """One export ``acx run`` writes at the end of the run (``acx results export``)."""
+
+    format: Annotated[Literal["inspect", "harbor", "atif"], _d("inspect, harbor or atif (docs/results.md)")]
+    dir: Annotated[
+        str | None,
+        _d("directory to write; relative = inside the run directory; default exports/<format>"),
+    ] = None
+    inspect_format: Annotated[Literal["eval", "json"], _d("Inspect log format (format inspect)")] = "eval"
+
+
 class OutputSpec(IRStruct, frozen=True):
     run_name: Annotated[str | None, _d("optional path namespace under results_dir")] = None
     run_id: Annotated[str | None, _d("explicit run id (must not exist)")] = None
+    export: Annotated[
+        list[ExportSpec], _d("exports written when the run ends, e.g. [{format: inspect}] (docs/results.md)")
+    ] = []
 
 
 class RunMetadata(IRStruct, frozen=True):

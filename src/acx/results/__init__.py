@@ -14,8 +14,15 @@ live process holds it) and tolerates a run that is still being written (a torn l
     run.phase_timings()                  # (task_id, attempt) → [(phase, seconds), ...]
     run.started_tasks()                  # task id → category of every task_started event
     find_runs("results")                 # every run directory under a results root
+
+It also converts runs to and from other tools' formats (``acx results export`` / ``import``)::
+
+    export_run("results/q/20261201_153014", "inspect", "logs")   # or "harbor", "atif"
+    import_run("logs/2026-12-01T15-30-14+00-00_q_ab12.eval", "imported/q-inspect")
 """
 
+from acx.results._export import EXPORT_FORMATS, ExportWritten, export_run
+from acx.results._import import ImportWritten, import_run, load_id_map
 from acx.results._reader import (
     FINAL_STATES,
     RUN_INFO_SCHEMA,
@@ -27,11 +34,17 @@ from acx.results._reader import (
 )
 
 __all__ = [
+    "EXPORT_FORMATS",
     "FINAL_STATES",
     "RUN_INFO_SCHEMA",
     "AttemptRecord",
+    "ExportWritten",
+    "ImportWritten",
     "PhaseTiming",
     "RunReader",
     "TaskRecord",
+    "export_run",
     "find_runs",
+    "import_run",
+    "load_id_map",
 ]
