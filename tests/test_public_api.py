@@ -361,6 +361,8 @@ PUBLIC_API: dict[str, list[str]] = {
         "HARNESS_ALIASES",
         "HarnessConfig",
         "HarnessContext",
+        "MappedHarness",
+        "RefusedHarness",
         "SCORERS",
         "registry",
     ],

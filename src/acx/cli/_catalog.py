@@ -93,8 +93,7 @@ def _list(args: argparse.Namespace) -> int:
 def _alias_rows() -> list[dict[str, str]]:
     """AgentCompass's harness ids, so a user moving a config over sees what each one becomes
     (or why it is refused) without reading the docs."""
-    from acx.components import HARNESS_ALIASES
-    from acx.components._harness_aliases import MappedHarness
+    from acx.components import HARNESS_ALIASES, MappedHarness
 
     rows: list[dict[str, str]] = []
     for cid, alias in HARNESS_ALIASES.items():

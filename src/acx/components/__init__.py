@@ -1,7 +1,8 @@
 """Benchmarks and harnesses: their registries (``BENCHMARKS``, ``HARNESSES``), base classes, configs.
 
 ``HARNESS_ALIASES`` is the table of AgentCompass 1.0.1 harness ids: each maps to an acx harness
-(with its AgentCompass params translated) or is refused with the nearest acx harness named.
+(with its AgentCompass params translated; a :class:`MappedHarness`) or is refused with the nearest
+acx harness named (a :class:`RefusedHarness`).
 
 Third-party components subclass :class:`BaseBenchmark` / :class:`BaseHarness`; their plan-time
 half is pure (no environment, model or secret), their run-time half gets an open session.
@@ -14,6 +15,8 @@ from acx.components._configs import BenchmarkConfig as BenchmarkConfig
 from acx.components._configs import HarnessConfig as HarnessConfig
 from acx.components._context import HarnessContext as HarnessContext
 from acx.components._harness_aliases import HARNESS_ALIASES as HARNESS_ALIASES
+from acx.components._harness_aliases import MappedHarness as MappedHarness
+from acx.components._harness_aliases import RefusedHarness as RefusedHarness
 from acx.components._registry import BENCHMARKS as BENCHMARKS
 from acx.components._registry import HARNESSES as HARNESSES
 from acx.components._registry import registry as registry
@@ -32,5 +35,7 @@ __all__ = [
     "ComponentInfo",
     "HarnessConfig",
     "HarnessContext",
+    "MappedHarness",
+    "RefusedHarness",
     "registry",
 ]
