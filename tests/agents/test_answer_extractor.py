@@ -23,6 +23,9 @@ from acx.errors import AcxPlanError
 GOLDEN = Path(__file__).parent / "golden"
 CLAUDE = (GOLDEN / "claude_code_2.1.197_stream.jsonl").read_text()
 MINI = (GOLDEN / "mini_swe_agent_2.4.6.traj.json").read_text()
+#: Real `opencode run --format json` streams (opencode-ai 1.18.33): a bash tool call then "42"; a 400.
+OPENCODE = (GOLDEN / "opencode_1.18.33_run.jsonl").read_text()
+OPENCODE_ERROR = (GOLDEN / "opencode_1.18.33_error.jsonl").read_text()
 
 
 def _issue(got: _answer.Extracted) -> str:
@@ -59,6 +62,29 @@ def test_codex_definition_reads_its_last_message_file() -> None:
     spec = AGENTS["codex"].answer
     assert spec == AnswerFromFile(path="/logs/agent/codex-last-message.txt")
     assert _answer.extract(spec, "{...events...}", "the answer\n") == _answer.Extracted("the answer\n")
+
+
+def test_opencode_definition_on_its_real_json_stream() -> None:
+    spec = AGENTS["opencode"].answer
+    assert spec is not None and _answer.source_path(spec) == "/logs/agent/opencode.jsonl"
+    assert _answer.extract(spec, "", OPENCODE) == _answer.Extracted("42")
+    # A failed run (an "error" event, no text) is no answer, saying what was looked for.
+    assert 'where type == "text"' in _issue(_answer.extract(spec, "", OPENCODE_ERROR))
+    # Text before a tool call is not the answer: the last step's text is.
+    early = OPENCODE.replace('"text":"42"', '"text":"first"').splitlines()
+    late = [line.replace('"text":"42"', '"text":"final"') for line in OPENCODE.splitlines()]
+    assert _answer.extract(spec, "", "\n".join([*early, *late])).answer == "final"
+
+
+def test_opencode_definition_passes_no_secret_and_keeps_its_exit_status() -> None:
+    d = AGENTS["opencode"]
+    config = json.loads(d.env["OPENCODE_CONFIG_CONTENT"])
+    acx = config["provider"]["acx"]
+    # The gateway's variables by reference: opencode fills them in; no value is written anywhere.
+    assert acx["options"] == {"baseURL": "{env:OPENAI_BASE_URL}", "apiKey": "{env:OPENAI_API_KEY}"}
+    assert acx["npm"] == "@ai-sdk/openai-compatible"  # bundled in the binary: nothing fetched
+    assert d.command.startswith("set -o pipefail; ") and d.command.endswith('exit "$rc"')
+    assert "</dev/null | tee /logs/agent/opencode.jsonl; rc=$?;" in d.command
 
 
 def test_definitions_that_keep_stdout() -> None:

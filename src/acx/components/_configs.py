@@ -285,7 +285,10 @@ class InstalledAgentConfig(HarnessConfig, frozen=True, kw_only=True):
 
     agent: Annotated[
         str | None,
-        _d("shipped definition (install/command/logs defaults): mini-swe-agent, claude-code, codex, aider, openhands"),
+        _d(
+            "shipped definition (install/command/logs defaults): mini-swe-agent, claude-code, codex, opencode, "
+            "aider, openhands"
+        ),
     ] = None
     upload: Annotated[
         list[str], _d("files or directories to upload into agent_dir, relative to the spec file's directory")

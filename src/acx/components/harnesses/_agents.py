@@ -13,6 +13,7 @@ Pure data: imported at plan time.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from acx.components._configs import AnswerFromFile, AnswerFromJsonl, AnswerSpec
@@ -42,6 +43,26 @@ _MKDIR = f"mkdir -p {LOG_DIR} && "
 #: The run command is ``bash -c``: with pipefail a ``| tee`` keeps the agent's exit status (a
 #: failing agent is agent_exit_nonzero, not tee's 0).
 _PIPEFAIL = "set -o pipefail; "
+
+#: OpenCode's provider config: the gateway as an OpenAI-compatible provider "acx" (the
+#: @ai-sdk/openai-compatible adapter is bundled in the opencode binary: nothing is fetched), its
+#: one model the attempt's model id. Values are opencode {env:…} references.
+_OPENCODE_CONFIG = json.dumps(
+    {
+        "$schema": "https://opencode.ai/config.json",
+        "autoupdate": False,
+        "share": "disabled",
+        "provider": {
+            "acx": {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "acx gateway",
+                "options": {"baseURL": "{env:OPENAI_BASE_URL}", "apiKey": "{env:OPENAI_API_KEY}"},
+                "models": {"{env:ACX_MODEL_ID}": {"name": "{env:ACX_MODEL_ID}"}},
+            }
+        },
+    },
+    separators=(",", ":"),
+)
 
 AGENTS: dict[str, AgentDefinition] = {
     "mini-swe-agent": AgentDefinition(
@@ -117,6 +138,42 @@ AGENTS: dict[str, AgentDefinition] = {
         protocol="openai-responses",
         # -o: codex writes its last agent message there.
         answer=AnswerFromFile(path=f"{LOG_DIR}/codex-last-message.txt"),
+    ),
+    "opencode": AgentDefinition(
+        name="opencode",
+        install="npm install -g opencode-ai",
+        # Tested with opencode-ai 1.18.33 (tests/agents/test_opencode_real.py). `run`: one message,
+        # then exit (1 when the model call fails); --format json: one JSON event per line (the
+        # session log, and the answer); --auto: approve tool permissions (acx's sandbox is the
+        # boundary); --title: no extra model call to name the session; --print-logs: opencode's own
+        # log on stderr (kept). stdin is /dev/null (nothing to wait for). After the run the session
+        # (messages, tool calls, tokens) is exported from opencode's store; that step never changes
+        # the exit status, which pipefail kept through tee.
+        command=_PIPEFAIL
+        + _MKDIR
+        + "opencode run --format json --auto --title acx --print-logs --log-level INFO "
+        + f'-m "acx/$ACX_MODEL_ID" "$(cat "$ACX_PROMPT_FILE")" </dev/null | tee {LOG_DIR}/opencode.jsonl; '
+        + "rc=$?; "
+        + f'sid=$(grep -o -m 1 \'"sessionID":"[^"]*"\' {LOG_DIR}/opencode.jsonl | head -n 1 | cut -d \'"\' -f 4); '
+        + f'if [ -n "$sid" ]; then opencode export "$sid" > {LOG_DIR}/opencode-session.json 2>/dev/null; fi; '
+        + 'exit "$rc"',
+        env={
+            # opencode reads this inline config last (over the global and project files); its
+            # {env:NAME} references are filled from the environment by opencode itself, so the
+            # per-attempt token is never written anywhere.
+            "OPENCODE_CONFIG_CONTENT": _OPENCODE_CONFIG,
+            # No models.dev download, no self-update, no LSP server downloads, no sharing, no
+            # built-in auth plugins (each would reach the network).
+            "OPENCODE_DISABLE_MODELS_FETCH": "1",
+            "OPENCODE_DISABLE_AUTOUPDATE": "1",
+            "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+            "OPENCODE_DISABLE_SHARE": "1",
+            "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+        },
+        logs=[f"{LOG_DIR}/opencode.jsonl", f"{LOG_DIR}/opencode-session.json"],
+        # The answer is the text of the last "text" event ({"type":"text","part":{"text":…}}): the
+        # reply of the step that ended the run. A failed run has an "error" event and no text after.
+        answer=AnswerFromJsonl(path=f"{LOG_DIR}/opencode.jsonl", where={"type": "text"}, field="part.text"),
     ),
     # aider and openhands: no answer extractor yet — their answer stays the whole stdout (aider
     # prints its reply there; openhands' --json events were not checked against a real run). A QA
