@@ -26,6 +26,7 @@ __all__ = [
     "NoneHarnessConfig",
     "OpenAIChatConfig",
     "OracleHarnessConfig",
+    "TerminusConfig",
 ]
 
 
@@ -321,6 +322,24 @@ class InstalledAgentConfig(HarnessConfig, frozen=True, kw_only=True):
     ] = None
     cwd: Annotated[str | None, _d("working directory of the run command; default the environment workdir")] = None
     strip_output: Annotated[bool, _d("strip surrounding whitespace from the answer")] = True
+
+
+class TerminusConfig(HarnessConfig, frozen=True, kw_only=True):
+    """Terminus 2, Harbor's reference terminal agent (docs/agents.md, "Terminus 2")."""
+
+    max_turns: Annotated[int, msgspec.Meta(ge=1, le=100000, description="model calls before the loop stops")] = 1000
+    pane_width: Annotated[int, msgspec.Meta(ge=20, le=1000, description="tmux terminal width (columns)")] = 160
+    pane_height: Annotated[int, msgspec.Meta(ge=5, le=1000, description="tmux terminal height (rows)")] = 40
+    history_limit: Annotated[
+        int, msgspec.Meta(ge=1000, description="tmux scrollback lines (new output is found by comparing it)")
+    ] = 10_000_000
+    max_output_bytes: Annotated[
+        int, msgspec.Meta(ge=200, description="longer terminal output keeps its head and tail, the rest elided")
+    ] = 10000
+    max_log_bytes: Annotated[
+        int, msgspec.Meta(ge=1, description="bytes of the final terminal scrollback kept in agent_logs")
+    ] = 65536
+    cwd: Annotated[str | None, _d("directory the terminal starts in; default the environment workdir")] = None
 
 
 class OpenAIChatConfig(HarnessConfig, frozen=True, kw_only=True):
