@@ -17,6 +17,9 @@
 #                         instead of skipping its end-to-end tests (set by .ci/run).
 #   ACX_REQUIRE_OPENCODE=1  the same for the real OpenCode CLI (npm opencode-ai, pinned in
 #                         tests/agents/test_opencode_real.py; set by .ci/run).
+#   ACX_REQUIRE_AIDER=1   a failed install of the real aider (PyPI aider-chat, pinned in
+#                         tests/agents/test_aider_real.py, which installs it) fails its tests
+#                         instead of skipping them (set by .ci/run).
 #   ACX_TEST_STRESS=1     run pytest while one CPU burner per core keeps the machine busy (every
 #                         bound in the tests must hold under load; not part of every CI run).
 set -euo pipefail

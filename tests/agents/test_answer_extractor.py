@@ -26,6 +26,9 @@ MINI = (GOLDEN / "mini_swe_agent_2.4.6.traj.json").read_text()
 #: Real `opencode run --format json` streams (opencode-ai 1.18.33): a bash tool call then "42"; a 400.
 OPENCODE = (GOLDEN / "opencode_1.18.33_run.jsonl").read_text()
 OPENCODE_ERROR = (GOLDEN / "opencode_1.18.33_error.jsonl").read_text()
+#: Real aider 0.86.2 chat histories (--message-file): a reply; a refused model call.
+AIDER = (GOLDEN / "aider_0.86.2_chat.md").read_text()
+AIDER_ERROR = (GOLDEN / "aider_0.86.2_error.chat.md").read_text()
 
 
 def _issue(got: _answer.Extracted) -> str:
@@ -87,8 +90,28 @@ def test_opencode_definition_passes_no_secret_and_keeps_its_exit_status() -> Non
     assert "</dev/null | tee /logs/agent/opencode.jsonl; rc=$?;" in d.command
 
 
+def test_aider_definition_on_its_real_chat_history() -> None:
+    spec = AGENTS["aider"].answer
+    assert spec is not None and _answer.source_path(spec) == "/logs/agent/aider.chat.md"
+    assert _answer.extract(spec, "", AIDER) == _answer.Extracted("The answer is:\n\n42")
+    # aider exits 0 after a failed call; its history has the error and no reply: no answer.
+    assert "no match" in _issue(_answer.extract(spec, "", AIDER_ERROR))
+    # A multi-line message (each line "#### ") and a reply with a file listing.
+    multi = AIDER.replace("#### What is 6*7?  \n", "#### Line one  \n####   \n#### Line three  \n").replace(
+        "The answer is:\n\n42", "hello.txt\n```\nHi\n```"
+    )
+    assert _answer.extract(spec, "", multi).answer == "hello.txt\n```\nHi\n```"
+
+
+def test_file_regex_form() -> None:
+    spec = AnswerFromFile(path="log.txt", regex=r"FINAL: (?P<answer>\w+)")
+    assert _answer.extract(spec, "stdout FINAL: no", "FINAL: a\nFINAL: b\n").answer == "b"  # the file, last match
+    assert "no match" in _issue(_answer.extract(spec, "", "nothing"))
+    assert "a match of /FINAL: (?P<answer>\\w+)/ in the file log.txt" in _answer.describe(spec)
+
+
 def test_definitions_that_keep_stdout() -> None:
-    assert AGENTS["aider"].answer is None and AGENTS["openhands"].answer is None
+    assert AGENTS["openhands"].answer is None
 
 
 def test_pipefail_where_a_tee_would_hide_the_exit_status() -> None:
@@ -150,6 +173,8 @@ def test_jsonl_forms() -> None:
         ({"from": "file", "path": ""}, "harness.params.answer.path", "path is empty"),
         ({"from": "file", "path": "f", "json_path": "a..b"}, "harness.params.answer.json_path", "empty key"),
         ({"from": "file", "path": "f", "where": {"a": 1}}, "harness.params.answer.where", "needs `json_path`"),
+        ({"from": "file", "path": "f", "regex": "(x"}, "harness.params.answer.regex", "does not compile"),
+        ({"from": "file", "path": "f", "regex": "x", "json_path": "a"}, "harness.params.answer.regex", "both say"),
         ({"from": "jsonl", "field": "x.", "where": {}}, "harness.params.answer.field", "empty key"),
         ({"from": "jsonl", "field": "x", "where": {"": 1}}, "harness.params.answer.where", "empty key"),
     ],

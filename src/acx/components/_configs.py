@@ -263,6 +263,13 @@ class AnswerFromFile(ComponentConfig, frozen=True, kw_only=True, tag_field="from
         dict[str, JsonScalar],
         _d("with json_path: fields (dotted paths) the document must have, with these values, to hold an answer"),
     ] = {}
+    regex: Annotated[
+        str | None,
+        _d(
+            "the file read as text, the answer is the last match of this Python regular expression: the group "
+            "named `answer`, else group 1, else the whole match (not with json_path)"
+        ),
+    ] = None
 
 
 class AnswerFromJsonl(ComponentConfig, frozen=True, kw_only=True, tag_field="from", tag="jsonl"):

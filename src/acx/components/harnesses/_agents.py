@@ -44,6 +44,10 @@ _MKDIR = f"mkdir -p {LOG_DIR} && "
 #: failing agent is agent_exit_nonzero, not tee's 0).
 _PIPEFAIL = "set -o pipefail; "
 
+#: aider's reply in its chat history: after the last run of "#### " (user message) lines and a
+#: blank line, up to its "> Tokens:" line.
+AIDER_REPLY = r"(?ms)^####(?: [^\n]*)?\n(?:####(?: [^\n]*)?\n)*\n(?P<answer>.*?)\n+> Tokens: "
+
 #: OpenCode's provider config: the gateway as an OpenAI-compatible provider "acx" (the
 #: @ai-sdk/openai-compatible adapter is bundled in the opencode binary: nothing is fetched), its
 #: one model the attempt's model id. Values are opencode {env:…} references.
@@ -175,17 +179,26 @@ AGENTS: dict[str, AgentDefinition] = {
         # reply of the step that ended the run. A failed run has an "error" event and no text after.
         answer=AnswerFromJsonl(path=f"{LOG_DIR}/opencode.jsonl", where={"type": "text"}, field="part.text"),
     ),
-    # aider and openhands: no answer extractor yet — their answer stays the whole stdout (aider
-    # prints its reply there; openhands' --json events were not checked against a real run). A QA
-    # run with them sets `answer` (docs/agents.md "The answer").
     "aider": AgentDefinition(
         name="aider",
         install="python3 -m pip install --no-input aider-chat",
+        # Tested with aider-chat 0.86.2 (tests/agents/test_aider_real.py). --message-file: one
+        # message, then exit; --yes-always: apply edits and create files without asking;
+        # --no-show-release-notes: no first-run question; --no-pretty: plain text on stdout (kept as
+        # a log). aider exits 0 even when the model call fails (it prints the error), so the answer
+        # is what tells success: a failed call leaves no reply in the chat history.
         command=_MKDIR + 'aider --message-file "$ACX_PROMPT_FILE" --model "openai/$ACX_MODEL_ID" --yes-always '
-        "--no-git --no-auto-commits --no-check-update --no-show-model-warnings --analytics-disable "
+        "--no-git --no-auto-commits --no-check-update --no-show-model-warnings --no-show-release-notes "
+        "--no-pretty --analytics-disable "
         f"--chat-history-file {LOG_DIR}/aider.chat.md --llm-history-file {LOG_DIR}/aider.llm.log",
         model_env_aliases={"OPENAI_API_BASE": "OPENAI_BASE_URL"},
+        # litellm's bundled price map, not a download (aider's own model-info fetch fails fast offline).
+        env={"LITELLM_LOCAL_MODEL_COST_MAP": "True"},
         logs=[f"{LOG_DIR}/aider.chat.md", f"{LOG_DIR}/aider.llm.log"],
+        # The chat history (markdown): the user's message as "#### " lines, a blank line, the
+        # model's reply, then aider's "> Tokens: …" line. A failed call has "> <error>" and no
+        # Tokens line: no match, no answer.
+        answer=AnswerFromFile(path=f"{LOG_DIR}/aider.chat.md", regex=AIDER_REPLY),
     ),
     "openhands": AgentDefinition(
         name="openhands",
