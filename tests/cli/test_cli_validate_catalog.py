@@ -44,7 +44,7 @@ def test_list_components(capsys) -> None:
     assert "exact_match" in out and "harbor" in out
     assert main(["list", "harness", "--format", "json"]) == 0
     ids = [row["id"] for row in json.loads(capsys.readouterr().out)]
-    assert ids == ["none", "oracle", "command", "openai_chat", "react", "installed_agent"]
+    assert ids == ["none", "oracle", "command", "openai_chat", "react", "installed_agent", "terminus"]
     assert main(["list", "env"]) == 0
     assert "host_process" in capsys.readouterr().out
 

@@ -116,19 +116,19 @@ HARNESSES.register(
 HARNESSES.register(
     ComponentInfo(
         "harness",
-        "terminus",
-        "Terminus 2 (Harbor's reference agent): keystroke batches typed into a tmux terminal in the sandbox.",
-        f"{_CONFIGS}:TerminusConfig",
-        "acx.components.harnesses.terminus:TerminusHarness",
+        "installed_agent",
+        "Uploads, installs (phase install_agent, own budget) and runs an agent inside the sandbox.",
+        f"{_CONFIGS}:InstalledAgentConfig",
+        "acx.components.harnesses.installed_agent:InstalledAgentHarness",
     )
 )
 HARNESSES.register(
     ComponentInfo(
         "harness",
-        "installed_agent",
-        "Uploads, installs (phase install_agent, own budget) and runs an agent inside the sandbox.",
-        f"{_CONFIGS}:InstalledAgentConfig",
-        "acx.components.harnesses.installed_agent:InstalledAgentHarness",
+        "terminus",
+        "Terminus 2 (Harbor's reference agent): keystroke batches typed into a tmux terminal in the sandbox.",
+        f"{_CONFIGS}:TerminusConfig",
+        "acx.components.harnesses.terminus:TerminusHarness",
     )
 )
 
