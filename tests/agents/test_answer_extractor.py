@@ -29,6 +29,11 @@ OPENCODE_ERROR = (GOLDEN / "opencode_1.18.33_error.jsonl").read_text()
 #: Real aider 0.86.2 chat histories (--message-file): a reply; a refused model call.
 AIDER = (GOLDEN / "aider_0.86.2_chat.md").read_text()
 AIDER_ERROR = (GOLDEN / "aider_0.86.2_error.chat.md").read_text()
+#: Real `openhands --headless --json` stdout (openhands 1.16.0): a terminal call then `finish`; a
+#: plain reply; a refused model call (exit status 0, a ConversationErrorEvent).
+OH_FINISH = (GOLDEN / "openhands_1.16.0_finish.jsonl").read_text()
+OH_MESSAGE = (GOLDEN / "openhands_1.16.0_message.jsonl").read_text()
+OH_ERROR = (GOLDEN / "openhands_1.16.0_error.jsonl").read_text()
 
 
 def _issue(got: _answer.Extracted) -> str:
@@ -110,8 +115,27 @@ def test_file_regex_form() -> None:
     assert "a match of /FINAL: (?P<answer>\\w+)/ in the file log.txt" in _answer.describe(spec)
 
 
-def test_definitions_that_keep_stdout() -> None:
-    assert AGENTS["openhands"].answer is None
+def test_openhands_definition_on_its_real_json_events() -> None:
+    spec = AGENTS["openhands"].answer
+    assert spec is not None and _answer.source_path(spec) == "/logs/agent/openhands.jsonl"
+    assert _answer.extract(spec, "", OH_FINISH) == _answer.Extracted("42")  # the finish action's message
+    assert _answer.extract(spec, "", OH_MESSAGE) == _answer.Extracted("42")  # a plain reply
+    msg = _issue(_answer.extract(spec, "", OH_ERROR))
+    assert "`action.message` or `llm_message.content.0.text`" in msg and "none of the 2 JSON event(s)" in msg
+    # Stopped after a tool call (killed at its budget): that action has neither field.
+    cut = "\n".join(line for line in OH_FINISH.splitlines() if '"tool_name": "finish"' not in line)
+    assert "has no such field" in _issue(_answer.extract(spec, "", cut))
+
+
+def test_jsonl_field_alternatives() -> None:
+    spec = AnswerFromJsonl(field=["a.b", "c"])
+    assert _answer.extract(spec, '{"c": 1}').answer == "1"
+    assert _answer.extract(spec, '{"a": {"b": "x"}, "c": 1}').answer == "x"  # the first one present
+    assert "`a.b` or `c`" in _issue(_answer.extract(spec, '{"d": 1}'))
+
+
+def test_every_definition_reads_a_structured_answer() -> None:
+    assert all(d.answer is not None for d in AGENTS.values())
 
 
 def test_pipefail_where_a_tee_would_hide_the_exit_status() -> None:
@@ -177,6 +201,8 @@ def test_jsonl_forms() -> None:
         ({"from": "file", "path": "f", "regex": "x", "json_path": "a"}, "harness.params.answer.regex", "both say"),
         ({"from": "jsonl", "field": "x.", "where": {}}, "harness.params.answer.field", "empty key"),
         ({"from": "jsonl", "field": "x", "where": {"": 1}}, "harness.params.answer.where", "empty key"),
+        ({"from": "jsonl", "field": []}, "harness.params.answer.field", "empty list"),
+        ({"from": "jsonl", "field": ["a", "b..c"]}, "harness.params.answer.field", "empty key"),
     ],
 )
 def test_bad_answer_specs_are_refused_at_plan_time(answer, path, words) -> None:

@@ -281,7 +281,10 @@ class AnswerFromJsonl(ComponentConfig, frozen=True, kw_only=True, tag_field="fro
     where: Annotated[
         dict[str, JsonScalar], _d("the events considered: those whose fields (dotted paths) have these values")
     ] = {}
-    field: Annotated[str, _d("the answer: this field (dotted path) of the picked event")]
+    field: Annotated[
+        str | list[str],
+        _d("the answer: this field (dotted path) of the picked event; a list: the first of them the event has"),
+    ]
     pick: Annotated[Literal["last", "first"], _d("which of the matching events")] = "last"
 
 

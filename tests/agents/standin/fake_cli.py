@@ -114,6 +114,13 @@ for _ in range(10):
 final = messages[-1]["content"]
 if NAME == "claude":
     print(json.dumps({"type": "result", "subtype": "success", "is_error": False, "result": final}), flush=True)
+if NAME == "openhands":  # OpenHands 1.16's --json event for a plain reply, and its conversation store
+    event = {"kind": "MessageEvent", "source": "agent", "llm_message": {"content": [{"type": "text", "text": final}]}}
+    print(json.dumps(event), flush=True)
+    events = os.path.join(env["OPENHANDS_CONVERSATIONS_DIR"], "standin", "events")
+    os.makedirs(events, exist_ok=True)
+    with open(os.path.join(events, "event-00000.json"), "w") as f:
+        f.write(json.dumps(event))
 if log:
     with open(log, "w") as f:
         if NAME == "mini":

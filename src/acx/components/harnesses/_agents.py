@@ -203,13 +203,30 @@ AGENTS: dict[str, AgentDefinition] = {
     "openhands": AgentDefinition(
         name="openhands",
         install="python3 -m pip install --no-input openhands",
-        # --override-with-envs: LLM_* variables apply (else ignored); --json: JSONL events.
+        # Tested with openhands 1.16.0 (its SDK 1.21.0; tests/agents/test_openhands_real.py).
+        # --headless: auto-approve, no UI; --json: each event as one JSON line among its console
+        # lines; --override-with-envs: the LLM_* variables apply (else ignored). OpenHands exits 0
+        # even when the model call fails (a ConversationErrorEvent), so the answer is what tells
+        # success. Its conversation (one JSON file per event) is kept under /logs/agent.
         command=_PIPEFAIL
         + _MKDIR
         + 'LLM_MODEL="openai/$ACX_MODEL_ID" openhands --headless --json --override-with-envs '
-        f'-f "$ACX_PROMPT_FILE" | tee {LOG_DIR}/openhands.jsonl',
+        f'-f "$ACX_PROMPT_FILE" </dev/null | tee {LOG_DIR}/openhands.jsonl',
         model_env_aliases={"LLM_BASE_URL": "OPENAI_BASE_URL", "LLM_API_KEY": "OPENAI_API_KEY"},
-        env={},
-        logs=[f"{LOG_DIR}/openhands.jsonl"],
+        env={
+            "OPENHANDS_CONVERSATIONS_DIR": f"{LOG_DIR}/openhands-conversations",
+            "OPENHANDS_SUPPRESS_BANNER": "1",
+            # litellm's bundled price map: its download retries for seconds in an offline sandbox.
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        },
+        logs=[f"{LOG_DIR}/openhands.jsonl", f"{LOG_DIR}/openhands-conversations"],
+        # The agent's last event: its `finish` action ({"kind": "ActionEvent", "action": {"message":
+        # …}}) or a plain reply ({"kind": "MessageEvent", "llm_message": {"content": [{"text": …}]}}).
+        # An agent whose last event is a tool call or an error has no answer.
+        answer=AnswerFromJsonl(
+            path=f"{LOG_DIR}/openhands.jsonl",
+            where={"source": "agent"},
+            field=["action.message", "llm_message.content.0.text"],
+        ),
     ),
 }

@@ -76,7 +76,11 @@ def check(spec: AnswerSpec) -> None:
                 "add json_path (the file is JSON), or drop where",
             )
     else:
-        _check_dotted(spec.field, "field")
+        fields = _fields(spec.field)
+        if not fields:
+            raise _plan_error("field", "field is an empty list", "name at least one dotted path")
+        for f in fields:
+            _check_dotted(f, "field")
 
 
 def source_path(spec: AnswerSpec) -> str | None:
@@ -98,7 +102,12 @@ def describe(spec: AnswerSpec) -> str:
         return f"`{spec.json_path}` in the JSON file {spec.path}{cond}"
     source = spec.path if spec.path is not None else "stdout"
     cond = f" where {_conds(spec.where)}" if spec.where else ""
-    return f"`{spec.field}` of the {spec.pick} JSON event{cond} in {source}"
+    names = " or ".join(f"`{f}`" for f in _fields(spec.field))
+    return f"{names} of the {spec.pick} JSON event{cond} in {source}"
+
+
+def _fields(field: str | list[str]) -> list[str]:
+    return [field] if isinstance(field, str) else list(field)
 
 
 def _conds(where: dict[str, Any]) -> str:
@@ -231,4 +240,10 @@ def extract(spec: AnswerSpec, stdout: str, file_text: str | None = None, file_er
                 break
     if found is _MISSING:
         return _not_found(spec, f"none of the {events} JSON event(s) in {where_from} matches")
-    return _value(spec, _get(found, spec.field), f"the {spec.pick} matching event")
+    # The first field the event has (agents with several event shapes for their final word).
+    value: Any = _MISSING
+    for name in _fields(spec.field):
+        value = _get(found, name)
+        if value is not _MISSING:
+            break
+    return _value(spec, value, f"the {spec.pick} matching event")
