@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 
 from acx.cli import main
+from acx.components import HARNESS_ALIASES, registry
 
 
 def test_validate_reports_every_file_and_exits_2(project, write, capsys) -> None:
@@ -43,8 +45,21 @@ def test_list_components(capsys) -> None:
     out = capsys.readouterr().out
     assert "exact_match" in out and "harbor" in out
     assert main(["list", "harness", "--format", "json"]) == 0
-    ids = [row["id"] for row in json.loads(capsys.readouterr().out)]
-    assert ids == ["none", "oracle", "command", "openai_chat", "react", "installed_agent", "terminus"]
+    rows = json.loads(capsys.readouterr().out)
+    builtin = [row["id"] for row in rows if row["origin"] == "built-in"]
+    assert builtin == list(registry("harness")), "the registered harnesses, in registry order"
+    assert builtin[-2:] == ["installed_agent", "terminus"]
+    # AgentCompass's ids follow, each with what it compiles to or why it is refused (issue 23 item 5)
+    aliases = {row["id"]: row for row in rows if row["origin"] == "agentcompass-1.0.1"}
+    assert set(aliases) == set(HARNESS_ALIASES)
+    assert aliases["mini_swe_agent"]["maps_to"] == "installed_agent agent=mini-swe-agent"
+    assert aliases["openclaw"]["nearest"] == "installed_agent" and aliases["openclaw"]["refused"]
+    assert aliases["terminus2"]["maps_to"] == "terminus"
+    assert main(["list", "harness"]) == 0
+    text = capsys.readouterr().out
+    assert "AgentCompass 1.0.1 harness ids" in text
+    assert re.search(r"^claude_code +-> installed_agent agent=claude-code$", text, re.M)
+    assert re.search(r"^openevolve +refused \(nearest acx harness: command\)$", text, re.M)
     assert main(["list", "env"]) == 0
     assert "host_process" in capsys.readouterr().out
 

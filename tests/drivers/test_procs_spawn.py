@@ -142,9 +142,12 @@ def test_offload_runs_quick_calls_inline_and_slow_ones_in_a_worker_thread() -> N
         time.sleep(seconds)
 
     async def go() -> None:
-        offload = _procs.Offload(threshold=0.002)
+        # A threshold far above what a quick call costs on a loaded machine (a 2 ms one was
+        # crossed by a preempted sleep(0) under CI load): the slow call lifts the average to
+        # 0.05 s, five quick probes bring it back under 0.02 s, and ten are made.
+        offload = _procs.Offload(threshold=0.02)
         await offload.run(call, 0)
-        await offload.run(call, 0.05)  # inline (the average was 0): now it is slow
+        await offload.run(call, 0.25)  # inline (the average was 0): now it is slow
         assert not offload.inline
         for _ in range(10 * offload.PROBE):
             await offload.run(call, 0)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import h11
 import trio
 import trio.testing
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from tests.models.test_http_server import _mutate, _request, encode, recording, run
 
@@ -61,11 +61,19 @@ _base = [
 ]
 
 
+def _cl_space(data: bytes, byte: int) -> tuple[bytes, list[tuple[int, int]]]:
+    """The space after ``Content-Length:`` replaced by ``byte``: latin-1's NEL (0x85) and NBSP (0xA0)
+    are whitespace to str.strip() but not to HTTP (found by the response property in CI)."""
+    return data, [(data.lower().index(b"content-length:") + len(b"content-length:"), byte)]
+
+
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.sampled_from(_base),
     st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), min_size=1, max_size=4),
 )
+@example(*_cl_space(_base[0], 0x85))
+@example(*_cl_space(_base[0], 0xA0))
 def test_a_mutated_request_is_never_read_differently_from_h11(base: bytes, edits: list[tuple[int, int]]) -> None:
     data = _mutate(base, edits)
     seen: list = []
@@ -148,6 +156,8 @@ def test_responses_read_as_h11_reads_them(status: int, body: bytes, chunked: boo
     st.sampled_from([_response(200, b'{"ok": true}', c, 4) for c in (False, True)]),
     st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), min_size=1, max_size=4),
 )
+@example(*_cl_space(_response(200, b'{"ok": true}', False, 4), 0x85))
+@example(*_cl_space(_response(200, b'{"ok": true}', False, 4), 0xA0))
 def test_a_mutated_response_is_never_read_differently_from_h11(base: bytes, edits: list[tuple[int, int]]) -> None:
     data = _mutate(base, edits)
     ours = _acx_response(data)

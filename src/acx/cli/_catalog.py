@@ -75,16 +75,48 @@ def _list(args: argparse.Namespace) -> int:
     # A broken plugin is reported, never silently missing from the list.
     for reason in table.broken_plugins().values():
         sys.stderr.write(f"warning: {reason}\n")
+    aliases = _alias_rows() if args.kind == "harness" else []
     if args.format == "json":
-        rows = [{"id": i.id, "description": i.description, "origin": i.origin} for i in infos]
-        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        rows: list[dict[str, str]] = [{"id": i.id, "description": i.description, "origin": i.origin} for i in infos]
+        sys.stdout.write(json.dumps(rows + aliases, indent=2) + "\n")
         return 0
     width = max(len(i.id) for i in infos)
     sys.stdout.write(f"{'ID'.ljust(width)}  DESCRIPTION\n")
     for info in infos:
         origin = "" if info.origin == "built-in" else f"  [{info.origin}]"
         sys.stdout.write(f"{info.id.ljust(width)}  {info.description}{origin}\n")
+    if aliases:
+        _write_alias_rows(aliases)
     return 0
+
+
+def _alias_rows() -> list[dict[str, str]]:
+    """AgentCompass's harness ids, so a user moving a config over sees what each one becomes
+    (or why it is refused) without reading the docs."""
+    from acx.components import HARNESS_ALIASES
+    from acx.components._harness_aliases import MappedHarness
+
+    rows: list[dict[str, str]] = []
+    for cid, alias in HARNESS_ALIASES.items():
+        row = {"id": cid, "origin": "agentcompass-1.0.1"}
+        if isinstance(alias, MappedHarness):
+            row |= {"description": f"AgentCompass id; compiles as {alias.summary}", "maps_to": alias.summary}
+        else:
+            row |= {
+                "description": f"AgentCompass id; refused (nearest: {alias.nearest})",
+                "nearest": alias.nearest,
+                "refused": alias.differs,
+            }
+        rows.append(row)
+    return rows
+
+
+def _write_alias_rows(rows: list[dict[str, str]]) -> None:
+    width = max(len(r["id"]) for r in rows)
+    sys.stdout.write("\nAgentCompass 1.0.1 harness ids (accepted in AgentCompass configs; docs/agents.md)\n")
+    for row in rows:
+        target = f"-> {row['maps_to']}" if "maps_to" in row else f"refused (nearest acx harness: {row['nearest']})"
+        sys.stdout.write(f"{row['id'].ljust(width)}  {target}\n")
 
 
 # ---- config docs --------------------------------------------------------------------------------

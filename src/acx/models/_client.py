@@ -488,11 +488,13 @@ class _Body:
         if method == "HEAD" or status in (204, 304) or 100 <= status < 200:
             self.remaining = 0
         elif te:
-            if te.rsplit(",", 1)[-1].strip() != "chunked":
+            if te.rsplit(",", 1)[-1].strip(" \t") != "chunked":
                 raise _TransportError("read", f"unsupported Transfer-Encoding {te[:40]!r}")
             self.chunked = True
         elif cl is not None:
-            values = {v.strip() for v in cl.split(",")}
+            # HTTP's whitespace is SP and HTAB only: str.strip() would also take latin-1's NEL
+            # (0x85) and NBSP, and read "Content-Length:\x8512" as 12 where h11 refuses it.
+            values = {v.strip(" \t") for v in cl.split(",")}
             # isdigit alone takes "¹00" (superscripts), which int() refuses: ASCII digits only
             if len(values) != 1 or not (next(iter(values)).isascii() and next(iter(values)).isdigit()):
                 raise _TransportError("read", f"invalid Content-Length {cl[:40]!r}")

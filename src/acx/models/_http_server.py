@@ -232,14 +232,14 @@ def _framing(req: _Request) -> tuple[bool, int]:
     if te is not None:
         if cl is not None:
             raise _Reject(400, "both Content-Length and Transfer-Encoding")
-        if te.strip().lower() != "chunked":
+        if te.strip(" \t").lower() != "chunked":
             raise _Reject(501, "only the chunked transfer coding is supported")
         if req.version != "HTTP/1.1":
             raise _Reject(400, "Transfer-Encoding in an HTTP/1.0 request")
         return True, 0
     if cl is None:
         return False, 0
-    cl = cl.strip()
+    cl = cl.strip(" \t")  # SP and HTAB only (str.strip() also takes NEL and NBSP)
     if not cl.isdigit() or not cl.isascii() or len(cl) > 19:
         raise _Reject(400, "invalid Content-Length")
     length = int(cl)

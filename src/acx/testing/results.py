@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
 import re
 from pathlib import Path
@@ -36,8 +37,16 @@ def _task_dir(task_id: str) -> str:
 
 
 def _dump(path: Path, obj: Any) -> None:
+    _replace(path, json.dumps(obj))
+
+
+def _replace(path: Path, text: str) -> None:
+    """Write like acx's own run writer (temporary file + rename), so a reader polling a run that
+    this module advances (the live view's tests) never sees half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(obj), encoding="utf-8")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def actf_trajectory(question: str, answer: str, *, steps: int = 2, prompt_tokens: int = 100) -> dict[str, Any]:
@@ -251,7 +260,7 @@ def write_run(
             d.mkdir(parents=True, exist_ok=True)
     if status != "running":
         event("run_finished", status=status)
-    (root / "progress.jsonl").write_text("\n".join(events) + "\n", encoding="utf-8")
+    _replace(root / "progress.jsonl", "\n".join(events) + "\n")
     _dump(
         root / "run_info.json",
         {

@@ -37,14 +37,16 @@ from acx.drivers.docker._gc import close_objects, list_objects, sweep_orphans
 from acx.drivers.docker._session import DockerSession
 from acx.errors import CapabilityError, DriverError, EnvironmentSetupError
 
-__all__ = ["DockerDriver"]
+__all__ = ["DockerDriver", "is_idle_loop"]
 
 log = logging.getLogger("acx.drivers.docker")
 
 #: Keeps the container alive without depending on `sleep infinity` (busybox lacks it).
 _IDLE_COMMAND = ["/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"]
-#: What `docker top` shows of the idle loop once an image's entrypoint has handed over to it.
-_IDLE_MARK = "while :; do sleep 3600"
+#: How `docker top` shows the idle loop's own shell once an image's entrypoint has handed over to
+#: it. A prefix, not a substring: an entrypoint that does not hand over still has the idle loop
+#: in its own arguments (``python3 -c ... /bin/sh -c trap ...``) while it runs.
+_IDLE_PREFIX = " ".join([*_IDLE_COMMAND[:2], _IDLE_COMMAND[2].split(" & ", 1)[0]])
 #: How long an image's entrypoint may take to hand over to the idle loop before acx stops watching.
 _ENTRYPOINT_SETTLE_SECONDS = 10.0
 
@@ -249,7 +251,7 @@ class DockerDriver(ImageBuilder):
             return False
         titles = list(top.get("Titles") or [])
         column = titles.index("CMD") if "CMD" in titles else -1
-        return any(_IDLE_MARK in str(row[column]) for row in top.get("Processes") or [] if row)
+        return any(is_idle_loop(str(row[column])) for row in top.get("Processes") or [] if row)
 
     async def _create_container(
         self,
@@ -397,3 +399,8 @@ def _image_config(client: Any, image: str) -> dict[str, Any]:
     except ImageNotFound:
         return {}
     return dict(info.get("Config") or {})
+
+
+def is_idle_loop(command: str) -> bool:
+    """Whether a process's command line (as ``docker top`` shows it) is acx's idle loop itself."""
+    return command.startswith(_IDLE_PREFIX)
