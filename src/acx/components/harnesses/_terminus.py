@@ -1,4 +1,4 @@
-"""Terminus 2's reply format and prompts, for the ``terminus2`` harness (pure: no I/O).
+"""Terminus 2's reply format and prompts, for the ``terminus`` harness (pure: no I/O).
 
 Terminus 2 (Harbor's reference agent) asks the model for one JSON object per turn::
 
