@@ -6,6 +6,7 @@ name (C-c interrupting a running command), the turn limit, the run budget and th
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -52,6 +53,7 @@ requests:
 
 
 def test_long_keystrokes_special_keys_and_the_turn_limit(tmp_path: Path, monkeypatch, capsys) -> None:
+    started = time.time()
     long = "y" * 9000  # over the send-keys size: typed through a paste buffer
     script = [
         reply(("sleep 100\n", 0.3), ("C-c", 0.3), ("echo interrupted > int.txt\n", 0.3)),
@@ -68,6 +70,10 @@ def test_long_keystrokes_special_keys_and_the_turn_limit(tmp_path: Path, monkeyp
     assert "max_turns = 3" in codes["limit_exceeded"]["message"]
     assert result["telemetry"]["terminus"]["stop_reason"] == "max_turns"
     assert result["final_answer"] is None
+    # The terminal's tmux server is gone, its socket file too.
+    assert not list(Path(f"/tmp/tmux-{os.getuid()}").glob("acx-terminus-*")) or all(
+        p.stat().st_mtime < started for p in Path(f"/tmp/tmux-{os.getuid()}").glob("acx-terminus-*")
+    )
 
 
 def test_the_run_budget_stops_a_long_wait(tmp_path: Path, monkeypatch, capsys) -> None:

@@ -121,8 +121,14 @@ class _Terminal:
         return _terminus.limit_output(shown, self.config.max_output_bytes)
 
     async def stop(self) -> None:
+        session = self.ctx.session
+        assert session is not None
         try:
             await self.tmux("kill-server")
+            # A server whose shell exited leaves its socket file behind; on host_process that
+            # would pile up in the user's tmux directory, one per attempt.
+            sock = f'"${{TMUX_TMPDIR:-/tmp}}/tmux-$(id -u)/{self.socket}"'
+            await session.exec(["sh", "-c", f"rm -f {sock}"], timeout=_TMUX_TIMEOUT)
         except (DriverError, OSError):
             pass  # no tmux, or the sandbox is already gone: nothing left to stop
 
