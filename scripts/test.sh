@@ -15,6 +15,11 @@
 #   ACX_REQUIRE_CODEX=1   a failed install of the real Codex CLI (npm @openai/codex, pinned in
 #                         tests/agents/test_codex_real.py, into .pytest_cache/acx-npm/) fails the run
 #                         instead of skipping its end-to-end tests (set by .ci/run).
+#   ACX_REQUIRE_OPENCODE=1  the same for the real OpenCode CLI (npm opencode-ai, pinned in
+#                         tests/agents/test_opencode_real.py; set by .ci/run).
+#   ACX_REQUIRE_AIDER=1   a failed install of the real aider (PyPI aider-chat, pinned in
+#                         tests/agents/test_aider_real.py, which installs it) fails its tests
+#                         instead of skipping them (set by .ci/run).
 #   ACX_TEST_STRESS=1     run pytest while one CPU burner per core keeps the machine busy (every
 #                         bound in the tests must hold under load; not part of every CI run).
 set -euo pipefail
@@ -91,6 +96,22 @@ if ! "$CODEX_CACHE/node_modules/.bin/codex" --version >/dev/null 2>&1; then
         exit 1
     fi
     echo "!!! WARNING: no Codex CLI: its end-to-end tests will be SKIPPED !!!" >&2
+fi
+
+echo "==> the real OpenCode CLI (tests/agents/test_opencode_real.py)"
+OPENCODE_VERSION="$(sed -n 's/^OPENCODE_VERSION = "\(.*\)"$/\1/p' tests/agents/test_opencode_real.py)"
+OPENCODE_CACHE=".pytest_cache/acx-npm/opencode-${OPENCODE_VERSION}"
+if [ ! -x "$OPENCODE_CACHE/node_modules/.bin/opencode" ] && command -v npm >/dev/null 2>&1; then
+    mkdir -p "$OPENCODE_CACHE"
+    timeout 600 npm install --prefix "$OPENCODE_CACHE" --no-audit --no-fund "opencode-ai@${OPENCODE_VERSION}" \
+        >/tmp/acx-opencode-install.log 2>&1 || cat /tmp/acx-opencode-install.log >&2
+fi
+if ! "$OPENCODE_CACHE/node_modules/.bin/opencode" --version >/dev/null 2>&1; then
+    if [ "${ACX_REQUIRE_OPENCODE:-0}" = "1" ]; then
+        echo "ERROR: the OpenCode CLI ${OPENCODE_VERSION} could not be installed and ACX_REQUIRE_OPENCODE=1" >&2
+        exit 1
+    fi
+    echo "!!! WARNING: no OpenCode CLI: its end-to-end tests will be SKIPPED !!!" >&2
 fi
 
 echo "==> bubblewrap"

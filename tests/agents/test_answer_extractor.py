@@ -23,6 +23,17 @@ from acx.errors import AcxPlanError
 GOLDEN = Path(__file__).parent / "golden"
 CLAUDE = (GOLDEN / "claude_code_2.1.197_stream.jsonl").read_text()
 MINI = (GOLDEN / "mini_swe_agent_2.4.6.traj.json").read_text()
+#: Real `opencode run --format json` streams (opencode-ai 1.18.33): a bash tool call then "42"; a 400.
+OPENCODE = (GOLDEN / "opencode_1.18.33_run.jsonl").read_text()
+OPENCODE_ERROR = (GOLDEN / "opencode_1.18.33_error.jsonl").read_text()
+#: Real aider 0.86.2 chat histories (--message-file): a reply; a refused model call.
+AIDER = (GOLDEN / "aider_0.86.2_chat.md").read_text()
+AIDER_ERROR = (GOLDEN / "aider_0.86.2_error.chat.md").read_text()
+#: Real `openhands --headless --json` stdout (openhands 1.16.0): a terminal call then `finish`; a
+#: plain reply; a refused model call (exit status 0, a ConversationErrorEvent).
+OH_FINISH = (GOLDEN / "openhands_1.16.0_finish.jsonl").read_text()
+OH_MESSAGE = (GOLDEN / "openhands_1.16.0_message.jsonl").read_text()
+OH_ERROR = (GOLDEN / "openhands_1.16.0_error.jsonl").read_text()
 
 
 def _issue(got: _answer.Extracted) -> str:
@@ -61,8 +72,70 @@ def test_codex_definition_reads_its_last_message_file() -> None:
     assert _answer.extract(spec, "{...events...}", "the answer\n") == _answer.Extracted("the answer\n")
 
 
-def test_definitions_that_keep_stdout() -> None:
-    assert AGENTS["aider"].answer is None and AGENTS["openhands"].answer is None
+def test_opencode_definition_on_its_real_json_stream() -> None:
+    spec = AGENTS["opencode"].answer
+    assert spec is not None and _answer.source_path(spec) == "/logs/agent/opencode.jsonl"
+    assert _answer.extract(spec, "", OPENCODE) == _answer.Extracted("42")
+    # A failed run (an "error" event, no text) is no answer, saying what was looked for.
+    assert 'where type == "text"' in _issue(_answer.extract(spec, "", OPENCODE_ERROR))
+    # Text before a tool call is not the answer: the last step's text is.
+    early = OPENCODE.replace('"text":"42"', '"text":"first"').splitlines()
+    late = [line.replace('"text":"42"', '"text":"final"') for line in OPENCODE.splitlines()]
+    assert _answer.extract(spec, "", "\n".join([*early, *late])).answer == "final"
+
+
+def test_opencode_definition_passes_no_secret_and_keeps_its_exit_status() -> None:
+    d = AGENTS["opencode"]
+    config = json.loads(d.env["OPENCODE_CONFIG_CONTENT"])
+    acx = config["provider"]["acx"]
+    # The gateway's variables by reference: opencode fills them in; no value is written anywhere.
+    assert acx["options"] == {"baseURL": "{env:OPENAI_BASE_URL}", "apiKey": "{env:OPENAI_API_KEY}"}
+    assert acx["npm"] == "@ai-sdk/openai-compatible"  # bundled in the binary: nothing fetched
+    assert d.command.startswith("set -o pipefail; ") and d.command.endswith('exit "$rc"')
+    assert "</dev/null | tee /logs/agent/opencode.jsonl; rc=$?;" in d.command
+
+
+def test_aider_definition_on_its_real_chat_history() -> None:
+    spec = AGENTS["aider"].answer
+    assert spec is not None and _answer.source_path(spec) == "/logs/agent/aider.chat.md"
+    assert _answer.extract(spec, "", AIDER) == _answer.Extracted("The answer is:\n\n42")
+    # aider exits 0 after a failed call; its history has the error and no reply: no answer.
+    assert "no match" in _issue(_answer.extract(spec, "", AIDER_ERROR))
+    # A multi-line message (each line "#### ") and a reply with a file listing.
+    multi = AIDER.replace("#### What is 6*7?  \n", "#### Line one  \n####   \n#### Line three  \n").replace(
+        "The answer is:\n\n42", "hello.txt\n```\nHi\n```"
+    )
+    assert _answer.extract(spec, "", multi).answer == "hello.txt\n```\nHi\n```"
+
+
+def test_file_regex_form() -> None:
+    spec = AnswerFromFile(path="log.txt", regex=r"FINAL: (?P<answer>\w+)")
+    assert _answer.extract(spec, "stdout FINAL: no", "FINAL: a\nFINAL: b\n").answer == "b"  # the file, last match
+    assert "no match" in _issue(_answer.extract(spec, "", "nothing"))
+    assert "a match of /FINAL: (?P<answer>\\w+)/ in the file log.txt" in _answer.describe(spec)
+
+
+def test_openhands_definition_on_its_real_json_events() -> None:
+    spec = AGENTS["openhands"].answer
+    assert spec is not None and _answer.source_path(spec) == "/logs/agent/openhands.jsonl"
+    assert _answer.extract(spec, "", OH_FINISH) == _answer.Extracted("42")  # the finish action's message
+    assert _answer.extract(spec, "", OH_MESSAGE) == _answer.Extracted("42")  # a plain reply
+    msg = _issue(_answer.extract(spec, "", OH_ERROR))
+    assert "`action.message` or `llm_message.content.0.text`" in msg and "none of the 2 JSON event(s)" in msg
+    # Stopped after a tool call (killed at its budget): that action has neither field.
+    cut = "\n".join(line for line in OH_FINISH.splitlines() if '"tool_name": "finish"' not in line)
+    assert "has no such field" in _issue(_answer.extract(spec, "", cut))
+
+
+def test_jsonl_field_alternatives() -> None:
+    spec = AnswerFromJsonl(field=["a.b", "c"])
+    assert _answer.extract(spec, '{"c": 1}').answer == "1"
+    assert _answer.extract(spec, '{"a": {"b": "x"}, "c": 1}').answer == "x"  # the first one present
+    assert "`a.b` or `c`" in _issue(_answer.extract(spec, '{"d": 1}'))
+
+
+def test_every_definition_reads_a_structured_answer() -> None:
+    assert all(d.answer is not None for d in AGENTS.values())
 
 
 def test_pipefail_where_a_tee_would_hide_the_exit_status() -> None:
@@ -124,8 +197,12 @@ def test_jsonl_forms() -> None:
         ({"from": "file", "path": ""}, "harness.params.answer.path", "path is empty"),
         ({"from": "file", "path": "f", "json_path": "a..b"}, "harness.params.answer.json_path", "empty key"),
         ({"from": "file", "path": "f", "where": {"a": 1}}, "harness.params.answer.where", "needs `json_path`"),
+        ({"from": "file", "path": "f", "regex": "(x"}, "harness.params.answer.regex", "does not compile"),
+        ({"from": "file", "path": "f", "regex": "x", "json_path": "a"}, "harness.params.answer.regex", "both say"),
         ({"from": "jsonl", "field": "x.", "where": {}}, "harness.params.answer.field", "empty key"),
         ({"from": "jsonl", "field": "x", "where": {"": 1}}, "harness.params.answer.where", "empty key"),
+        ({"from": "jsonl", "field": []}, "harness.params.answer.field", "empty list"),
+        ({"from": "jsonl", "field": ["a", "b..c"]}, "harness.params.answer.field", "empty key"),
     ],
 )
 def test_bad_answer_specs_are_refused_at_plan_time(answer, path, words) -> None:

@@ -48,11 +48,13 @@ def test_list_components(capsys) -> None:
     rows = json.loads(capsys.readouterr().out)
     builtin = [row["id"] for row in rows if row["origin"] == "built-in"]
     assert builtin == list(registry("harness")), "the registered harnesses, in registry order"
+    assert builtin[-2:] == ["installed_agent", "terminus"]
     # AgentCompass's ids follow, each with what it compiles to or why it is refused (issue 23 item 5)
     aliases = {row["id"]: row for row in rows if row["origin"] == "agentcompass-1.0.1"}
     assert set(aliases) == set(HARNESS_ALIASES)
     assert aliases["mini_swe_agent"]["maps_to"] == "installed_agent agent=mini-swe-agent"
     assert aliases["openclaw"]["nearest"] == "installed_agent" and aliases["openclaw"]["refused"]
+    assert aliases["terminus2"]["maps_to"] == "terminus"
     assert main(["list", "harness"]) == 0
     text = capsys.readouterr().out
     assert "AgentCompass 1.0.1 harness ids" in text

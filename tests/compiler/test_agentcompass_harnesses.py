@@ -2,7 +2,8 @@
 
 Each id AgentCompass ships either maps to an acx harness with its AgentCompass params translated
 (``mini_swe_agent``/``claude_code``/``codex``/``openhands`` → ``installed_agent`` with the matching
-``agent``), or is refused with E0301 naming the nearest acx harness, what differs and what to use.
+``agent``; ``terminus2`` → acx's built-in ``terminus``), or is refused with E0301 naming the
+nearest acx harness, what differs and what to use.
 AgentCompass params acx has no meaning for are refused where they are written (E0311), unknown
 ones like any unknown key (E0203) — nothing is silently ignored. The table is
 ``acx.components.HARNESS_ALIASES`` (one place, owned by the components package).
@@ -48,9 +49,10 @@ MAPPED = {
     "codex": "codex",
     "openhands": "openhands",
 }
+#: mapped ids whose target is a harness of acx's own, not an installed agent
+MAPPED_BUILTIN = {"terminus2": "terminus"}
 #: refused id → the nearest acx harness its message names
 REFUSED = {
-    "terminus2": "react",
     "naive_search_agent": "react",
     "openclaw": "installed_agent",
     "openevolve": "command",
@@ -105,7 +107,7 @@ def _acx(work: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_table_covers_every_agentcompass_harness_id() -> None:  # issue 23 item 5
     assert set(HARNESS_ALIASES) == AGENTCOMPASS_IDS
-    assert {k for k, v in HARNESS_ALIASES.items() if isinstance(v, MappedHarness)} == set(MAPPED)
+    assert {k for k, v in HARNESS_ALIASES.items() if isinstance(v, MappedHarness)} == set(MAPPED) | set(MAPPED_BUILTIN)
     for entry in HARNESS_ALIASES.values():
         if isinstance(entry, RefusedHarness):
             assert entry.nearest in HARNESSES and entry.differs and entry.help
@@ -211,9 +213,45 @@ def test_provenance_shows_the_mapping(work: Path) -> None:
     assert prov["harness.params.agent"][-1].value == "mini-swe-agent"
 
 
+def test_terminus2_compiles_to_acx_terminus_with_its_params(work: Path) -> None:  # issue 23 item 3
+    compiled = _compile(work, "{id: terminus2, max_turns: 12, tmux_pane_width: 200, tmux_pane_height: 50}")
+    req = _request(compiled)
+    assert req.harness.id == "terminus" and req.metadata.harness_alias == "terminus2"
+    params = req.harness.params
+    assert (params["max_turns"], params["pane_width"], params["pane_height"]) == (12, 200, 50)
+    assert set(params) == set(msgspec.structs.asdict(HARNESSES["terminus"].config_class()))
+    # AgentCompass's defaults compile unchanged (300 turns, 160x40), and its null max_turns is acx's bound.
+    params = _request(_compile(work, "{id: terminus2}")).harness.params
+    assert (params["max_turns"], params["pane_width"], params["pane_height"]) == (300, 160, 40)
+    assert _request(_compile(work, "{id: terminus2, max_turns: null}")).harness.params["max_turns"] == 100000
+    chain = compiled.provenance["r"]["harness.id"]
+    assert chain[-1].source == "harness `terminus2` (AgentCompass id) → terminus"
+    # A summarizing Terminus is not what acx runs: refused where written, with what to do.
+    with pytest.raises(AcxResolutionError) as info:
+        _compile(work, "{id: terminus2, enable_summarize: true}")
+    (diag,) = info.value.diagnostics
+    assert diag.code == "E0311" and "does not summarize" in diag.help
+
+
 # ---- refused params -------------------------------------------------------------------------------
 
-_CANDIDATES: list[Any] = ["upload", "local", "gemini", "read-only", "/opt/x", "x", False, True, 7, 1.5, ["d"]]
+_CANDIDATES: list[Any] = [
+    "upload",
+    "local",
+    "gemini",
+    "read-only",
+    "poll",
+    "vlm",
+    "xml",
+    "/opt/x",
+    "x",
+    False,
+    True,
+    7,
+    1.5,
+    ["d"],
+    {"k": "v"},
+]
 
 
 def _bad_value(alias: MappedHarness, name: str, accepted: tuple[Any, ...]) -> Any:
@@ -235,7 +273,9 @@ UNSUPPORTED = [
     for ac_id, entry in HARNESS_ALIASES.items()
     if isinstance(entry, MappedHarness)
     for name, (accepted, _) in entry.unsupported.items()
-    if (ac_id, name) != ("codex", "sandbox")  # every value is moot under the bypass (docs/agents.md)
+    # codex.sandbox: every value is moot under the bypass (docs/agents.md); terminus2.store_all_messages:
+    # acx records every model call whatever it says — neither has a refused value.
+    if (ac_id, name) not in (("codex", "sandbox"), ("terminus2", "store_all_messages"))
 ]
 
 
@@ -298,7 +338,7 @@ def test_refused_id_is_E0301_naming_the_nearest_harness(work: Path, ac_id: str, 
 
 
 def test_refused_id_in_a_run_config_table(work: Path) -> None:
-    (work / "c.yaml").write_text("harnesses:\n  terminus2: {}\n")
+    (work / "c.yaml").write_text("harnesses:\n  qwen3vl_gui: {}\n")
     proc = _acx(work, "validate", "c.yaml")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "c.yaml:2:3: error[E0301]" in proc.stderr and "`react`" in proc.stderr

@@ -26,6 +26,7 @@ __all__ = [
     "NoneHarnessConfig",
     "OpenAIChatConfig",
     "OracleHarnessConfig",
+    "TerminusConfig",
 ]
 
 
@@ -262,6 +263,13 @@ class AnswerFromFile(ComponentConfig, frozen=True, kw_only=True, tag_field="from
         dict[str, JsonScalar],
         _d("with json_path: fields (dotted paths) the document must have, with these values, to hold an answer"),
     ] = {}
+    regex: Annotated[
+        str | None,
+        _d(
+            "the file read as text, the answer is the last match of this Python regular expression: the group "
+            "named `answer`, else group 1, else the whole match (not with json_path)"
+        ),
+    ] = None
 
 
 class AnswerFromJsonl(ComponentConfig, frozen=True, kw_only=True, tag_field="from", tag="jsonl"):
@@ -273,7 +281,10 @@ class AnswerFromJsonl(ComponentConfig, frozen=True, kw_only=True, tag_field="fro
     where: Annotated[
         dict[str, JsonScalar], _d("the events considered: those whose fields (dotted paths) have these values")
     ] = {}
-    field: Annotated[str, _d("the answer: this field (dotted path) of the picked event")]
+    field: Annotated[
+        str | list[str],
+        _d("the answer: this field (dotted path) of the picked event; a list: the first of them the event has"),
+    ]
     pick: Annotated[Literal["last", "first"], _d("which of the matching events")] = "last"
 
 
@@ -285,7 +296,10 @@ class InstalledAgentConfig(HarnessConfig, frozen=True, kw_only=True):
 
     agent: Annotated[
         str | None,
-        _d("shipped definition (install/command/logs defaults): mini-swe-agent, claude-code, codex, aider, openhands"),
+        _d(
+            "shipped definition (install/command/logs defaults): mini-swe-agent, claude-code, codex, opencode, "
+            "aider, openhands"
+        ),
     ] = None
     upload: Annotated[
         list[str], _d("files or directories to upload into agent_dir, relative to the spec file's directory")
@@ -318,6 +332,24 @@ class InstalledAgentConfig(HarnessConfig, frozen=True, kw_only=True):
     ] = None
     cwd: Annotated[str | None, _d("working directory of the run command; default the environment workdir")] = None
     strip_output: Annotated[bool, _d("strip surrounding whitespace from the answer")] = True
+
+
+class TerminusConfig(HarnessConfig, frozen=True, kw_only=True):
+    """Terminus 2, Harbor's reference terminal agent (docs/agents.md, "Terminus 2")."""
+
+    max_turns: Annotated[int, msgspec.Meta(ge=1, le=100000, description="model calls before the loop stops")] = 1000
+    pane_width: Annotated[int, msgspec.Meta(ge=20, le=1000, description="tmux terminal width (columns)")] = 160
+    pane_height: Annotated[int, msgspec.Meta(ge=5, le=1000, description="tmux terminal height (rows)")] = 40
+    history_limit: Annotated[
+        int, msgspec.Meta(ge=1000, description="tmux scrollback lines (new output is found by comparing it)")
+    ] = 10_000_000
+    max_output_bytes: Annotated[
+        int, msgspec.Meta(ge=200, description="longer terminal output keeps its head and tail, the rest elided")
+    ] = 10000
+    max_log_bytes: Annotated[
+        int, msgspec.Meta(ge=1, description="bytes of the final terminal scrollback kept in agent_logs")
+    ] = 65536
+    cwd: Annotated[str | None, _d("directory the terminal starts in; default the environment workdir")] = None
 
 
 class OpenAIChatConfig(HarnessConfig, frozen=True, kw_only=True):

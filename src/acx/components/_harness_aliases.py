@@ -111,6 +111,37 @@ class AcOpenHandsConfig(HarnessConfig, frozen=True, kw_only=True):
     skill_dirs: Annotated[list[str] | None, _d("skill directories")] = None
 
 
+class AcTerminus2Config(HarnessConfig, frozen=True, kw_only=True):
+    """AgentCompass `terminus2` params (agentcompass/harnesses/terminus2/terminus_2.py)."""
+
+    endpoint: Annotated[str, _d("optional service entrypoint URL")] = ""
+    service_url: Annotated[str, _d("alias for endpoint")] = ""
+    url: Annotated[str, _d("alias for endpoint")] = ""
+    headers: Annotated[dict[str, str], _d("HTTP headers added to service requests")] = {}
+    service_headers: Annotated[dict[str, str], _d("alias for headers")] = {}
+    request_timeout: Annotated[int, msgspec.Meta(ge=1, description="service request timeout, seconds")] = 3600
+    service_protocol: Annotated[Literal["wait", "poll"], _d("service completion protocol")] = "wait"
+    modality: Annotated[Literal["llm", "vlm"], _d("agent modality")] = "llm"
+    service_env_params: Annotated[dict[str, Any], _d("extra environment parameters for the service layer")] = {}
+    agent_setup_timeout_sec: Annotated[float, msgspec.Meta(gt=0, description="agent setup timeout, seconds")] = 1800
+    parser_name: Annotated[Literal["json", "xml", "tool_call"] | None, _d("response parser")] = "json"
+    max_turns: Annotated[Annotated[int, msgspec.Meta(ge=1)] | None, _d("maximum agent turns")] = 300
+    session_id: Annotated[str | None, _d("explicit session id")] = None
+    record_terminal_session: Annotated[bool, _d("record the terminal session when supported")] = False
+    enable_summarize: Annotated[bool, _d("proactive and context-length summarization")] = True
+    fallback_context_limit: Annotated[int, msgspec.Meta(ge=1, description="fallback token limit")] = 256000
+    proactive_summarization_threshold: Annotated[
+        int, msgspec.Meta(ge=1, description="free-token threshold that triggers summarization")
+    ] = 8000
+    tmux_pane_width: Annotated[int, msgspec.Meta(ge=1, description="tmux pane width")] = 160
+    tmux_pane_height: Annotated[int, msgspec.Meta(ge=1, description="tmux pane height")] = 40
+    trajectory_config: Annotated[dict[str, Any], _d("trajectory options (raw_content, linear_history)")] = {}
+    store_all_messages: Annotated[bool, _d("store all model messages in result metadata")] = False
+    interleaved_thinking: Annotated[bool, _d("interleaved thinking for compatible models")] = False
+    skills_dir: Annotated[str | bool, _d("skills directory path")] = False
+    mcp_servers: Annotated[list[Any], _d("MCP server configuration list")] = []
+
+
 # ---- the table -----------------------------------------------------------------------------------
 
 
@@ -188,6 +219,20 @@ def _openhands(cfg: AcOpenHandsConfig) -> dict[str, Translated]:
     return _notice(cfg)
 
 
+#: acx's terminus has max_turns ≤ 100000; AgentCompass's null (unbounded) becomes that bound.
+_TERMINUS_MAX_TURNS = 100000
+
+
+def _terminus(cfg: AcTerminus2Config) -> dict[str, Translated]:
+    turns = _TERMINUS_MAX_TURNS if cfg.max_turns is None else min(cfg.max_turns, _TERMINUS_MAX_TURNS)
+    return {
+        **_notice(cfg),
+        "max_turns": Translated(turns, ("max_turns",)),
+        "pane_width": Translated(max(cfg.tmux_pane_width, 20), ("tmux_pane_width",)),
+        "pane_height": Translated(max(cfg.tmux_pane_height, 5), ("tmux_pane_height",)),
+    }
+
+
 _COMMAND = "set installed_agent `command` (harness id `installed_agent`, agent = {agent!r}) with the flag you need"
 
 
@@ -204,6 +249,7 @@ def _upload(agent: str) -> tuple[tuple[Any, ...], str]:
     )
 
 
+_T_SERVICE = "acx's terminus calls the model through the run's gateway, not a Terminus service: remove it"
 _CAPSULE = (("",), "acx has no toolchain capsules: bake the agent's runtime into the image (environment.setup.image)")
 _MAX_CALLS = "bound the agent in acx's model gateway with `model.limits.max_model_calls`"
 
@@ -313,12 +359,43 @@ HARNESS_ALIASES: dict[str, MappedHarness | RefusedHarness] = {
             "skill_dirs": ((None, []), "upload skills with installed_agent `upload` (harness id `installed_agent`)"),
         },
     ),
-    "terminus2": RefusedHarness(
+    "terminus2": MappedHarness(
         id="terminus2",
-        nearest="react",
-        differs="Terminus 2 drives a tmux terminal with keystroke batches and its own JSON reply format; "
-        "acx's `react` is a tool-calling loop (bash, python, edit, submit) acting through the driver session",
-        help="use harness `react` (acx's built-in agent loop), or install Terminus with harness `installed_agent`",
+        target="terminus",
+        fixed={},
+        config=AcTerminus2Config,
+        translate=_terminus,
+        unsupported={
+            "endpoint": (("",), _T_SERVICE),
+            "service_url": (("",), _T_SERVICE),
+            "url": (("",), _T_SERVICE),
+            "headers": (({},), _T_SERVICE),
+            "service_headers": (({},), _T_SERVICE),
+            "service_protocol": (("wait",), _T_SERVICE),
+            "service_env_params": (({},), _T_SERVICE),
+            "request_timeout": ((), "set the model's `request_timeout_seconds` (the `model` section)"),
+            "modality": (("llm",), "acx's terminus reads the terminal as text (no screenshots)"),
+            "agent_setup_timeout_sec": ((), "acx's terminus installs nothing: tmux must be in the image"),
+            "parser_name": (("json", None), "acx's terminus speaks Terminus's JSON reply format only"),
+            "session_id": ((None,), "acx names the tmux session itself"),
+            "record_terminal_session": (
+                (False,),
+                "acx keeps the terminal's final scrollback in telemetry.agent_logs.terminal; no asciinema recording",
+            ),
+            "enable_summarize": (
+                (False,),
+                "acx's terminus does not summarize its context; bound the episode with `max_turns` or the "
+                "gateway's `model.limits`",
+            ),
+            "fallback_context_limit": ((), "used only by summarization, which acx's terminus does not do"),
+            "proactive_summarization_threshold": ((), "used only by summarization, which acx's terminus does not do"),
+            "trajectory_config": (({},), "acx's trajectory comes from the gateway's record of the model calls"),
+            # Either value: acx records every model call of the attempt anyway (model_calls.json).
+            "store_all_messages": ((False, True), "acx always records every model call (model_calls.json)"),
+            "interleaved_thinking": ((False,), "not supported by acx's terminus"),
+            "skills_dir": ((False, ""), "acx's terminus adds no skills section to the prompt"),
+            "mcp_servers": (([],), "acx's terminus offers no MCP servers"),
+        },
     ),
     "naive_search_agent": RefusedHarness(
         id="naive_search_agent",
@@ -332,7 +409,7 @@ HARNESS_ALIASES: dict[str, MappedHarness | RefusedHarness] = {
         id="openclaw",
         nearest="installed_agent",
         differs="acx ships no OpenClaw definition (installed_agent agents: mini-swe-agent, claude-code, codex, "
-        "aider, openhands)",
+        "opencode, aider, openhands)",
         help="run OpenClaw with harness `installed_agent`, giving its `install` and `command`",
     ),
     "openevolve": RefusedHarness(

@@ -122,6 +122,15 @@ HARNESSES.register(
         "acx.components.harnesses.installed_agent:InstalledAgentHarness",
     )
 )
+HARNESSES.register(
+    ComponentInfo(
+        "harness",
+        "terminus",
+        "Terminus 2 (Harbor's reference agent): keystroke batches typed into a tmux terminal in the sandbox.",
+        f"{_CONFIGS}:TerminusConfig",
+        "acx.components.harnesses.terminus:TerminusHarness",
+    )
+)
 
 
 def registry(kind: str) -> Registry:

@@ -110,10 +110,17 @@ for _ in range(10):
     out = subprocess.run(["bash", "-c", m.group(1)], capture_output=True, text=True, timeout=60)
     messages.append({"role": "user", "content": f"returncode {out.returncode}\n{out.stdout}{out.stderr}"})
 # The answer where the real CLI leaves it (the shapes of mini-swe-agent 2.4's trajectory, Claude
-# Code 2.1's last stream-json event, codex's -o file).
+# Code 2.1's last stream-json event, codex's -o file, aider's chat history).
 final = messages[-1]["content"]
 if NAME == "claude":
     print(json.dumps({"type": "result", "subtype": "success", "is_error": False, "result": final}), flush=True)
+if NAME == "openhands":  # OpenHands 1.16's --json event for a plain reply, and its conversation store
+    event = {"kind": "MessageEvent", "source": "agent", "llm_message": {"content": [{"type": "text", "text": final}]}}
+    print(json.dumps(event), flush=True)
+    events = os.path.join(env["OPENHANDS_CONVERSATIONS_DIR"], "standin", "events")
+    os.makedirs(events, exist_ok=True)
+    with open(os.path.join(events, "event-00000.json"), "w") as f:
+        f.write(json.dumps(event))
 if log:
     with open(log, "w") as f:
         if NAME == "mini":
@@ -121,5 +128,8 @@ if log:
             f.write(json.dumps({"agent": NAME, **doc}))
         elif NAME == "codex":
             f.write(final)
+        elif NAME == "aider":  # aider 0.86's chat history: "#### " message lines, the reply, Tokens
+            quoted = "".join(f"#### {line}  \n" for line in task.splitlines())
+            f.write(f"\n# aider chat started\n\n{quoted}\n{final}\n\n> Tokens: 1 sent, 1 received.  \n")
         else:
             f.write(json.dumps({"agent": NAME, "messages": messages}))

@@ -13,6 +13,7 @@ Pure data: imported at plan time.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from acx.components._configs import AnswerFromFile, AnswerFromJsonl, AnswerSpec
@@ -42,6 +43,30 @@ _MKDIR = f"mkdir -p {LOG_DIR} && "
 #: The run command is ``bash -c``: with pipefail a ``| tee`` keeps the agent's exit status (a
 #: failing agent is agent_exit_nonzero, not tee's 0).
 _PIPEFAIL = "set -o pipefail; "
+
+#: aider's reply in its chat history: after the last run of "#### " (user message) lines and a
+#: blank line, up to its "> Tokens:" line.
+AIDER_REPLY = r"(?ms)^####(?: [^\n]*)?\n(?:####(?: [^\n]*)?\n)*\n(?P<answer>.*?)\n+> Tokens: "
+
+#: OpenCode's provider config: the gateway as an OpenAI-compatible provider "acx" (the
+#: @ai-sdk/openai-compatible adapter is bundled in the opencode binary: nothing is fetched), its
+#: one model the attempt's model id. Values are opencode {env:…} references.
+_OPENCODE_CONFIG = json.dumps(
+    {
+        "$schema": "https://opencode.ai/config.json",
+        "autoupdate": False,
+        "share": "disabled",
+        "provider": {
+            "acx": {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "acx gateway",
+                "options": {"baseURL": "{env:OPENAI_BASE_URL}", "apiKey": "{env:OPENAI_API_KEY}"},
+                "models": {"{env:ACX_MODEL_ID}": {"name": "{env:ACX_MODEL_ID}"}},
+            }
+        },
+    },
+    separators=(",", ":"),
+)
 
 AGENTS: dict[str, AgentDefinition] = {
     "mini-swe-agent": AgentDefinition(
@@ -118,28 +143,90 @@ AGENTS: dict[str, AgentDefinition] = {
         # -o: codex writes its last agent message there.
         answer=AnswerFromFile(path=f"{LOG_DIR}/codex-last-message.txt"),
     ),
-    # aider and openhands: no answer extractor yet — their answer stays the whole stdout (aider
-    # prints its reply there; openhands' --json events were not checked against a real run). A QA
-    # run with them sets `answer` (docs/agents.md "The answer").
+    "opencode": AgentDefinition(
+        name="opencode",
+        install="npm install -g opencode-ai",
+        # Tested with opencode-ai 1.18.33 (tests/agents/test_opencode_real.py). `run`: one message,
+        # then exit (1 when the model call fails); --format json: one JSON event per line (the
+        # session log, and the answer); --auto: approve tool permissions (acx's sandbox is the
+        # boundary); --title: no extra model call to name the session; --print-logs: opencode's own
+        # log on stderr (kept). stdin is /dev/null (nothing to wait for). After the run the session
+        # (messages, tool calls, tokens) is exported from opencode's store; that step never changes
+        # the exit status, which pipefail kept through tee.
+        command=_PIPEFAIL
+        + _MKDIR
+        + "opencode run --format json --auto --title acx --print-logs --log-level INFO "
+        + f'-m "acx/$ACX_MODEL_ID" "$(cat "$ACX_PROMPT_FILE")" </dev/null | tee {LOG_DIR}/opencode.jsonl; '
+        + "rc=$?; "
+        + f'sid=$(grep -o -m 1 \'"sessionID":"[^"]*"\' {LOG_DIR}/opencode.jsonl | head -n 1 | cut -d \'"\' -f 4); '
+        + f'if [ -n "$sid" ]; then opencode export "$sid" > {LOG_DIR}/opencode-session.json 2>/dev/null; fi; '
+        + 'exit "$rc"',
+        env={
+            # opencode reads this inline config last (over the global and project files); its
+            # {env:NAME} references are filled from the environment by opencode itself, so the
+            # per-attempt token is never written anywhere.
+            "OPENCODE_CONFIG_CONTENT": _OPENCODE_CONFIG,
+            # No models.dev download, no self-update, no LSP server downloads, no sharing, no
+            # built-in auth plugins (each would reach the network).
+            "OPENCODE_DISABLE_MODELS_FETCH": "1",
+            "OPENCODE_DISABLE_AUTOUPDATE": "1",
+            "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+            "OPENCODE_DISABLE_SHARE": "1",
+            "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+        },
+        logs=[f"{LOG_DIR}/opencode.jsonl", f"{LOG_DIR}/opencode-session.json"],
+        # The answer is the text of the last "text" event ({"type":"text","part":{"text":…}}): the
+        # reply of the step that ended the run. A failed run has an "error" event and no text after.
+        answer=AnswerFromJsonl(path=f"{LOG_DIR}/opencode.jsonl", where={"type": "text"}, field="part.text"),
+    ),
     "aider": AgentDefinition(
         name="aider",
         install="python3 -m pip install --no-input aider-chat",
+        # Tested with aider-chat 0.86.2 (tests/agents/test_aider_real.py). --message-file: one
+        # message, then exit; --yes-always: apply edits and create files without asking;
+        # --no-show-release-notes: no first-run question; --no-pretty: plain text on stdout (kept as
+        # a log). aider exits 0 even when the model call fails (it prints the error), so the answer
+        # is what tells success: a failed call leaves no reply in the chat history.
         command=_MKDIR + 'aider --message-file "$ACX_PROMPT_FILE" --model "openai/$ACX_MODEL_ID" --yes-always '
-        "--no-git --no-auto-commits --no-check-update --no-show-model-warnings --analytics-disable "
+        "--no-git --no-auto-commits --no-check-update --no-show-model-warnings --no-show-release-notes "
+        "--no-pretty --analytics-disable "
         f"--chat-history-file {LOG_DIR}/aider.chat.md --llm-history-file {LOG_DIR}/aider.llm.log",
         model_env_aliases={"OPENAI_API_BASE": "OPENAI_BASE_URL"},
+        # litellm's bundled price map, not a download (aider's own model-info fetch fails fast offline).
+        env={"LITELLM_LOCAL_MODEL_COST_MAP": "True"},
         logs=[f"{LOG_DIR}/aider.chat.md", f"{LOG_DIR}/aider.llm.log"],
+        # The chat history (markdown): the user's message as "#### " lines, a blank line, the
+        # model's reply, then aider's "> Tokens: …" line. A failed call has "> <error>" and no
+        # Tokens line: no match, no answer.
+        answer=AnswerFromFile(path=f"{LOG_DIR}/aider.chat.md", regex=AIDER_REPLY),
     ),
     "openhands": AgentDefinition(
         name="openhands",
         install="python3 -m pip install --no-input openhands",
-        # --override-with-envs: LLM_* variables apply (else ignored); --json: JSONL events.
+        # Tested with openhands 1.16.0 (its SDK 1.21.0; tests/agents/test_openhands_real.py).
+        # --headless: auto-approve, no UI; --json: each event as one JSON line among its console
+        # lines; --override-with-envs: the LLM_* variables apply (else ignored). OpenHands exits 0
+        # even when the model call fails (a ConversationErrorEvent), so the answer is what tells
+        # success. Its conversation (one JSON file per event) is kept under /logs/agent.
         command=_PIPEFAIL
         + _MKDIR
         + 'LLM_MODEL="openai/$ACX_MODEL_ID" openhands --headless --json --override-with-envs '
-        f'-f "$ACX_PROMPT_FILE" | tee {LOG_DIR}/openhands.jsonl',
+        f'-f "$ACX_PROMPT_FILE" </dev/null | tee {LOG_DIR}/openhands.jsonl',
         model_env_aliases={"LLM_BASE_URL": "OPENAI_BASE_URL", "LLM_API_KEY": "OPENAI_API_KEY"},
-        env={},
-        logs=[f"{LOG_DIR}/openhands.jsonl"],
+        env={
+            "OPENHANDS_CONVERSATIONS_DIR": f"{LOG_DIR}/openhands-conversations",
+            "OPENHANDS_SUPPRESS_BANNER": "1",
+            # litellm's bundled price map: its download retries for seconds in an offline sandbox.
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        },
+        logs=[f"{LOG_DIR}/openhands.jsonl", f"{LOG_DIR}/openhands-conversations"],
+        # The agent's last event: its `finish` action ({"kind": "ActionEvent", "action": {"message":
+        # …}}) or a plain reply ({"kind": "MessageEvent", "llm_message": {"content": [{"text": …}]}}).
+        # An agent whose last event is a tool call or an error has no answer.
+        answer=AnswerFromJsonl(
+            path=f"{LOG_DIR}/openhands.jsonl",
+            where={"source": "agent"},
+            field=["action.message", "llm_message.content.0.text"],
+        ),
     ),
 }

@@ -46,20 +46,27 @@ def _check_dotted(value: str, field: str) -> None:
 def check(spec: AnswerSpec) -> None:
     """Refuse at plan time what no attempt could use: a regex that does not compile, an empty
     path, a dotted path with an empty key, ``where`` on a file read as text."""
+    regex = spec.regex if isinstance(spec, (AnswerFromStdout, AnswerFromFile)) else None
+    if regex is not None:
+        try:
+            re.compile(regex)
+        except re.error as exc:
+            raise _plan_error(
+                "regex", f"regex {regex!r} does not compile: {exc}", "give a Python regular expression"
+            ) from None
     if isinstance(spec, AnswerFromStdout):
-        if spec.regex is not None:
-            try:
-                re.compile(spec.regex)
-            except re.error as exc:
-                raise _plan_error(
-                    "regex", f"regex {spec.regex!r} does not compile: {exc}", "give a Python regular expression"
-                ) from None
         return
     if spec.path is not None and not spec.path.strip():
         raise _plan_error("path", "path is empty", "give the sandbox path of the file the agent writes")
     for key in spec.where:
         _check_dotted(key, f"where.{key}" if key else "where")
     if isinstance(spec, AnswerFromFile):
+        if spec.json_path is not None and spec.regex is not None:
+            raise _plan_error(
+                "regex",
+                "`regex` and `json_path` both say how to read the file",
+                "keep json_path (the file is JSON) or regex (the file is text)",
+            )
         if spec.json_path is not None:
             _check_dotted(spec.json_path, "json_path")
         elif spec.where:
@@ -69,7 +76,11 @@ def check(spec: AnswerSpec) -> None:
                 "add json_path (the file is JSON), or drop where",
             )
     else:
-        _check_dotted(spec.field, "field")
+        fields = _fields(spec.field)
+        if not fields:
+            raise _plan_error("field", "field is an empty list", "name at least one dotted path")
+        for f in fields:
+            _check_dotted(f, "field")
 
 
 def source_path(spec: AnswerSpec) -> str | None:
@@ -83,13 +94,20 @@ def describe(spec: AnswerSpec) -> str:
         what = "the last non-blank line of stdout" if spec.pick == "last_line" else "stdout"
         return f"a match of /{spec.regex}/ in {what}" if spec.regex is not None else what
     if isinstance(spec, AnswerFromFile):
+        if spec.regex is not None:
+            return f"a match of /{spec.regex}/ in the file {spec.path}"
         if spec.json_path is None:
             return f"the file {spec.path}"
         cond = f" (with {_conds(spec.where)})" if spec.where else ""
         return f"`{spec.json_path}` in the JSON file {spec.path}{cond}"
     source = spec.path if spec.path is not None else "stdout"
     cond = f" where {_conds(spec.where)}" if spec.where else ""
-    return f"`{spec.field}` of the {spec.pick} JSON event{cond} in {source}"
+    names = " or ".join(f"`{f}`" for f in _fields(spec.field))
+    return f"{names} of the {spec.pick} JSON event{cond} in {source}"
+
+
+def _fields(field: str | list[str]) -> list[str]:
+    return [field] if isinstance(field, str) else list(field)
 
 
 def _conds(where: dict[str, Any]) -> str:
@@ -148,6 +166,26 @@ def _value(spec: AnswerSpec, value: Any, where: str) -> Extracted:
     return Extracted(_as_text(value))
 
 
+def _search(spec: AnswerSpec, regex: str, text: str) -> Extracted:
+    """The last match of ``regex`` in ``text``: its group ``answer``, else group 1, else all of it."""
+    try:
+        matches = list(re.finditer(regex, text))
+    except re.error as exc:  # checked at plan time; a spec built by hand
+        return _not_found(spec, f"the regex does not compile ({exc})")
+    if not matches:
+        return _not_found(spec, "no match")
+    m = matches[-1]
+    if "answer" in m.re.groupindex:
+        got = m.group("answer")
+    elif m.re.groups:
+        got = m.group(1)
+    else:
+        got = m.group(0)
+    if got is None:
+        return _not_found(spec, "the group took part in no match")
+    return Extracted(got)
+
+
 def extract(spec: AnswerSpec, stdout: str, file_text: str | None = None, file_error: str | None = None) -> Extracted:
     """The answer per ``spec`` from ``stdout`` or the file's text. For a spec with a file
     (:func:`source_path`), ``file_text`` is its content, or None with ``file_error`` saying why."""
@@ -160,22 +198,7 @@ def extract(spec: AnswerSpec, stdout: str, file_text: str | None = None, file_er
             text = lines[-1]
         if spec.regex is None:
             return Extracted(text)
-        try:
-            matches = list(re.finditer(spec.regex, text))
-        except re.error as exc:  # checked at plan time; a spec built by hand
-            return _not_found(spec, f"the regex does not compile ({exc})")
-        if not matches:
-            return _not_found(spec, "no match")
-        m = matches[-1]
-        if "answer" in m.re.groupindex:
-            got = m.group("answer")
-        elif m.re.groups:
-            got = m.group(1)
-        else:
-            got = m.group(0)
-        if got is None:
-            return _not_found(spec, "the group took part in no match")
-        return Extracted(got)
+        return _search(spec, spec.regex, text)
     if spec.path is not None:
         if file_text is None:
             return _not_found(spec, file_error or f"{spec.path} could not be read")
@@ -185,6 +208,8 @@ def extract(spec: AnswerSpec, stdout: str, file_text: str | None = None, file_er
         text = stdout
         where_from = "stdout"
     if isinstance(spec, AnswerFromFile):
+        if spec.regex is not None:
+            return _search(spec, spec.regex, text)
         if spec.json_path is None:
             return Extracted(text)
         try:
@@ -215,4 +240,10 @@ def extract(spec: AnswerSpec, stdout: str, file_text: str | None = None, file_er
                 break
     if found is _MISSING:
         return _not_found(spec, f"none of the {events} JSON event(s) in {where_from} matches")
-    return _value(spec, _get(found, spec.field), f"the {spec.pick} matching event")
+    # The first field the event has (agents with several event shapes for their final word).
+    value: Any = _MISSING
+    for name in _fields(spec.field):
+        value = _get(found, name)
+        if value is not _MISSING:
+            break
+    return _value(spec, value, f"the {spec.pick} matching event")
