@@ -6,6 +6,7 @@ trajectory and limit issues merged into its result."""
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,15 @@ import trio
 
 from acx.ir import MODEL_GATEWAY_HOST, ExecutionIssue, NetworkPolicy, RunRequest, RunResult
 
-__all__ = ["RunModels", "merge_into_result", "render_usage", "session_scope", "usage_summary"]
+__all__ = [
+    "RunModels",
+    "cache_dir",
+    "merge_into_result",
+    "open_cache",
+    "render_usage",
+    "session_scope",
+    "usage_summary",
+]
 
 
 class RunModels:
@@ -29,6 +38,9 @@ class RunModels:
         run_dir: str,
         on_stop: Callable[[str], None],
         concurrency: int | None = None,
+        *,
+        results_root: str | None = None,
+        scrub: Callable[[str], str] | None = None,
     ) -> None:
         from acx.models import PROTOCOLS, Gateway, roles_for
 
@@ -41,7 +53,10 @@ class RunModels:
             run_dir=run_dir,
             concurrency=concurrency,
         )
-        self.gateway = Gateway(roles, run_max_cost_usd=req.execution.max_cost_usd, on_run_limit=on_stop)
+        cache = None
+        if any(role.cache != "off" for role in roles.values()):
+            cache = open_cache(req, results_root or str(Path(run_dir).parent), scrub=scrub)
+        self.gateway = Gateway(roles, run_max_cost_usd=req.execution.max_cost_usd, on_run_limit=on_stop, cache=cache)
         self.limits = _limits(req)
         self.sandbox_host: str | None = None
 
@@ -87,6 +102,23 @@ class RunModels:
         session = self.gateway.open_session(key, self.limits)
         session.sandbox_host = self.sandbox_host
         return session
+
+
+def cache_dir(req: RunRequest, results_root: str | os.PathLike[str]) -> Path:
+    """The model-call cache directory of a request: ``model.cache_dir`` (relative to the working
+    directory), else ``<results_root>/.acx-cache/model-calls`` (shared by every run there)."""
+    given = req.model.cache_dir
+    return Path(given).expanduser().resolve() if given else Path(results_root).resolve() / ".acx-cache" / "model-calls"
+
+
+def open_cache(
+    req: RunRequest, results_root: str | os.PathLike[str], *, scrub: Callable[[str], str] | None = None
+) -> Any:
+    from acx.models import DEFAULT_CACHE_MAX_BYTES, CallCache
+
+    return CallCache(
+        cache_dir(req, results_root), max_bytes=req.model.cache_max_bytes or DEFAULT_CACHE_MAX_BYTES, scrub=scrub
+    )
 
 
 def session_scope(session: Any) -> contextlib.AbstractContextManager[None]:
@@ -136,6 +168,7 @@ async def merge_into_result(
                 "reflects request headers)",
             )
         )
+    issues += _cache_issues(session)
     for why in getattr(session, "stream_cuts", ()):
         issues.append(
             ExecutionIssue(
@@ -199,6 +232,33 @@ async def merge_into_result(
         trajectory=trajectory if trajectory is not None else result.trajectory,
     )
     return merged, digest
+
+
+def _cache_issues(session: Any) -> list[ExecutionIssue]:
+    """The attempt's issues of the model-call cache and of a replayed run."""
+    out = []
+    for why in getattr(session, "cache_misses", ()):
+        out.append(
+            ExecutionIssue(
+                severity="error",
+                phase="run",
+                code="cache_miss",
+                message=f"the model-call cache (replay mode) had no answer: {why}; the agent got a "
+                "cache_miss error — record the run first with cache: write or read-write",
+            )
+        )
+    for why in getattr(session, "replay_divergences", ()):
+        out.append(ExecutionIssue(severity="error", phase="run", code="replay_diverged", message=why))
+    for why in getattr(session, "cache_errors", ()):
+        out.append(
+            ExecutionIssue(
+                severity="warning",
+                phase="run",
+                code="cache_write_failed",
+                message=f"an answer could not be stored in the model-call cache ({why}); the call itself succeeded",
+            )
+        )
+    return out
 
 
 def _write_transcript(path: Path, data: bytes) -> str:

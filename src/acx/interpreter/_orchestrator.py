@@ -666,6 +666,8 @@ class _RequestRun:
                 str(self.store.run_dir.resolve()),
                 self._stop,
                 concurrency=int(self.ctx.limits.attempts.total_tokens),
+                results_root=str(self.orch.runtime.results_dir),
+                scrub=self.ctx.scrub.text,
             )
             await models.start(nursery, self.prog.driver)
         except (AcxUserError, OSError) as exc:

@@ -1,0 +1,336 @@
+"""The content-addressed model-call cache (issue 26): the gateway's store of upstream answers.
+
+The key is the SHA-256 of a canonical form of the request *as it reaches the upstream*: the
+protocol and the body the gateway sends (model, messages, tools, sampling parameters, ``stream``),
+with sorted keys and compact separators. Headers — the real key, the session token, anything that
+varies per attempt — are never part of it, and neither is the endpoint's URL (a run against the
+same model behind another address hits the same entries).
+
+The value is the answer's body exactly as the agent got it (already scrubbed of the role's key,
+and of every other secret of the run): a JSON body, or a streamed answer's complete event stream,
+re-streamed as the same bytes so an SDK client assembles the same message.
+
+The store is a directory shared across runs, one file per entry (``<key[:2]>/<key>.json``):
+
+- **atomic**: an entry is written to a temporary file in its directory, fsynced, then linked to its
+  name; ``link`` fails when the name exists, so of two writers of one key the first keeps its
+  answer and the second drops its own. A killed writer leaves at most a ``.tmp`` file, which no
+  reader takes for an entry and :meth:`CallCache.prune` removes.
+- **bounded**: ``max_bytes``; past it the least recently used entries (mtime, touched on every hit
+  — atime is off on many mounts) are evicted down to 90 %.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import secrets as _random
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+__all__ = [
+    "CACHE_MODES",
+    "DEFAULT_MAX_BYTES",
+    "CacheMode",
+    "CacheStats",
+    "CachedAnswer",
+    "CallCache",
+    "cache_key",
+    "canonical_request",
+]
+
+CacheMode = Literal["off", "read", "write", "read-write", "replay"]
+CACHE_MODES: tuple[CacheMode, ...] = ("off", "read", "write", "read-write", "replay")
+
+#: ``model.cache_max_bytes`` when unset: 1 GiB.
+DEFAULT_MAX_BYTES = 1 << 30
+
+SCHEMA = "acx.model_cache.v1"
+
+#: A temporary file older than this belongs to a writer that died (prune removes it).
+STALE_TMP_SECONDS = 3600.0
+
+
+def reads(mode: str) -> bool:
+    return mode in ("read", "read-write", "replay")
+
+
+def writes(mode: str) -> bool:
+    return mode in ("write", "read-write")
+
+
+def canonical_request(protocol: str, body: Any) -> bytes:
+    """The request's canonical bytes: protocol and body, sorted keys, compact, UTF-8."""
+    return json.dumps(
+        {"protocol": protocol, "body": body}, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    ).encode()
+
+
+def cache_key(protocol: str, body: Any) -> str:
+    return hashlib.sha256(canonical_request(protocol, body)).hexdigest()
+
+
+@dataclass(frozen=True)
+class CachedAnswer:
+    """One entry: the upstream's answer as the agent got it."""
+
+    key: str
+    protocol: str
+    model: str
+    stream: bool
+    status: int
+    body: bytes
+
+
+class CachedResponse:
+    """A streamed answer read from the cache, in the shape :func:`acx.models.chunks` reads."""
+
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+
+    async def pieces(self) -> AsyncIterator[bytes]:
+        # One piece: the events are the recorded ones; how the upstream cut them into reads
+        # is not part of the answer.
+        if self._body:
+            yield self._body
+
+    async def aclose(self) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class CacheStats:
+    entries: int
+    bytes: int
+    tmp_files: int
+    oldest: float | None
+    newest: float | None
+    by_model: dict[str, int]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "entries": self.entries,
+            "bytes": self.bytes,
+            "tmp_files": self.tmp_files,
+            "oldest_mtime": self.oldest,
+            "newest_mtime": self.newest,
+            "by_model": dict(sorted(self.by_model.items())),
+        }
+
+
+class CallCache:
+    """A cache directory. Methods do blocking file I/O: the gateway calls them in worker threads
+    (or inline for small reads)."""
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        scrub: Callable[[str], str] | None = None,
+    ) -> None:
+        self.root = Path(root)
+        self.max_bytes = max_bytes
+        #: The run's secret scrubber (every secret the run resolved), applied to each value stored.
+        self.scrub = scrub
+        #: Bytes this process believes the store holds (scanned at the first write, then counted).
+        self._size: int | None = None
+
+    # ---- entries ---------------------------------------------------------------------------------
+    def path(self, key: str) -> Path:
+        return self.root / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> CachedAnswer | None:
+        """The entry of ``key``, or ``None`` (missing, or unreadable: a damaged entry is a miss and
+        is removed, never an answer)."""
+        path = self.path(key)
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return None
+        entry = _decode(key, data)
+        if entry is None:
+            with contextlib.suppress(OSError):
+                path.unlink()
+            return None
+        with contextlib.suppress(OSError):
+            os.utime(path)  # least recently *used*: the hit makes it young again
+        return entry
+
+    def size_of(self, key: str) -> int | None:
+        try:
+            return self.path(key).stat().st_size
+        except OSError:
+            return None
+
+    def put(self, answer: CachedAnswer) -> bool:
+        """Stores ``answer`` unless its key is there already (the first writer's answer is kept);
+        True when this call wrote it. The value is scrubbed of the run's secrets first."""
+        text = answer.body.decode("utf-8", "replace") if self.scrub is not None else None
+        body = answer.body
+        if text is not None and self.scrub is not None:
+            cleaned = self.scrub(text)
+            if cleaned != text:
+                body = cleaned.encode()
+        data = _encode(answer, body)
+        path = self.path(answer.key)
+        if path.exists():
+            return False
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.parent / f".{answer.key}.{os.getpid()}.{_random.token_hex(4)}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)  # the name must never point at a file a crash left empty
+            finally:
+                os.close(fd)
+            try:
+                os.link(tmp, path)  # fails if another writer got there first: its answer stays
+            except FileExistsError:
+                return False
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        self._grew(len(data))
+        return True
+
+    def _grew(self, n: int) -> None:
+        if self._size is None:
+            self._size = self.stats().bytes
+        else:
+            self._size += n
+        if self._size > self.max_bytes:
+            self._size = self.evict(int(self.max_bytes * 0.9))
+
+    # ---- maintenance -----------------------------------------------------------------------------
+    def _entries(self) -> list[tuple[Path, os.stat_result]]:
+        out: list[tuple[Path, os.stat_result]] = []
+        if not self.root.is_dir():
+            return out
+        for sub in self.root.iterdir():
+            if not sub.is_dir() or len(sub.name) != 2:
+                continue
+            for p in sub.iterdir():
+                if p.suffix == ".json" and not p.name.startswith("."):
+                    with contextlib.suppress(OSError):
+                        out.append((p, p.stat()))
+        return out
+
+    def _tmp_files(self) -> list[Path]:
+        if not self.root.is_dir():
+            return []
+        return [p for sub in self.root.iterdir() if sub.is_dir() for p in sub.glob(".*.tmp")]
+
+    def stats(self) -> CacheStats:
+        entries = self._entries()
+        by_model: dict[str, int] = {}
+        for p, _ in entries:
+            model = _model_of(p)
+            by_model[model] = by_model.get(model, 0) + 1
+        times = [st.st_mtime for _, st in entries]
+        return CacheStats(
+            entries=len(entries),
+            bytes=sum(st.st_size for _, st in entries),
+            tmp_files=len(self._tmp_files()),
+            oldest=min(times) if times else None,
+            newest=max(times) if times else None,
+            by_model=by_model,
+        )
+
+    def evict(self, target_bytes: int) -> int:
+        """Removes the least recently used entries until at most ``target_bytes`` remain; the
+        bytes left."""
+        entries = sorted(self._entries(), key=lambda e: e[1].st_mtime)
+        total = sum(st.st_size for _, st in entries)
+        for p, st in entries:
+            if total <= target_bytes:
+                break
+            with contextlib.suppress(FileNotFoundError):
+                p.unlink()
+            total -= st.st_size
+        return total
+
+    def prune(self, *, max_bytes: int | None = None, older_than: float | None = None) -> tuple[int, int]:
+        """Removes entries unused for ``older_than`` seconds, then the least recently used past
+        ``max_bytes`` (default: the store's bound), and dead writers' temporary files.
+        Returns (entries removed, bytes left)."""
+        now = time.time()
+        removed = 0
+        for tmp in self._tmp_files():
+            with contextlib.suppress(OSError):
+                if now - tmp.stat().st_mtime > STALE_TMP_SECONDS:
+                    tmp.unlink()
+        if older_than is not None:
+            for p, st in self._entries():
+                if now - st.st_mtime > older_than:
+                    with contextlib.suppress(FileNotFoundError):
+                        p.unlink()
+                        removed += 1
+        before = len(self._entries())
+        left = self.evict(self.max_bytes if max_bytes is None else max_bytes)
+        removed += before - len(self._entries())
+        return removed, left
+
+    def clear(self) -> int:
+        """Removes every entry and temporary file; the number of entries removed."""
+        removed = 0
+        for p, _ in self._entries():
+            with contextlib.suppress(FileNotFoundError):
+                p.unlink()
+                removed += 1
+        for tmp in self._tmp_files():
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+        self._size = 0
+        return removed
+
+
+def _encode(answer: CachedAnswer, body: bytes) -> bytes:
+    head = {
+        "schema_version": SCHEMA,
+        "key": answer.key,
+        "protocol": answer.protocol,
+        "model": answer.model,
+        "stream": answer.stream,
+        "status": answer.status,
+        "stored_at": time.time(),
+    }
+    # One JSON header line, then the body's bytes as they were (no re-encoding of the answer).
+    return json.dumps(head, separators=(",", ":")).encode() + b"\n" + body
+
+
+def _decode(key: str, data: bytes) -> CachedAnswer | None:
+    head_line, sep, body = data.partition(b"\n")
+    if not sep:
+        return None
+    try:
+        head = json.loads(head_line)
+    except ValueError:
+        return None
+    if not isinstance(head, dict) or head.get("schema_version") != SCHEMA or head.get("key") != key:
+        return None
+    return CachedAnswer(
+        key=key,
+        protocol=str(head.get("protocol")),
+        model=str(head.get("model")),
+        stream=bool(head.get("stream")),
+        status=int(head.get("status") or 200),
+        body=body,
+    )
+
+
+def _model_of(path: Path) -> str:
+    try:
+        with path.open("rb") as fh:
+            head = json.loads(fh.readline())
+        return str(head.get("model"))
+    except (OSError, ValueError, AttributeError):
+        return "?"

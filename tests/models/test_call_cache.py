@@ -1,0 +1,342 @@
+"""The model-call cache in the gateway (issue 26 item 1): answers stored per canonical request,
+re-served — streamed ones as the same events, which real SDK clients assemble into the same
+message — in ``read``/``replay`` modes with the model server stopped; a ``replay`` miss is an
+error the agent sees; concurrent and killed writers; LRU bound; no secret in an entry.
+Contracts M4 (no key in any record), M6 (call records)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import trio
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from acx.models import (
+    CallCache,
+    ChatRequest,
+    Endpoint,
+    Gateway,
+    ModelCallError,
+    Price,
+    Role,
+    actf_trajectory,
+    cache_key,
+)
+from acx.testing.fake_models import FakeModelServer, reflected, text, tool_call
+
+KEY = "sk-cache-test-real-key-0042"
+PROTOCOLS = ["openai-chat", "openai-responses", "anthropic"]
+
+
+def role(base: str, protocol: str, mode: str) -> dict[str, Role]:
+    url = base if protocol == "anthropic" else f"{base}/v1"
+    ep = Endpoint(base_url=url, model="real-model", protocol=protocol, api_key=KEY, max_retries=0)  # type: ignore[arg-type]
+    return {"agent": Role("agent", ep, Price(1.0, 2.0), cache=mode)}
+
+
+async def with_gateway(rs: dict[str, Role], cache: CallCache, fn: Any) -> Any:
+    async with trio.open_nursery() as n:
+        gw = Gateway(rs, cache=cache)
+        await gw.start(n)
+        try:
+            return await fn(gw)
+        finally:
+            await gw.aclose()
+
+
+def sdk_calls(protocol: str, env: dict[str, str]) -> list[Any]:
+    """A streamed and a plain call with the protocol's real SDK; what the SDK assembled."""
+    if protocol == "anthropic":
+        import anthropic
+
+        a = anthropic.Anthropic(base_url=env["ANTHROPIC_BASE_URL"], api_key=env["ANTHROPIC_API_KEY"], max_retries=0)
+        msgs = [{"role": "user", "content": "list the files"}]
+        with a.messages.stream(model="x", max_tokens=64, messages=msgs) as s:  # type: ignore[arg-type]
+            events = [e.model_dump() for e in s]
+            final = s.get_final_message().model_dump()
+        plain = a.messages.create(model="x", max_tokens=64, messages=[{"role": "user", "content": "hi"}]).model_dump()
+        return [events, final, plain]
+    import openai
+
+    o = openai.OpenAI(base_url=env["OPENAI_BASE_URL"], api_key=env["OPENAI_API_KEY"], max_retries=0)
+    if protocol == "openai-chat":
+        msgs = [{"role": "user", "content": "list the files"}]
+        chunks = [c.model_dump() for c in o.chat.completions.create(model="x", messages=msgs, stream=True)]  # type: ignore[arg-type]
+        plain = o.chat.completions.create(model="x", messages=[{"role": "user", "content": "hi"}]).model_dump()  # type: ignore[arg-type]
+        return [chunks, plain]
+    events = [e.model_dump() for e in o.responses.create(model="x", input="list the files", stream=True)]
+    plain = o.responses.create(model="x", input="hi").model_dump()
+    return [events, plain]
+
+
+def raw_stream(protocol: str, env: dict[str, str]) -> bytes:
+    if protocol == "anthropic":
+        url, h = f"{env['ANTHROPIC_BASE_URL']}/v1/messages", {"x-api-key": env["ANTHROPIC_API_KEY"]}
+        body: dict[str, Any] = {"max_tokens": 9, "stream": True, "messages": [{"role": "user", "content": "raw"}]}
+    else:
+        path = "chat/completions" if protocol == "openai-chat" else "responses"
+        url, h = f"{env['OPENAI_BASE_URL']}/{path}", {"Authorization": f"Bearer {env['OPENAI_API_KEY']}"}
+        body = {
+            "stream": True,
+            **({"messages": [{"role": "user", "content": "raw"}]} if protocol == "openai-chat" else {"input": "raw"}),
+        }
+    with httpx.stream("POST", url, headers=h, json=body, timeout=30) as r:
+        assert r.status_code == 200, r.read()
+        return b"".join(r.iter_raw())
+
+
+def session_run(base: str, protocol: str, mode: str, cache: CallCache) -> tuple[list[Any], bytes, Any]:
+    async def fn(gw: Gateway) -> tuple[list[Any], bytes, Any]:
+        s = gw.open_session("t/attempt-1/try-1")
+        env = s.env()
+        got = await trio.to_thread.run_sync(sdk_calls, protocol, env)
+        raw = await trio.to_thread.run_sync(raw_stream, protocol, env)
+        await trio.sleep(0.05)  # the last stream's record is finished after its final bytes
+        s.close()
+        return got, raw, s
+
+    return trio.run(with_gateway, role(base, protocol, mode), cache, fn)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_write_then_replay_with_the_server_stopped_re_streams_identically(protocol: str, tmp_path: Path) -> None:
+    pytest.importorskip("openai")
+    pytest.importorskip("anthropic")
+    cache = CallCache(tmp_path / "cache")
+    script = [
+        tool_call("bash", {"command": "ls -la"}, usage=(21, 6)),
+        text("hello there", usage=(5, 2)),
+        text("raw answer"),
+    ]
+    with FakeModelServer(script) as srv:
+        base = srv.url
+        first, raw1, s1 = session_run(base, protocol, "write", cache)
+        upstream = len(srv.requests)
+    assert upstream == 3 and cache.stats().entries == 3
+    assert not any(c.cached for c in s1.calls)
+    # The server is gone: every answer now comes from the cache.
+    second, raw2, s2 = session_run(base, protocol, "replay", cache)
+    assert second == first  # the SDKs assembled the same events and messages
+    assert raw2 == raw1  # byte for byte the same event stream
+    assert [c.cached for c in s2.calls] == [True, True, True]
+    assert all(c.to_dict()["cached"] is True for c in s2.calls)
+    u = s2.usage()
+    assert u["cost_usd"] == 0 and u["cached_calls"] == 3 and u["unpaid_cost_usd"] == s1.usage()["cost_usd"] > 0
+    assert u["prompt_tokens"] == s1.usage()["prompt_tokens"]  # consumed: the token limits count it
+    t1, t2 = actf_trajectory(s1.calls), actf_trajectory(s2.calls)
+    assert all(step["cached"] is True for step in t2["steps"])
+    assert [st["assistant_content"] for st in t1["steps"]] == [st["assistant_content"] for st in t2["steps"]]
+
+
+def test_read_mode_falls_back_to_the_upstream_and_replay_refuses_a_miss(tmp_path: Path) -> None:
+    cache = CallCache(tmp_path / "cache")
+    req = ChatRequest(messages=[{"role": "user", "content": "q"}])
+    other = ChatRequest(messages=[{"role": "user", "content": "another question"}])
+    with FakeModelServer([text("a1"), text("a2")]) as srv:
+
+        async def fn(gw: Gateway) -> Any:
+            s = gw.open_session("t")
+            r1 = await s.complete(req)  # write: stored
+            gw.roles["agent"] = Role("agent", gw.roles["agent"].endpoint, gw.roles["agent"].price, cache="read")
+            r2 = await s.complete(req)  # read: a hit
+            r3 = await s.complete(other)  # read: a miss goes upstream (and is not stored)
+            gw.roles["agent"] = Role("agent", gw.roles["agent"].endpoint, gw.roles["agent"].price, cache="replay")
+            with pytest.raises(ModelCallError) as miss:
+                await s.complete(other)
+            env = s.env()
+            r = await trio.to_thread.run_sync(
+                lambda: httpx.post(
+                    f"{env['OPENAI_BASE_URL']}/chat/completions",
+                    headers={"Authorization": f"Bearer {env['OPENAI_API_KEY']}"},
+                    json={"messages": [{"role": "user", "content": "never asked"}]},
+                )
+            )
+            s.close()
+            return s, (r1, r2, r3), miss.value, r
+
+        s, (r1, r2, r3), miss, r = trio.run(with_gateway, role(srv.url, "openai-chat", "write"), cache, fn)
+    assert len(srv.requests) == 2 and (r1.content, r2.content, r3.content) == ("a1", "a1", "a2")
+    assert [c.cached for c in s.calls] == [False, True, False, False, False]
+    assert miss.kind == "cache_miss" and "replay mode" in miss.message
+    # The agent over HTTP gets an error in the shape its SDK reads, never an answer.
+    assert r.status_code == 404 and r.json()["error"]["code"] == "cache_miss"
+    assert len(s.cache_misses) == 2 and cache.stats().entries == 1
+
+
+def test_the_key_is_the_request_as_sent_upstream() -> None:
+    body = {"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": 0.5}
+    assert cache_key("openai-chat", body) == cache_key("openai-chat", dict(reversed(list(body.items()))))
+    assert cache_key("openai-chat", body) != cache_key("anthropic", body)
+    assert cache_key("openai-chat", body) != cache_key("openai-chat", {**body, "temperature": 0.7})
+    assert cache_key("openai-chat", body) != cache_key("openai-chat", {**body, "stream": True})
+
+
+def test_headers_and_tokens_are_not_part_of_the_key(tmp_path: Path) -> None:
+    """Two sessions (different tokens), two keys, two ports: one entry, the second call a hit."""
+    cache = CallCache(tmp_path / "cache")
+    for upstream_key in ("sk-first-key-aaaaaaaa", "sk-second-key-bbbbbbb"):
+        with FakeModelServer([text("same")]) as srv:
+            rs = role(srv.url, "openai-chat", "read-write")
+            ep = rs["agent"].endpoint
+            rs = {"agent": Role("agent", Endpoint(ep.base_url, ep.model, api_key=upstream_key), cache="read-write")}
+
+            async def fn(gw: Gateway) -> Any:
+                s = gw.open_session("t")
+                env = s.env()
+                return await trio.to_thread.run_sync(
+                    lambda: httpx.post(
+                        f"{env['OPENAI_BASE_URL']}/chat/completions",
+                        headers={"Authorization": f"Bearer {env['OPENAI_API_KEY']}"},
+                        json={"messages": [{"role": "user", "content": "hi"}]},
+                    ).json()
+                )
+
+            trio.run(with_gateway, rs, cache, fn)
+            asked = len(srv.requests)
+        assert asked == (1 if upstream_key.startswith("sk-first") else 0)
+    assert cache.stats().entries == 1
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(chunk=st.integers(min_value=1, max_value=40), stream=st.booleans())
+def test_no_secret_in_a_cache_entry_even_split_across_events(tmp_path_factory: Any, chunk: int, stream: bool) -> None:
+    """An upstream that reflects the key (whole, or split across the reads and events of a
+    stream) has it cut before the answer is stored (contract M4)."""
+    root = tmp_path_factory.mktemp("cache")
+    cache = CallCache(root, scrub=lambda s: s.replace("run-secret-value-77", "***"))
+    with FakeModelServer([reflected("key={auth} other=run-secret-value-77", chunk_size=chunk)]) as srv:
+
+        async def fn(gw: Gateway) -> Any:
+            s = gw.open_session("t")
+            env = s.env()
+            url = f"{env['OPENAI_BASE_URL']}/chat/completions"
+            h = {"Authorization": f"Bearer {env['OPENAI_API_KEY']}"}
+            body = {"stream": stream, "messages": [{"role": "user", "content": "echo"}]}
+            r = await trio.to_thread.run_sync(lambda: httpx.post(url, headers=h, json=body, timeout=30))
+            await trio.sleep(0.05)
+            return r
+
+        r = trio.run(with_gateway, role(srv.url, "openai-chat", "write"), cache, fn)
+    assert r.status_code == 200 and KEY not in r.text
+    files = [p for p in root.rglob("*") if p.is_file()]
+    assert len(files) == 1
+    data = files[0].read_bytes()
+    assert KEY.encode() not in data and b"run-secret-value-77" not in data and b"***" in data
+
+
+# ---- the store -----------------------------------------------------------------------------------
+
+WRITER = r"""
+import sys, time
+from acx.models._cache import CachedAnswer, CallCache
+root, tag, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+cache = CallCache(root)
+start = float(sys.argv[4])
+while time.time() < start:
+    time.sleep(0.001)
+for i in range(n):
+    key = f"{i:064x}"
+    cache.put(CachedAnswer(key, "openai-chat", "m", False, 200, (tag * 5000 + str(i)).encode()))
+"""
+
+
+def test_two_concurrent_writers_keep_one_whole_answer_per_key(tmp_path: Path) -> None:
+    root = tmp_path / "cache"
+    script = tmp_path / "writer.py"
+    script.write_text(WRITER)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    start = str(time.time() + 1.0)
+    procs = [subprocess.Popen([sys.executable, str(script), str(root), tag, "200", start], env=env) for tag in "AB"]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    cache = CallCache(root)
+    assert cache.stats().entries == 200 and cache.stats().tmp_files == 0
+    for i in range(200):
+        entry = cache.get(f"{i:064x}")
+        assert entry is not None
+        body = entry.body.decode()
+        assert body in ("A" * 5000 + str(i), "B" * 5000 + str(i))  # one writer's answer, whole
+
+
+KILLED = r"""
+import os, sys, time
+from acx.models import _cache
+from acx.models._cache import CachedAnswer, CallCache
+real_fsync = os.fsync
+def slow_fsync(fd):
+    open(sys.argv[2], "w").close()   # the data is written, not yet linked: kill me now
+    time.sleep(60)
+_cache.os.fsync = slow_fsync
+CallCache(sys.argv[1]).put(CachedAnswer("ab" * 32, "openai-chat", "m", False, 200, b"x" * 100000))
+"""
+
+
+def test_a_killed_writer_leaves_no_partial_entry(tmp_path: Path) -> None:
+    root, flag = tmp_path / "cache", tmp_path / "in-write"
+    script = tmp_path / "killed.py"
+    script.write_text(KILLED)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    proc = subprocess.Popen([sys.executable, str(script), str(root), str(flag)], env=env)
+    deadline = time.time() + 60
+    while not flag.exists():
+        assert proc.poll() is None and time.time() < deadline
+        time.sleep(0.01)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    cache = CallCache(root)
+    assert cache.get("ab" * 32) is None and cache.stats().entries == 0
+    (tmp,) = cache._tmp_files()  # what the killed writer left: never taken for an entry
+    old = time.time() - 7200
+    os.utime(tmp, (old, old))
+    cache.prune()
+    assert cache.stats().tmp_files == 0
+
+
+def _answer(i: int, size: int = 1000) -> Any:
+    from acx.models._cache import CachedAnswer
+
+    return CachedAnswer(f"{i:064x}", "openai-chat", "m", False, 200, b"y" * size)
+
+
+def test_the_store_is_bounded_least_recently_used_first(tmp_path: Path) -> None:
+    cache = CallCache(tmp_path, max_bytes=10_000)
+    for i in range(8):
+        assert cache.put(_answer(i))
+        t = time.time() - 1000 + i  # distinct ages, oldest first
+        os.utime(cache.path(f"{i:064x}"), (t, t))
+    assert cache.get(f"{0:064x}") is not None  # used now: the youngest
+    for i in range(8, 14):
+        cache.put(_answer(i))
+    stats = cache.stats()
+    assert stats.bytes <= 10_000
+    assert cache.get(f"{0:064x}") is not None and cache.get(f"{1:064x}") is None
+    assert cache.put(_answer(13)) is False  # a key already stored keeps its first answer
+
+
+def test_a_damaged_entry_is_a_miss_and_is_removed(tmp_path: Path) -> None:
+    cache = CallCache(tmp_path)
+    cache.put(_answer(1))
+    path = cache.path(f"{1:064x}")
+    path.write_bytes(b"not an entry")
+    assert cache.get(f"{1:064x}") is None and not path.exists()
+
+
+def test_clear_and_prune(tmp_path: Path) -> None:
+    cache = CallCache(tmp_path)
+    for i in range(5):
+        cache.put(_answer(i))
+    old = time.time() - 10 * 86400
+    os.utime(cache.path(f"{0:064x}"), (old, old))
+    removed, left = cache.prune(older_than=86400)
+    assert removed == 1 and cache.stats().entries == 4 and left == cache.stats().bytes
+    assert cache.clear() == 4 and cache.stats().entries == 0
+    assert json.dumps(cache.stats().to_dict())
