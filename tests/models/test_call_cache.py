@@ -340,3 +340,35 @@ def test_clear_and_prune(tmp_path: Path) -> None:
     assert removed == 1 and cache.stats().entries == 4 and left == cache.stats().bytes
     assert cache.clear() == 4 and cache.stats().entries == 0
     assert json.dumps(cache.stats().to_dict())
+
+
+def test_limits_count_what_was_consumed_cost_limits_what_was_paid(tmp_path: Path) -> None:  # contract M5
+    from acx.models import Limits
+
+    cache = CallCache(tmp_path / "cache")
+    req = ChatRequest(messages=[{"role": "user", "content": "q"}])
+    with FakeModelServer([text("a", usage=(1_000_000, 0))]) as srv:
+
+        async def record(gw: Gateway) -> None:
+            await gw.open_session("t").complete(req)  # $1 paid, stored
+
+        trio.run(with_gateway, role(srv.url, "openai-chat", "write"), cache, record)
+
+        async def replay(gw: Gateway) -> Any:
+            # max_cost_usd 0.5: the $1 answer, from the cache, costs nothing and refuses nothing.
+            cost = gw.open_session("c", Limits(max_cost_usd=0.5))
+            got = [(await cost.complete(req)).content for _ in range(3)]
+            calls = gw.open_session("n", Limits(max_model_calls=2))
+            await calls.complete(req)
+            await calls.complete(req)
+            with pytest.raises(ModelCallError) as refused:
+                await calls.complete(req)  # cached calls are calls the agent made
+            return cost, got, refused.value, gw.totals
+
+        cost, got, refused, totals = trio.run(with_gateway, role(srv.url, "openai-chat", "replay"), cache, replay)
+        assert len(srv.requests) == 1
+    assert got == ["a", "a", "a"] and cost.refusals == []
+    assert cost.usage()["cost_usd"] == 0 and cost.usage()["unpaid_cost_usd"] == 3.0
+    assert cost.usage()["prompt_tokens"] == 3_000_000  # consumed: a token limit would count it
+    assert refused.kind == "limit_exceeded" and "max_model_calls = 2" in refused.message
+    assert totals.cost_usd == 0 and totals.cached_calls == 5

@@ -300,6 +300,10 @@ def usage_summary(outcomes: list[Any]) -> dict[str, Any] | None:
                 cost_unknown=u.get("cost_usd") is None,
                 calls_without_usage=int(u.get("calls_without_usage", 0)),
                 failed_calls=int(u.get("failed_calls", 0)),
+                cached_calls=int(u.get("cached_calls", 0)),
+                unpaid_tokens=int(u.get("unpaid_tokens", 0)),
+                unpaid_cost_usd=float(u.get("unpaid_cost_usd") or 0.0),
+                unpaid_cost_unknown="unpaid_cost_usd" in u and u.get("unpaid_cost_usd") is None,
             )
             total.merge(part)
         if seen:
@@ -327,4 +331,15 @@ def render_usage(summary: dict[str, Any]) -> str:
         f"| {r['model_calls']} | {r['prompt_tokens']} | {r['completion_tokens']} | {r['cached_tokens']} | {cost} |",
         "",
     ]
+    if r.get("cached_calls"):
+        # Answered by the model-call cache: consumed (in the counts above), not paid (not in the cost).
+        unpaid = "unknown" if r["unpaid_cost_usd"] is None else f"${r['unpaid_cost_usd']:.6f}"
+        lines += [
+            "Answered from the model-call cache (counted above, not paid):",
+            "",
+            "| cached calls | tokens not paid | cost not paid |",
+            "|---:|---:|---|",
+            f"| {r['cached_calls']} | {r['unpaid_tokens']} | {unpaid} |",
+            "",
+        ]
     return "\n".join(lines)
