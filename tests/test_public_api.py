@@ -288,6 +288,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "PROTOCOLS",
         "Price",
         "Protocol",
+        "Replay",
         "RetryPolicy",
         "Role",
         "ToolCall",

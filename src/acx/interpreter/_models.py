@@ -19,6 +19,7 @@ from acx.ir import MODEL_GATEWAY_HOST, ExecutionIssue, NetworkPolicy, RunRequest
 __all__ = [
     "RunModels",
     "cache_dir",
+    "load_replay",
     "merge_into_result",
     "open_cache",
     "render_usage",
@@ -41,6 +42,7 @@ class RunModels:
         *,
         results_root: str | None = None,
         scrub: Callable[[str], str] | None = None,
+        replay: Any = None,
     ) -> None:
         from acx.models import PROTOCOLS, Gateway, roles_for
 
@@ -56,7 +58,9 @@ class RunModels:
         cache = None
         if any(role.cache != "off" for role in roles.values()):
             cache = open_cache(req, results_root or str(Path(run_dir).parent), scrub=scrub)
-        self.gateway = Gateway(roles, run_max_cost_usd=req.execution.max_cost_usd, on_run_limit=on_stop, cache=cache)
+        self.gateway = Gateway(
+            roles, run_max_cost_usd=req.execution.max_cost_usd, on_run_limit=on_stop, cache=cache, replay=replay
+        )
         self.limits = _limits(req)
         self.sandbox_host: str | None = None
 
@@ -119,6 +123,51 @@ def open_cache(
     return CallCache(
         cache_dir(req, results_root), max_bytes=req.model.cache_max_bytes or DEFAULT_CACHE_MAX_BYTES, scrub=scrub
     )
+
+
+def load_replay(run_dir: str | os.PathLike[str], scrub: Any = None) -> Any:
+    """The recorded model calls of a finished run (``acx run --replay RUN_DIR``): per task and
+    attempt, its ``model_calls.json`` (the agent's session) and ``judge_calls.json`` (the
+    scorers'). Refused (E0651) when RUN_DIR is not a run directory or recorded no model call."""
+    import json
+
+    from acx.errors import AcxUserError
+    from acx.models import Replay
+
+    root = Path(run_dir)
+    if not (root / "run_info.json").is_file():
+        raise AcxUserError(
+            f"--replay {run_dir}: not an acx run directory (no run_info.json)",
+            code="E0651",
+            path="--replay",
+            help="pass a run directory: <results_dir>/<request>/<run_id>",
+        )
+    calls: dict[tuple[str, int, str], list[dict[str, Any]]] = {}
+    for transcript in sorted(root.glob("details/*/*/attempt-*/*_calls.json")):
+        stage = {"model_calls.json": "", "judge_calls.json": "evaluate"}.get(transcript.name)
+        result = transcript.parent / "result.json"
+        if stage is None or not result.is_file():
+            continue
+        try:
+            task_id = str(json.loads(result.read_text(encoding="utf-8"))["task_id"])
+            recorded = json.loads(transcript.read_text(encoding="utf-8"))["calls"]
+            attempt = int(transcript.parent.name.split("-", 1)[1])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise AcxUserError(
+                f"--replay {run_dir}: {transcript} cannot be read ({type(exc).__name__}: {exc})",
+                code="E0651",
+                path="--replay",
+                help="replay a run whose transcripts are intact",
+            ) from None
+        calls[(task_id, attempt, stage)] = [c for c in recorded if isinstance(c, dict)]
+    if not calls:
+        raise AcxUserError(
+            f"--replay {run_dir}: the run recorded no model call (no model_calls.json under details/)",
+            code="E0651",
+            path="--replay",
+            help="replay a run whose agent called a model through acx's gateway",
+        )
+    return Replay(str(run_dir), calls, scrub=scrub)
 
 
 def session_scope(session: Any) -> contextlib.AbstractContextManager[None]:

@@ -28,6 +28,7 @@ from acx.models._protocols import (
     parse_stream,
     render_response,
 )
+from acx.models._replay import Replay
 from acx.models._retry import RetryPolicy, classify_status, parse_retry_after
 from acx.models._trajectory import actf_trajectory
 from acx.models._types import PROTOCOLS, ChatRequest, Endpoint, ModelCallError, ModelResponse, Protocol, ToolCall, Usage
@@ -56,6 +57,7 @@ __all__ = [
     "ModelResponse",
     "Price",
     "Protocol",
+    "Replay",
     "RetryPolicy",
     "Role",
     "ToolCall",

@@ -44,6 +44,7 @@ from acx.models._protocols import (
     request_problem,
     translatable_params,
 )
+from acx.models._replay import Replay, ReplayCursor, first_difference, render_stream
 from acx.models._scrub import RelayScrubber, scrub_response, secret_forms
 from acx.models._types import ChatRequest, Endpoint, ModelCallError, ModelResponse, Protocol, Usage
 from acx.secrets import is_secret_value
@@ -223,6 +224,8 @@ class GatewaySession:
         self.cache_misses: list[str] = []
         self.replay_divergences: list[str] = []
         self.cache_errors: list[str] = []
+        #: ``acx run --replay``: where this session is in the replayed run's calls.
+        self.replay: ReplayCursor | None = gateway.replay.cursor(key) if gateway.replay is not None else None
         self.closed = False
         #: The address sandboxes reach the gateway at (set by the interpreter per driver);
         #: ``None`` = loopback.
@@ -338,8 +341,11 @@ class Gateway:
         run_max_cost_usd: float | None = None,
         on_run_limit: Callable[[str], None] | None = None,
         cache: CallCache | None = None,
+        replay: Replay | None = None,
     ) -> None:
         self.roles = dict(roles)
+        #: ``acx run --replay RUN_DIR``: every call is answered from that run's transcripts.
+        self.replay = replay
         #: The model-call cache of the roles whose ``cache`` mode is not ``off``.
         self.cache = cache
         self.client = client or ModelClient()
@@ -420,6 +426,8 @@ class Gateway:
         """``client.exchange`` for one of ``session``'s calls, counted against the session in
         the fair slot sharing; ``None`` (the call recorded ``cancelled``) when the session
         closed first. A client that hung up cancels it from outside: recorded, then re-raised."""
+        if session.replay is not None:
+            return self._replayed(session, rec, args[2], kwargs.get("parse"), bool(kwargs.get("stream")))
         mode = self._cache_mode(rec.role)
         if mode != "off":
             rec.cache_key = cache_key(rec.protocol, args[2])
@@ -500,6 +508,60 @@ class Gateway:
                 await trio.to_thread.run_sync(cache.put, answer)
         except OSError as exc:
             session.cache_errors.append(f"{rec.role}: call {rec.seq}: {type(exc).__name__}: {exc.strerror or exc}")
+
+    # ---- acx run --replay ------------------------------------------------------------------------
+    def _replayed(
+        self, session: GatewaySession, rec: CallRecord, body: Any, parse: Callable[[bytes], Any] | None, stream: bool
+    ) -> Exchange:
+        """The recorded answer of the session's next recorded call, when ``body`` is that call's
+        request; else a ``replay_diverged`` error (the first one also an issue of the attempt)."""
+        cursor = session.replay
+        assert cursor is not None and self.replay is not None
+        if cursor.diverged is not None:
+            raise _replay_error("replay_diverged", cursor.diverged)
+        n = cursor.next
+        if n >= len(cursor.calls):
+            raise self._diverged(session, f"call {n + 1}: the replayed run made only {len(cursor.calls)} call(s)")
+        recorded = cursor.calls[n]
+        cursor.next += 1
+        got = json.loads(json.dumps(rec._scrubbed(body)))
+        if self.replay.scrub is not None:
+            got = self.replay.scrub(got)
+        want = {"role": recorded.get("role"), "protocol": recorded.get("protocol"), "request": recorded.get("request")}
+        field_ = first_difference(want, {"role": rec.role, "protocol": rec.protocol, "request": got})
+        if field_ is not None:
+            raise self._diverged(session, f"call {n + 1} differs from the recorded one first at {field_}")
+        error = recorded.get("error") or {}
+        if error.get("kind") not in (None, "stream_cut"):
+            # The recorded call failed: the agent gets the same failure again.
+            raise _replay_error(error["kind"], str(error.get("message")), status=recorded.get("status"))
+        answer = recorded.get("response")
+        if not isinstance(answer, dict) or "acx_note" in answer:
+            raise self._diverged(
+                session, f"call {n + 1}: its answer was not kept in the recorded transcript (cut to the storage caps)"
+            )
+        data = render_stream(rec.protocol, answer, got) if stream else json.dumps(answer).encode()
+        try:
+            parsed = None if stream or parse is None else parse(data)
+        except ModelCallError as exc:
+            raise self._diverged(
+                session, f"call {n + 1}: the recorded answer cannot be replayed ({exc.message})"
+            ) from None
+        rec.cached = True
+        return Exchange(
+            status=int(recorded.get("status") or 200),
+            body=data,
+            headers={},
+            parsed=parsed,
+            response=CachedResponse(data) if stream else None,
+        )
+
+    def _diverged(self, session: GatewaySession, why: str) -> ModelCallError:
+        assert session.replay is not None and self.replay is not None
+        message = f"acx run --replay {self.replay.source}: {why}; the agent diverged from the recorded run"
+        session.replay.diverged = message
+        session.replay_divergences.append(message)
+        return _replay_error("replay_diverged", message)
 
     def _abandoned(self, session: GatewaySession, rec: CallRecord, why: str) -> None:
         rec.finished_at = time.time()
@@ -962,6 +1024,13 @@ def _stream_error_event(protocol: Protocol, message: str) -> bytes:
         return b"event: error\ndata: " + json.dumps(event).encode() + b"\n\n"
     chunk = {"error": {"message": message, "type": "server_error", "code": "stream_cut"}}
     return b"data: " + json.dumps(chunk).encode() + b"\n\n"
+
+
+def _replay_error(kind: str, message: str, *, status: int | None = None) -> ModelCallError:
+    """A replayed call's error, with the body an agent's SDK reads (a 4xx SDKs do not retry)."""
+    status = status if isinstance(status, int) and status >= 400 else (404 if kind == "cache_miss" else 400)
+    body = {"type": "error", "error": {"type": kind, "code": kind, "message": message}}
+    return ModelCallError(kind, message, status=status, body=json.dumps(body).encode())  # type: ignore[arg-type]
 
 
 def _new_token() -> str:
