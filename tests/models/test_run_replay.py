@@ -10,9 +10,9 @@ import json
 from pathlib import Path
 
 import pytest
+from tests.models.test_run_cache import COMMAND, REACT, acx, attempts, command_script, react_script, spec, steady
 
 from acx.testing.fake_models import FakeModelServer
-from tests.models.test_run_cache import COMMAND, REACT, acx, attempts, command_script, react_script, spec, steady
 
 
 def runs_of(tmp_path: Path, name: str) -> list[Path]:
@@ -21,11 +21,15 @@ def runs_of(tmp_path: Path, name: str) -> list[Path]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("harness", "script"), [(REACT, react_script), (COMMAND, command_script)])
-def test_replay_a_run_from_its_transcripts_with_the_server_stopped(tmp_path: Path, harness: str, script: object) -> None:
+def test_replay_a_run_from_its_transcripts_with_the_server_stopped(
+    tmp_path: Path, harness: str, script: object
+) -> None:
     if harness == COMMAND:
         pytest.importorskip("openai")
     with FakeModelServer(script(), default=None) as srv:  # type: ignore[operator]
-        first = acx("run", str(spec(tmp_path, "p", harness, srv.base_url, "off", ", strip_punctuation: true")), cwd=tmp_path)
+        first = acx(
+            "run", str(spec(tmp_path, "p", harness, srv.base_url, "off", ", strip_punctuation: true")), cwd=tmp_path
+        )
         assert first.returncode == 0, first.stderr + first.stdout
     (recorded,) = runs_of(tmp_path, "p")
     second = acx("run", "--replay", str(recorded), cwd=tmp_path)  # the spec and flags from the run itself
