@@ -8,10 +8,11 @@ import os
 import time
 from pathlib import Path
 
+from tests.models.test_run_cache import REACT, acx, react_script, spec
+
 from acx.models import CallCache
 from acx.models._cache import CachedAnswer
 from acx.testing.fake_models import FakeModelServer
-from tests.models.test_run_cache import REACT, acx, react_script, spec
 
 
 def test_explain_shows_the_cache_mode_of_each_role(tmp_path: Path) -> None:
