@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import msgspec
+
 __all__ = [
     "CACHE_MODES",
     "DEFAULT_MAX_BYTES",
@@ -55,6 +57,9 @@ SCHEMA = "acx.model_cache.v1"
 #: A temporary file older than this belongs to a writer that died (prune removes it).
 STALE_TMP_SECONDS = 3600.0
 
+#: A hit refreshes its entry's mtime (the LRU clock) when it is older than this.
+TOUCH_SECONDS = 60.0
+
 
 def reads(mode: str) -> bool:
     return mode in ("read", "read-write", "replay")
@@ -65,10 +70,9 @@ def writes(mode: str) -> bool:
 
 
 def canonical_request(protocol: str, body: Any) -> bytes:
-    """The request's canonical bytes: protocol and body, sorted keys, compact, UTF-8."""
-    return json.dumps(
-        {"protocol": protocol, "body": body}, sort_keys=True, separators=(",", ":"), ensure_ascii=False
-    ).encode()
+    """The request's canonical bytes: protocol and body as JSON with sorted keys, compact, UTF-8
+    (msgspec: a tenth of ``json.dumps(sort_keys=True)``'s time, on the path of every call)."""
+    return msgspec.json.encode({"protocol": protocol, "body": body}, order="sorted")
 
 
 def cache_key(protocol: str, body: Any) -> str:
@@ -135,6 +139,7 @@ class CallCache:
         scrub: Callable[[str], str] | None = None,
     ) -> None:
         self.root = Path(root)
+        self._root = os.fspath(root)
         self.max_bytes = max_bytes
         #: The run's secret scrubber (every secret the run resolved), applied to each value stored.
         self.scrub = scrub
@@ -145,28 +150,39 @@ class CallCache:
     def path(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.json"
 
-    def get(self, key: str) -> CachedAnswer | None:
+    def _name(self, key: str) -> str:
+        # Plain strings and os calls: a hit's file work is on the trio thread (see get).
+        return f"{self._root}/{key[:2]}/{key}.json"
+
+    def get(self, key: str, *, max_bytes: int | None = None) -> CachedAnswer | int | None:
         """The entry of ``key``, or ``None`` (missing, or unreadable: a damaged entry is a miss and
-        is removed, never an answer)."""
-        path = self.path(key)
+        is removed, never an answer). With ``max_bytes``, an entry larger than that is not read:
+        its size is returned instead (the gateway then reads it in a worker thread)."""
+        name = self._name(key)
         try:
-            data = path.read_bytes()
+            fd = os.open(name, os.O_RDONLY)
         except OSError:
             return None
+        try:
+            st = os.fstat(fd)
+            if max_bytes is not None and st.st_size >= max_bytes:
+                return st.st_size
+            data = _read_all(fd, st.st_size)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
         entry = _decode(key, data)
         if entry is None:
             with contextlib.suppress(OSError):
-                path.unlink()
+                os.unlink(name)
             return None
-        with contextlib.suppress(OSError):
-            os.utime(path)  # least recently *used*: the hit makes it young again
+        if time.time() - st.st_mtime > TOUCH_SECONDS:
+            # Least recently *used*: a hit makes the entry young again (at most once a minute:
+            # the eviction order needs no finer clock, and a hot entry saves the syscall).
+            with contextlib.suppress(OSError):
+                os.utime(name)
         return entry
-
-    def size_of(self, key: str) -> int | None:
-        try:
-            return self.path(key).stat().st_size
-        except OSError:
-            return None
 
     def put(self, answer: CachedAnswer) -> bool:
         """Stores ``answer`` unless its key is there already (the first writer's answer is kept);
@@ -307,13 +323,22 @@ def _encode(answer: CachedAnswer, body: bytes) -> bytes:
     return json.dumps(head, separators=(",", ":")).encode() + b"\n" + body
 
 
+def _read_all(fd: int, size: int) -> bytes:
+    parts: list[bytes] = []
+    while True:
+        chunk = os.read(fd, max(size, 65536))
+        if not chunk:
+            return b"".join(parts)
+        parts.append(chunk)
+
+
 def _decode(key: str, data: bytes) -> CachedAnswer | None:
     head_line, sep, body = data.partition(b"\n")
     if not sep:
         return None
     try:
-        head = json.loads(head_line)
-    except ValueError:
+        head = msgspec.json.decode(head_line)
+    except msgspec.DecodeError:
         return None
     if not isinstance(head, dict) or head.get("schema_version") != SCHEMA or head.get("key") != key:
         return None

@@ -463,12 +463,11 @@ class Gateway:
         or ``None`` (a miss, or an entry that no longer parses: the upstream answers instead)."""
         cache, key = self.cache, rec.cache_key
         assert cache is not None and key is not None
-        size = cache.size_of(key)
-        if size is None:
-            return None
         # A small entry is read on the trio thread (cheaper than the thread hop); a big one not.
-        entry = cache.get(key) if size < OFF_THREAD_BYTES else await trio.to_thread.run_sync(cache.get, key)
-        if entry is None or entry.stream != stream:
+        entry = cache.get(key, max_bytes=OFF_THREAD_BYTES)
+        if isinstance(entry, int):
+            entry = await trio.to_thread.run_sync(cache.get, key)
+        if not isinstance(entry, CachedAnswer) or entry.stream != stream:
             return None
         try:
             parsed = None if stream or parse is None else parse(entry.body)
