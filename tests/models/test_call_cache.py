@@ -372,3 +372,122 @@ def test_limits_count_what_was_consumed_cost_limits_what_was_paid(tmp_path: Path
     assert cost.usage()["prompt_tokens"] == 3_000_000  # consumed: a token limit would count it
     assert refused.kind == "limit_exceeded" and "max_model_calls = 2" in refused.message
     assert totals.cost_usd == 0 and totals.cached_calls == 5
+
+
+# ---- acx run --replay at the gateway: transcripts answer the calls -----------------------------
+
+
+def _final(protocol: str, got: list[Any]) -> Any:
+    """What the SDK assembled, without the chunk boundaries (a replay rebuilds the events)."""
+    if protocol == "anthropic":
+        final = dict(got[1])
+        return {k: final[k] for k in ("content", "stop_reason", "usage")}, got[2]["content"]
+    if protocol == "openai-chat":
+        text_ = "".join((c["choices"][0]["delta"].get("content") or "") for c in got[0] if c["choices"])
+        calls = [tc for c in got[0] if c["choices"] for tc in (c["choices"][0]["delta"].get("tool_calls") or [])]
+        names = [tc["function"]["name"] for tc in calls if tc["function"].get("name")]
+        args = "".join(tc["function"].get("arguments") or "" for tc in calls)
+        usage = next(c["usage"] for c in got[0] if c.get("usage"))
+        return text_, names, json.loads(args) if args else None, usage, got[1]["choices"]
+    completed = next(e for e in got[0] if e["type"] == "response.completed")["response"]
+    return completed["output"], completed["usage"], got[1]["output"]
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_replay_from_a_transcript_streams_what_the_sdk_assembles_the_same(protocol: str, tmp_path: Path) -> None:
+    pytest.importorskip("openai")
+    pytest.importorskip("anthropic")
+    from acx.models import Replay
+
+    script = [tool_call("bash", {"command": "ls -la"}, usage=(21, 6)), text("hello there", usage=(5, 2)), text("raw")]
+    with FakeModelServer(script) as srv:
+        base = srv.url
+        first, _, s1 = session_run(base, protocol, "off", CallCache(tmp_path / "unused"))
+    transcript = json.loads(json.dumps(s1.transcript()))
+    replay = Replay("RUN", {("t", 1, ""): transcript})
+
+    async def fn(gw: Gateway) -> Any:
+        s = gw.open_session("t/attempt-1/try-1")
+        got = await trio.to_thread.run_sync(sdk_calls, protocol, s.env())
+        await trio.sleep(0.05)
+        s.close()
+        return got, s
+
+    async def with_replay(gw_roles: dict[str, Role]) -> Any:
+        async with trio.open_nursery() as n:
+            gw = Gateway(gw_roles, replay=replay)
+            await gw.start(n)
+            try:
+                return await fn(gw)
+            finally:
+                await gw.aclose()
+
+    second, s2 = trio.run(with_replay, role(base, protocol, "off"))  # the server is stopped
+    assert _final(protocol, second) == _final(protocol, first)
+    assert [c.cached for c in s2.calls] == [True, True] and s2.replay_divergences == []
+    paid_first = sum(c.cost_usd or 0 for c in s1.calls[:2])  # the SDK calls (not the raw stream after them)
+    assert s2.usage()["cost_usd"] == 0 and s2.usage()["unpaid_cost_usd"] == pytest.approx(paid_first)
+
+
+def test_replay_names_the_first_differing_field_and_refuses_the_rest(tmp_path: Path) -> None:
+    from acx.models import Replay
+
+    req = ChatRequest(messages=[{"role": "user", "content": "q"}])
+    with FakeModelServer([text("a1"), text("a2")]) as srv:
+        rs = role(srv.url, "openai-chat", "off")
+
+        async def record(gw: Gateway) -> Any:
+            s = gw.open_session("t/attempt-1/try-1")
+            await s.complete(req)
+            await s.complete(ChatRequest(messages=[*req.messages, {"role": "user", "content": "more"}]))
+            return json.loads(json.dumps(s.transcript()))
+
+        transcript = trio.run(with_gateway, rs, CallCache(tmp_path), record)
+    replay = Replay("RUN", {("t", 1, ""): transcript})
+
+    async def diverge(gw: Gateway) -> Any:
+        s = gw.open_session("t/attempt-1/try-2")  # another try of the same attempt: from the start
+        first = await s.complete(req)
+        with pytest.raises(ModelCallError) as second:
+            await s.complete(ChatRequest(messages=[*req.messages, {"role": "user", "content": "other"}]))
+        with pytest.raises(ModelCallError) as third:
+            await s.complete(req)
+        return s, first, second.value, third.value
+
+    async def run() -> Any:
+        async with trio.open_nursery() as n:
+            gw = Gateway(rs, replay=replay)
+            await gw.start(n)
+            try:
+                return await diverge(gw)
+            finally:
+                await gw.aclose()
+
+    s, first, second, third = trio.run(run)
+    assert first.content == "a1"
+    assert second.kind == third.kind == "replay_diverged"
+    assert "call 2 differs from the recorded one first at request.messages[1].content" in second.message
+    assert len(s.replay_divergences) == 1
+
+
+@given(
+    st.recursive(
+        st.none() | st.integers() | st.text(max_size=3),
+        lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=2), c, max_size=3),
+        max_leaves=8,
+    ),
+    st.data(),
+)
+@settings(max_examples=150, deadline=None)
+def test_first_difference_is_none_exactly_when_equal(value: Any, data: Any) -> None:
+    from acx.models._replay import first_difference
+
+    assert first_difference(value, json.loads(json.dumps(value))) is None
+    other = data.draw(
+        st.recursive(
+            st.none() | st.integers() | st.text(max_size=3),
+            lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=2), c, max_size=3),
+            max_leaves=8,
+        )
+    )
+    assert (first_difference(value, other) is None) == (value == other and json.dumps(value) == json.dumps(other))

@@ -185,3 +185,33 @@ def test_a_changed_scorer_rerun_with_read_makes_no_upstream_call(tmp_path: Path)
     runs = sorted((tmp_path / "results" / "s").iterdir(), key=lambda p: p.stat().st_mtime)
     scores = [{t: r["metrics"]["correct"] for t, r in attempts(run).items()} for run in runs]
     assert scores == [{"q0": False, "q1": False}, {"q0": True, "q1": True}]
+
+
+@pytest.mark.slow
+def test_two_concurrent_runs_writing_one_cache_keep_it_consistent(tmp_path: Path) -> None:
+    from acx.models import CallCache, parse_response
+
+    with FakeModelServer(react_script(), default=None) as s1, FakeModelServer(react_script(), default=None) as s2:
+        specs = [spec(tmp_path, name, REACT, srv.base_url, "read-write") for name, srv in (("a", s1), ("b", s2))]
+        env = {**os.environ, "MKEY": KEY}
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-m", "acx", "run", str(p)],
+                cwd=tmp_path,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+            for p in specs
+        ]
+        outs = [p.communicate(timeout=180) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    cache = CallCache(tmp_path / "results" / ".acx-cache" / "model-calls")
+    stats = cache.stats()
+    assert stats.entries == 4 and stats.tmp_files == 0  # one entry per distinct request
+    for path, _ in cache._entries():
+        entry = cache.get(path.stem)
+        assert entry is not None and parse_response("openai-chat", entry.body).tool_calls  # whole answers
+    for name in ("a", "b"):
+        (run,) = (tmp_path / "results" / name).iterdir()
+        assert all(r["metrics"]["correct"] is False for r in attempts(run).values())  # "0." vs "0"
