@@ -215,3 +215,20 @@ def test_two_concurrent_runs_writing_one_cache_keep_it_consistent(tmp_path: Path
     for name in ("a", "b"):
         (run,) = (tmp_path / "results" / name).iterdir()
         assert all(r["metrics"]["correct"] is False for r in attempts(run).values())  # "0." vs "0"
+
+
+@pytest.mark.slow
+def test_replay_mode_with_an_empty_cache_is_a_cache_miss_the_agent_sees(tmp_path: Path) -> None:
+    pytest.importorskip("openai")
+    with FakeModelServer(command_script(), default=None) as srv:
+        res = acx("run", str(spec(tmp_path, "m", COMMAND, srv.base_url, "replay")), cwd=tmp_path)
+        assert srv.requests == []  # replay never asks the upstream
+    (run,) = (tmp_path / "results" / "m").iterdir()
+    for result in attempts(run).values():
+        issues = {i["code"]: i["message"] for i in result["issues"]}
+        assert "cache_miss" in issues, (result["issues"], res.stderr)
+        assert "no cached answer (key " in issues["cache_miss"]
+        # The agent's SDK raised on the gateway's error (the agent exited 1); the call's record says why.
+        assert result["telemetry"]["returncode"] == 1
+        calls = json.loads(next(run.rglob(f"*{result['task_id']}*/attempt-1/model_calls.json")).read_text())["calls"]
+        assert [(c["error"]["kind"], c["status"]) for c in calls] == [("cache_miss", 404)]
