@@ -192,7 +192,9 @@ def test_two_concurrent_runs_writing_one_cache_keep_it_consistent(tmp_path: Path
     from acx.models import CallCache, parse_response
 
     with FakeModelServer(react_script(), default=None) as s1, FakeModelServer(react_script(), default=None) as s2:
-        specs = [spec(tmp_path, name, REACT, srv.base_url, "read-write") for name, srv in (("a", s1), ("b", s2))]
+        # `write`: both runs ask their own server every call (a scripted server answers in script
+        # order, so a hit in one run would shift its script) and store the same keys at once.
+        specs = [spec(tmp_path, name, REACT, srv.base_url, "write") for name, srv in (("a", s1), ("b", s2))]
         env = {**os.environ, "MKEY": KEY}
         procs = [
             subprocess.Popen(
