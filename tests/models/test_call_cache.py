@@ -491,3 +491,72 @@ def test_first_difference_is_none_exactly_when_equal(value: Any, data: Any) -> N
         )
     )
     assert (first_difference(value, other) is None) == (value == other and json.dumps(value) == json.dumps(other))
+
+
+GOLDEN = Path(__file__).parent / "golden"
+RECORDED = {
+    "openai-chat": {
+        "id": "chatcmpl-1",
+        "model": "real-model",
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": "Let me look.",
+                    "tool_calls": [
+                        {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}
+                    ],
+                },
+                "finish_reason": "tool_calls",
+            }
+        ],
+        "usage": {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17},
+    },
+    "openai-responses": {
+        "id": "resp_1",
+        "object": "response",
+        "model": "real-model",
+        "status": "completed",
+        "output": [
+            {
+                "type": "message",
+                "id": "msg_1",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": "done", "annotations": []}],
+            },
+            {"type": "function_call", "id": "fc_1", "call_id": "c1", "name": "bash", "arguments": '{"command": "ls"}'},
+        ],
+        "usage": {"input_tokens": 12, "output_tokens": 5, "total_tokens": 17},
+    },
+    "anthropic": {
+        "content": [
+            {"type": "text", "text": "Let me look."},
+            {"type": "tool_use", "id": "tu_1", "name": "bash", "input": {"command": "ls"}},
+        ],
+        "stop_reason": "tool_use",
+        "usage": {"input_tokens": 12, "output_tokens": 5},
+    },
+}
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_recorded_answer_re_streams_as_the_golden_events_and_folds_back(protocol: str) -> None:
+    from acx.models import parse_response, parse_stream
+    from acx.models._replay import render_stream
+
+    body = RECORDED[protocol]
+    request = {"model": "real-model", "stream": True, "stream_options": {"include_usage": True}}
+    data = render_stream(protocol, body, request)
+    path = GOLDEN / f"replay_stream_{protocol}.sse"
+    if os.environ.get("ACX_UPDATE_GOLDEN") == "1":
+        path.write_bytes(data)
+    assert data == path.read_bytes(), f"{path.name} differs (ACX_UPDATE_GOLDEN=1 to accept)"
+    folded, whole = parse_stream(protocol, data), parse_response(protocol, json.dumps(body).encode())  # type: ignore[arg-type]
+    assert (folded.content, folded.tool_calls, folded.finish_reason, folded.usage) == (
+        whole.content,
+        whole.tool_calls,
+        whole.finish_reason,
+        whole.usage,
+    )
