@@ -74,3 +74,33 @@ def test_replay_of_something_that_is_not_a_run_is_refused(tmp_path: Path) -> Non
     (tmp_path / "run.yaml").write_text("")
     res = acx("run", str(tmp_path / "run.yaml"), "--replay", str(tmp_path), "--reuse", cwd=tmp_path)
     assert res.returncode == 2 and "E0652" in res.stderr
+
+
+@pytest.mark.slow
+def test_the_library_replays_a_run_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from tests.models.test_run_cache import KEY
+
+    import acx
+    from acx.errors import AcxUserError
+
+    with FakeModelServer(react_script(), default=None) as srv:
+        path = spec(tmp_path, "l", REACT, srv.base_url, "off", ", strip_punctuation: true")
+        assert acx_run_ok(tmp_path, path)
+    (recorded,) = runs_of(tmp_path, "l")
+    monkeypatch.chdir(tmp_path)
+    result = acx.run(path, replay=recorded, environ={**os.environ, "MKEY": KEY}, runtime={"progress": "none"})
+    assert result.exit_code == 0
+    replayed = next(r for r in runs_of(tmp_path, "l") if r != recorded)
+    for r in attempts(replayed).values():
+        assert r["metrics"]["correct"] is True and r["telemetry"]["model_usage"]["cached_calls"] == 2
+    with pytest.raises(AcxUserError) as refused:
+        acx.run(path, replay=recorded, reuse=True, environ={**os.environ, "MKEY": KEY})
+    assert refused.value.code == "E0652"
+
+
+def acx_run_ok(tmp_path: Path, path: Path) -> bool:
+    res = acx("run", str(path), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    return True

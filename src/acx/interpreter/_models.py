@@ -23,6 +23,7 @@ __all__ = [
     "merge_into_result",
     "open_cache",
     "render_usage",
+    "replayed_request",
     "session_scope",
     "usage_summary",
 ]
@@ -168,6 +169,18 @@ def load_replay(run_dir: str | os.PathLike[str], scrub: Any = None) -> Any:
             help="replay a run whose agent called a model through acx's gateway",
         )
     return Replay(str(run_dir), calls, scrub=scrub)
+
+
+def replayed_request(run_dir: str | os.PathLike[str]) -> str | None:
+    """The request name a run directory recorded (``run_info.json``), or ``None``."""
+    import json
+
+    try:
+        info = json.loads((Path(run_dir) / "run_info.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    name = info.get("request_name") if isinstance(info, dict) else None
+    return str(name) if name is not None else None
 
 
 def session_scope(session: Any) -> contextlib.AbstractContextManager[None]:
