@@ -313,7 +313,9 @@ def test_the_store_is_bounded_least_recently_used_first(tmp_path: Path) -> None:
         assert cache.put(_answer(i))
         t = time.time() - 1000 + i  # distinct ages, oldest first
         os.utime(cache.path(f"{i:064x}"), (t, t))
-    assert cache.get(f"{0:064x}") is not None  # used now: the youngest
+    # Used now by another run (this process would answer from memory, touching the file at most
+    # once a minute): the youngest on disk.
+    assert CallCache(tmp_path).get(f"{0:064x}") is not None
     for i in range(8, 14):
         cache.put(_answer(i))
     stats = cache.stats()
@@ -327,7 +329,20 @@ def test_a_damaged_entry_is_a_miss_and_is_removed(tmp_path: Path) -> None:
     cache.put(_answer(1))
     path = cache.path(f"{1:064x}")
     path.write_bytes(b"not an entry")
-    assert cache.get(f"{1:064x}") is None and not path.exists()
+    assert cache.get(f"{1:064x}") is not None  # this process wrote it: it knows the answer
+    assert CallCache(tmp_path).get(f"{1:064x}") is None and not path.exists()  # another run does not
+
+
+def test_hits_are_answered_from_memory_bounded(tmp_path: Path) -> None:
+    cache = CallCache(tmp_path, memory_bytes=8000)
+    for i in range(20):
+        cache.put(_answer(i))
+    assert cache._held_bytes <= 8000 and len(cache._memory) == 8  # the newest eight
+    for p, _ in cache._entries():
+        p.unlink()  # gone from disk: only what memory holds still answers
+    assert [cache.get(f"{i:064x}") is not None for i in (0, 11, 12, 19)] == [False, False, True, True]
+    cache.clear()
+    assert cache.get(f"{19:064x}") is None
 
 
 def test_clear_and_prune(tmp_path: Path) -> None:

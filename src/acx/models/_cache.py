@@ -27,7 +27,9 @@ import hashlib
 import json
 import os
 import secrets as _random
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,6 +61,9 @@ STALE_TMP_SECONDS = 3600.0
 
 #: A hit refreshes its entry's mtime (the LRU clock) when it is older than this.
 TOUCH_SECONDS = 60.0
+
+#: Entries a process keeps in memory after reading or writing them (see CallCache.get).
+MEMORY_BYTES = 64 << 20
 
 
 def reads(mode: str) -> bool:
@@ -137,9 +142,16 @@ class CallCache:
         *,
         max_bytes: int = DEFAULT_MAX_BYTES,
         scrub: Callable[[str], str] | None = None,
+        memory_bytes: int = MEMORY_BYTES,
     ) -> None:
         self.root = Path(root)
         self._root = os.fspath(root)
+        #: Entries this process read or wrote, newest last (see :meth:`get`), and their bytes.
+        self.memory_bytes = memory_bytes
+        self._memory: OrderedDict[str, tuple[CachedAnswer, float]] = OrderedDict()
+        self._held_bytes = 0
+        # put() runs in worker threads while get() runs on the event loop.
+        self._lock = threading.Lock()
         self.max_bytes = max_bytes
         #: The run's secret scrubber (every secret the run resolved), applied to each value stored.
         self.scrub = scrub
@@ -157,7 +169,14 @@ class CallCache:
     def get(self, key: str, *, max_bytes: int | None = None) -> CachedAnswer | int | None:
         """The entry of ``key``, or ``None`` (missing, or unreadable: a damaged entry is a miss and
         is removed, never an answer). With ``max_bytes``, an entry larger than that is not read:
-        its size is returned instead (the gateway then reads it in a worker thread)."""
+        its size is returned instead (the gateway then reads it in a worker thread).
+
+        Entries this process read or wrote are answered from memory (``memory_bytes`` of them,
+        least recently used dropped first): an entry never changes once written, and on a busy
+        disk even a cached file's open and read stalled the gateway's event loop for every call."""
+        held = self._recall(key)
+        if held is not None:
+            return held
         name = self._name(key)
         try:
             fd = os.open(name, os.O_RDONLY)
@@ -177,12 +196,45 @@ class CallCache:
             with contextlib.suppress(OSError):
                 os.unlink(name)
             return None
-        if time.time() - st.st_mtime > TOUCH_SECONDS:
-            # Least recently *used*: a hit makes the entry young again (at most once a minute:
-            # the eviction order needs no finer clock, and a hot entry saves the syscall).
-            with contextlib.suppress(OSError):
-                os.utime(name)
+        now = time.time()
+        if now - st.st_mtime > TOUCH_SECONDS:
+            self._touch(key)
+        self._remember(entry, now)
         return entry
+
+    def _touch(self, key: str) -> None:
+        # Least recently *used*: a hit makes the entry young again on disk (at most once a minute
+        # per entry: the eviction order needs no finer clock, and a hot entry saves the syscall).
+        with contextlib.suppress(OSError):
+            os.utime(self._name(key))
+
+    def _recall(self, key: str) -> CachedAnswer | None:
+        with self._lock:
+            held = self._memory.get(key)
+            if held is None:
+                return None
+            self._memory.move_to_end(key)
+            entry, touched = held
+            now = time.time()
+            stale = now - touched > TOUCH_SECONDS
+            if stale:
+                self._memory[key] = (entry, now)
+        if stale:
+            self._touch(key)
+        return entry
+
+    def _remember(self, entry: CachedAnswer, now: float) -> None:
+        size = len(entry.body)
+        if size > self.memory_bytes // 8:  # a few big answers would push out every small one
+            return
+        with self._lock:
+            if entry.key in self._memory:
+                return
+            self._memory[entry.key] = (entry, now)
+            self._held_bytes += size
+            while self._held_bytes > self.memory_bytes:
+                _, (old, _) = self._memory.popitem(last=False)
+                self._held_bytes -= len(old.body)
 
     def put(self, answer: CachedAnswer) -> bool:
         """Stores ``answer`` unless its key is there already (the first writer's answer is kept);
@@ -215,6 +267,9 @@ class CallCache:
         finally:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+        self._remember(
+            CachedAnswer(answer.key, answer.protocol, answer.model, answer.stream, answer.status, body), time.time()
+        )
         self._grew(len(data))
         return True
 
@@ -272,7 +327,14 @@ class CallCache:
             with contextlib.suppress(FileNotFoundError):
                 p.unlink()
             total -= st.st_size
+            self._drop(p.stem)  # evicted here: not answered from memory either
         return total
+
+    def _drop(self, key: str) -> None:
+        with self._lock:
+            held = self._memory.pop(key, None)
+            if held is not None:
+                self._held_bytes -= len(held[0].body)
 
     def prune(self, *, max_bytes: int | None = None, older_than: float | None = None) -> tuple[int, int]:
         """Removes entries unused for ``older_than`` seconds, then the least recently used past
@@ -290,6 +352,7 @@ class CallCache:
                     with contextlib.suppress(FileNotFoundError):
                         p.unlink()
                         removed += 1
+                    self._drop(p.stem)
         before = len(self._entries())
         left = self.evict(self.max_bytes if max_bytes is None else max_bytes)
         removed += before - len(self._entries())
@@ -306,7 +369,13 @@ class CallCache:
             with contextlib.suppress(OSError):
                 tmp.unlink()
         self._size = 0
+        self._forget_all()
         return removed
+
+    def _forget_all(self) -> None:
+        with self._lock:
+            self._memory.clear()
+            self._held_bytes = 0
 
 
 def _encode(answer: CachedAnswer, body: bytes) -> bytes:
