@@ -70,7 +70,7 @@ def test_cache_stats_prune_and_clear(tmp_path: Path) -> None:
 def test_cache_command_refusals(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     res = acx("cache", "stats", "--dir", str(tmp_path / "file"), cwd=tmp_path)
-    assert res.returncode == 2 and "E0653" in res.stderr and "not a directory" in res.stderr
+    assert res.returncode == 2 and "E0662" in res.stderr and "not a directory" in res.stderr
     res = acx("cache", "prune", "--max-bytes", "0", cwd=tmp_path)
     assert res.returncode == 2 and "--max-bytes must be positive" in res.stderr
     assert "Traceback" not in res.stderr

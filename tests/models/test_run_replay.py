@@ -69,11 +69,11 @@ def test_a_call_that_differs_is_replay_diverged_naming_the_field(tmp_path: Path)
 
 def test_replay_of_something_that_is_not_a_run_is_refused(tmp_path: Path) -> None:
     res = acx("run", "--replay", str(tmp_path), cwd=tmp_path)
-    assert res.returncode == 2 and "E0651" in res.stderr and "not an acx run directory" in res.stderr
+    assert res.returncode == 2 and "E0660" in res.stderr and "not an acx run directory" in res.stderr
     assert "Traceback" not in res.stderr
     (tmp_path / "run.yaml").write_text("")
     res = acx("run", str(tmp_path / "run.yaml"), "--replay", str(tmp_path), "--reuse", cwd=tmp_path)
-    assert res.returncode == 2 and "E0652" in res.stderr
+    assert res.returncode == 2 and "E0661" in res.stderr
 
 
 @pytest.mark.slow
@@ -97,7 +97,7 @@ def test_the_library_replays_a_run_too(tmp_path: Path, monkeypatch: pytest.Monke
         assert r["metrics"]["correct"] is True and r["telemetry"]["model_usage"]["cached_calls"] == 2
     with pytest.raises(AcxUserError) as refused:
         acx.run(path, replay=recorded, reuse=True, environ={**os.environ, "MKEY": KEY})
-    assert refused.value.code == "E0652"
+    assert refused.value.code == "E0661"
 
 
 def acx_run_ok(tmp_path: Path, path: Path) -> bool:

@@ -143,7 +143,7 @@ def replay_map(
     programs: Sequence[RequestProgram], replay: str | os.PathLike[str] | None, reuse: bool | str = False
 ) -> dict[str, str] | None:
     """``{request name: run directory}`` for ``replay`` (the request of the run's own name),
-    checked before anything runs: E0651 (not a run, no model call), E0652 (with ``reuse``, or no
+    checked before anything runs: E0660 (not a run, no model call), E0661 (with ``reuse``, or no
     such request in ``programs``)."""
     if replay is None:
         return None
@@ -152,7 +152,7 @@ def replay_map(
 
     if reuse:
         raise AcxUserError(
-            "replay excludes reuse", code="E0652", path="replay", help="replay starts a new run answered from RUN_DIR"
+            "replay excludes reuse", code="E0661", path="replay", help="replay starts a new run answered from RUN_DIR"
         )
     run_dir = os.path.abspath(replay)
     load_replay(run_dir)
@@ -160,7 +160,7 @@ def replay_map(
     if name not in {p.name for p in programs}:
         raise AcxUserError(
             f"replay {run_dir}: the spec has no request {name!r} (the replayed run's)",
-            code="E0652",
+            code="E0661",
             path="replay",
             help="replay with the spec the run came from",
         )

@@ -46,7 +46,7 @@ def _root(args: argparse.Namespace) -> Path:
     if root.exists() and not root.is_dir():
         raise AcxUserError(
             f"the model-call cache {root} is not a directory",
-            code="E0653",
+            code="E0662",
             path="--dir",
             help="pass the directory model.cache_dir names",
         )
@@ -57,7 +57,7 @@ def _positive(value: float | None, flag: str) -> None:
     from acx.errors import AcxUserError
 
     if value is not None and not value > 0:
-        raise AcxUserError(f"{flag} must be positive, not {value:g}", code="E0653", path=flag, help=f"e.g. {flag} 7")
+        raise AcxUserError(f"{flag} must be positive, not {value:g}", code="E0662", path=flag, help=f"e.g. {flag} 7")
 
 
 def _handle(args: argparse.Namespace) -> int:

@@ -204,7 +204,7 @@ _REPLAYED = (
 
 def _replay_inputs(args: argparse.Namespace) -> tuple[str, str]:
     """(spec, request name) of ``--replay DIR``: the spec and flags the run was started with (a
-    new run id), its transcripts checked readable before anything runs (E0651)."""
+    new run id), its transcripts checked readable before anything runs (E0660)."""
     from acx.errors import AcxUserError
     from acx.interpreter._models import load_replay
     from acx.interpreter._store import read_record
@@ -212,7 +212,7 @@ def _replay_inputs(args: argparse.Namespace) -> tuple[str, str]:
     if args.resume or args.reuse is not None:
         raise AcxUserError(
             "--replay excludes --resume and --reuse",
-            code="E0652",
+            code="E0661",
             path="--replay",
             help="--replay starts a new run answered from RUN_DIR's transcripts",
         )
@@ -227,7 +227,7 @@ def _replay_inputs(args: argparse.Namespace) -> tuple[str, str]:
     if not spec:
         raise AcxUserError(
             f"--replay {run_dir}: cannot tell which spec this run came from (no .acx/invocation.json)",
-            code="E0652",
+            code="E0661",
             path="--replay",
             help="pass the spec: acx run SPEC --replay RUN_DIR",
         )
@@ -315,7 +315,7 @@ def _handle(args: argparse.Namespace) -> int:
     if replay_dirs and not programs:
         raise AcxUserError(
             f"--replay {args.replay}: the spec has no request {only!r} (the replayed run's)",
-            code="E0652",
+            code="E0661",
             path="--replay",
             help="replay with the spec the run came from",
         )

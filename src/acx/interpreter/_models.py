@@ -129,7 +129,7 @@ def open_cache(
 def load_replay(run_dir: str | os.PathLike[str], scrub: Any = None) -> Any:
     """The recorded model calls of a finished run (``acx run --replay RUN_DIR``): per task and
     attempt, its ``model_calls.json`` (the agent's session) and ``judge_calls.json`` (the
-    scorers'). Refused (E0651) when RUN_DIR is not a run directory or recorded no model call."""
+    scorers'). Refused (E0660) when RUN_DIR is not a run directory or recorded no model call."""
     import json
 
     from acx.errors import AcxUserError
@@ -139,7 +139,7 @@ def load_replay(run_dir: str | os.PathLike[str], scrub: Any = None) -> Any:
     if not (root / "run_info.json").is_file():
         raise AcxUserError(
             f"--replay {run_dir}: not an acx run directory (no run_info.json)",
-            code="E0651",
+            code="E0660",
             path="--replay",
             help="pass a run directory: <results_dir>/<request>/<run_id>",
         )
@@ -156,7 +156,7 @@ def load_replay(run_dir: str | os.PathLike[str], scrub: Any = None) -> Any:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise AcxUserError(
                 f"--replay {run_dir}: {transcript} cannot be read ({type(exc).__name__}: {exc})",
-                code="E0651",
+                code="E0660",
                 path="--replay",
                 help="replay a run whose transcripts are intact",
             ) from None
@@ -164,7 +164,7 @@ def load_replay(run_dir: str | os.PathLike[str], scrub: Any = None) -> Any:
     if not calls:
         raise AcxUserError(
             f"--replay {run_dir}: the run recorded no model call (no model_calls.json under details/)",
-            code="E0651",
+            code="E0660",
             path="--replay",
             help="replay a run whose agent called a model through acx's gateway",
         )
