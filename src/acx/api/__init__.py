@@ -118,6 +118,7 @@ def run(
     progress: Callable[[ProgressEvent], None] | None = None,
     report: Callable[[str], None] | None = None,
     cluster: str | None = None,
+    replay: str | os.PathLike[str] | None = None,
 ) -> OrchestrationResult:
     """Run a spec (compiled here) or a compiled program (a :class:`CompiledProgram` or a
     ``plan.json`` path; it runs exactly as compiled, so only ``runtime``, ``run_id``, ``reuse``
@@ -127,7 +128,9 @@ def run(
     Ray cluster (as ``acx run --cluster``; overrides ``runtime.cluster.address``; docs/cluster.md).
 
     ``reuse``: ``True`` copies verified finished tasks of the newest earlier run, ``"RUN_ID"``
-    of that run. ``environ`` (default ``os.environ``) supplies ``${VAR}`` references and
+    of that run. ``replay``: a run directory whose own transcripts answer every model call of
+    the request of that run's name (as ``acx run --replay``; docs/models.md). ``environ``
+    (default ``os.environ``) supplies ``${VAR}`` references and
     secrets. ``progress`` receives progress events; ``report`` warnings and notes (default: the
     ``acx`` logger). Returns the :class:`~acx.interpreter.OrchestrationResult` (``exit_code``:
     0 all completed, 1 a request failed or timed out).
@@ -149,5 +152,6 @@ def run(
             progress=progress,
             report=report,
             cluster=cluster,
+            replay=replay,
         )
     )

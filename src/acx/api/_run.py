@@ -73,6 +73,7 @@ async def run_programs(
     progress: Callable[[ProgressEvent], None] | None = None,
     reuse: Mapping[str, str | None] | None = None,
     resume_dirs: Mapping[str, str] | None = None,
+    replay: Mapping[str, str] | None = None,
     invocation: dict[str, Any] | None = None,
     cancel_scope_ready: Callable[[trio.CancelScope], None] | None = None,
     report: Reporter | None = None,
@@ -90,6 +91,7 @@ async def run_programs(
             console=progress or (lambda e: None),
             resume_dirs=resume_dirs,
             reuse=reuse,
+            replay=replay,
             invocation=invocation,
             cancel_scope_ready=cancel_scope_ready,
         )
@@ -110,6 +112,7 @@ async def run_async(
     progress: Callable[[ProgressEvent], None] | None = None,
     report: Reporter | None = None,
     cluster: str | None = None,
+    replay: str | os.PathLike[str] | None = None,
 ) -> OrchestrationResult:
     """See :func:`acx.run` (this is its trio-native form; cancel it with a cancel scope)."""
     orchestration, programs = build_programs(
@@ -132,7 +135,36 @@ async def run_async(
         progress=progress,
         reuse=reuse_map(programs, reuse),
         report=report,
+        replay=replay_map(programs, replay, reuse),
     )
+
+
+def replay_map(
+    programs: Sequence[RequestProgram], replay: str | os.PathLike[str] | None, reuse: bool | str = False
+) -> dict[str, str] | None:
+    """``{request name: run directory}`` for ``replay`` (the request of the run's own name),
+    checked before anything runs: E0660 (not a run, no model call), E0661 (with ``reuse``, or no
+    such request in ``programs``)."""
+    if replay is None:
+        return None
+    from acx.errors import AcxUserError
+    from acx.interpreter._models import load_replay, replayed_request
+
+    if reuse:
+        raise AcxUserError(
+            "replay excludes reuse", code="E0661", path="replay", help="replay starts a new run answered from RUN_DIR"
+        )
+    run_dir = os.path.abspath(replay)
+    load_replay(run_dir)
+    name = replayed_request(run_dir)
+    if name not in {p.name for p in programs}:
+        raise AcxUserError(
+            f"replay {run_dir}: the spec has no request {name!r} (the replayed run's)",
+            code="E0661",
+            path="replay",
+            help="replay with the spec the run came from",
+        )
+    return {str(name): run_dir}
 
 
 def reuse_map(programs: Sequence[RequestProgram], reuse: bool | str | None) -> dict[str, str | None] | None:

@@ -26,6 +26,7 @@ _COMMAND_MODULES = (
     "acx.cli._results",
     "acx.cli._report",
     "acx.cli._envcmd",
+    "acx.cli._cache",
     "acx.cli._catalog",
 )
 

@@ -42,11 +42,42 @@ def _handle(args: argparse.Namespace) -> int:
     from acx.compiler._explain import explain_field
 
     fields = explain_field(compiled, args.request, args.field)
+    caches = _cache_modes(compiled, args.request, args.field)
     if args.format == "json":
-        sys.stdout.write(json.dumps(_payload(args, fields), indent=2, ensure_ascii=False) + "\n")
+        payload = _payload(args, fields)
+        if caches is not None:
+            payload["model_cache"] = caches
+        sys.stdout.write(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
     else:
-        sys.stdout.write(render_text(args.request, fields))
+        sys.stdout.write(render_text(args.request, fields) + (_cache_text(caches) if caches is not None else ""))
     return 0
+
+
+def _cache_modes(compiled: Any, request: str, field: str) -> dict[str, Any] | None:
+    """Each role's model-call cache mode and the cache directory, when the question is about the
+    model section or its cache (``model``, ``model.cache``, ``model.roles.NAME.cache``, ...)."""
+    field = field.strip().strip(".")
+    if request == "-" or not field.startswith("model") or not (field == "model" or "cache" in field):
+        return None
+    from acx.interpreter._models import cache_dir
+    from acx.models import DEFAULT_CACHE_MAX_BYTES, cache_modes
+
+    run = next(r for r in compiled.orchestration.requests if r.name == request)
+    req = run.request
+    return {
+        "roles": cache_modes(req),
+        "directory": str(cache_dir(req, compiled.orchestration.runtime.results_dir)),
+        "max_bytes": req.model.cache_max_bytes or DEFAULT_CACHE_MAX_BYTES,
+    }
+
+
+def _cache_text(caches: dict[str, Any]) -> str:
+    rows = [f"  {role}: {mode}" for role, mode in sorted(caches["roles"].items())] or ["  (no model role)"]
+    return (
+        "model-call cache by role:\n"
+        + "\n".join(rows)
+        + f"\n  directory {caches['directory']} (at most {caches['max_bytes']} bytes)\n"
+    )
 
 
 def _explain_plan(args: argparse.Namespace, compiled: Any) -> int:

@@ -59,6 +59,12 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a killed or cancelled run in place")
     p.add_argument(
+        "--replay",
+        metavar="RUN_DIR",
+        help="new run of RUN_DIR's request with every model call answered from RUN_DIR's own transcripts "
+        "(model_calls.json), per task and attempt in order; a call that differs is a replay_diverged issue",
+    )
+    p.add_argument(
         "--no-checkpoint-resume",
         dest="checkpoint_resume",
         action="store_false",
@@ -197,6 +203,41 @@ _REPLAYED = (
 )
 
 
+def _replay_inputs(args: argparse.Namespace) -> tuple[str, str]:
+    """(spec, request name) of ``--replay DIR``: the spec and flags the run was started with (a
+    new run id), its transcripts checked readable before anything runs (E0660)."""
+    from acx.errors import AcxUserError
+    from acx.interpreter._models import load_replay
+    from acx.interpreter._store import read_record
+
+    if args.resume or args.reuse is not None:
+        raise AcxUserError(
+            "--replay excludes --resume and --reuse",
+            code="E0661",
+            path="--replay",
+            help="--replay starts a new run answered from RUN_DIR's transcripts",
+        )
+    run_dir = Path(args.replay).resolve()
+    load_replay(run_dir)
+    args.replay = str(run_dir)
+    inv_path = run_dir / ".acx" / "invocation.json"
+    inv = read_record(inv_path) if inv_path.is_file() else {}
+    if not args.spec and inv.get("cwd") and os.path.isdir(inv["cwd"]):
+        os.chdir(inv["cwd"])  # relative spec/config paths resolve as they did
+    spec = args.spec or inv.get("spec")
+    if not spec:
+        raise AcxUserError(
+            f"--replay {run_dir}: cannot tell which spec this run came from (no .acx/invocation.json)",
+            code="E0661",
+            path="--replay",
+            help="pass the spec: acx run SPEC --replay RUN_DIR",
+        )
+    for key in _REPLAYED:
+        if key != "run_id" and getattr(args, key, None) in (None, []) and inv.get(key) is not None:
+            setattr(args, key, inv[key])
+    return spec, str(inv.get("request_name") or read_record(run_dir / "run_info.json").get("request_name"))
+
+
 def _resume_inputs(args: argparse.Namespace) -> tuple[str, str, dict[str, Any]]:
     """(spec, request name, invocation) of the run in ``--resume DIR``."""
     from acx.errors import AcxResultsError
@@ -237,9 +278,9 @@ def _handle(args: argparse.Namespace) -> int:
     from acx.errors import AcxUserError
     from acx.interpreter._events import make_console
 
-    if not args.spec and not args.resume:
+    if not args.spec and not args.resume and not args.replay:
         raise AcxUserError(
-            "acx run needs SPEC, PLAN.json or --resume RUN_DIR",
+            "acx run needs SPEC, PLAN.json, --resume RUN_DIR or --replay RUN_DIR",
             code="E0615",
             path="SPEC",
             help="e.g. acx run examples/quickstart.acx",
@@ -257,6 +298,10 @@ def _handle(args: argparse.Namespace) -> int:
             )
         spec, only, _ = _resume_inputs(args)
         resume_dirs[only] = args.resume
+    replay_dirs: dict[str, str] = {}
+    if args.replay:
+        spec, only = _replay_inputs(args)
+        replay_dirs[only] = args.replay
     invocation = {
         # As given, with the cwd: --resume recompiles from there, so the request hashes equal.
         "spec": spec,
@@ -266,7 +311,15 @@ def _handle(args: argparse.Namespace) -> int:
     orch, programs = build_programs(args, spec)  # on a cluster: --cluster, else runtime.cluster
     if only is not None:
         programs = [p for p in programs if p.name == only]
-        _check_resume_hash(args.resume, programs)
+        if args.resume:
+            _check_resume_hash(args.resume, programs)
+    if replay_dirs and not programs:
+        raise AcxUserError(
+            f"--replay {args.replay}: the spec has no request {only!r} (the replayed run's)",
+            code="E0661",
+            path="--replay",
+            help="replay with the spec the run came from",
+        )
     reuse = None if resume_dirs else reuse_map(programs, args.reuse)
     if args.checkpoint_resume is False and not resume_dirs and not reuse:
         # It only acts when earlier attempts are recovered: refused, not silently ignored.
@@ -288,6 +341,7 @@ def _handle(args: argparse.Namespace) -> int:
             console.emit,
             resume_dirs=resume_dirs,
             reuse=reuse,
+            replay=replay_dirs or None,
             checkpoint_resume=args.checkpoint_resume,
             recovery=args.recovery or "rerun",
             invocation=invocation,

@@ -6,6 +6,7 @@ trajectory and limit issues merged into its result."""
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,17 @@ import trio
 
 from acx.ir import MODEL_GATEWAY_HOST, ExecutionIssue, NetworkPolicy, RunRequest, RunResult
 
-__all__ = ["RunModels", "merge_into_result", "render_usage", "session_scope", "usage_summary"]
+__all__ = [
+    "RunModels",
+    "cache_dir",
+    "load_replay",
+    "merge_into_result",
+    "open_cache",
+    "render_usage",
+    "replayed_request",
+    "session_scope",
+    "usage_summary",
+]
 
 
 class RunModels:
@@ -29,6 +40,10 @@ class RunModels:
         run_dir: str,
         on_stop: Callable[[str], None],
         concurrency: int | None = None,
+        *,
+        results_root: str | None = None,
+        scrub: Callable[[str], str] | None = None,
+        replay: Any = None,
     ) -> None:
         from acx.models import PROTOCOLS, Gateway, roles_for
 
@@ -41,7 +56,12 @@ class RunModels:
             run_dir=run_dir,
             concurrency=concurrency,
         )
-        self.gateway = Gateway(roles, run_max_cost_usd=req.execution.max_cost_usd, on_run_limit=on_stop)
+        cache = None
+        if any(role.cache != "off" for role in roles.values()):
+            cache = open_cache(req, results_root or str(Path(run_dir).parent), scrub=scrub)
+        self.gateway = Gateway(
+            roles, run_max_cost_usd=req.execution.max_cost_usd, on_run_limit=on_stop, cache=cache, replay=replay
+        )
         self.limits = _limits(req)
         self.sandbox_host: str | None = None
 
@@ -87,6 +107,80 @@ class RunModels:
         session = self.gateway.open_session(key, self.limits)
         session.sandbox_host = self.sandbox_host
         return session
+
+
+def cache_dir(req: RunRequest, results_root: str | os.PathLike[str]) -> Path:
+    """The model-call cache directory of a request: ``model.cache_dir`` (relative to the working
+    directory), else ``<results_root>/.acx-cache/model-calls`` (shared by every run there)."""
+    given = req.model.cache_dir
+    return Path(given).expanduser().resolve() if given else Path(results_root).resolve() / ".acx-cache" / "model-calls"
+
+
+def open_cache(
+    req: RunRequest, results_root: str | os.PathLike[str], *, scrub: Callable[[str], str] | None = None
+) -> Any:
+    from acx.models import DEFAULT_CACHE_MAX_BYTES, CallCache
+
+    return CallCache(
+        cache_dir(req, results_root), max_bytes=req.model.cache_max_bytes or DEFAULT_CACHE_MAX_BYTES, scrub=scrub
+    )
+
+
+def load_replay(run_dir: str | os.PathLike[str], scrub: Any = None) -> Any:
+    """The recorded model calls of a finished run (``acx run --replay RUN_DIR``): per task and
+    attempt, its ``model_calls.json`` (the agent's session) and ``judge_calls.json`` (the
+    scorers'). Refused (E0660) when RUN_DIR is not a run directory or recorded no model call."""
+    import json
+
+    from acx.errors import AcxUserError
+    from acx.models import Replay
+
+    root = Path(run_dir)
+    if not (root / "run_info.json").is_file():
+        raise AcxUserError(
+            f"--replay {run_dir}: not an acx run directory (no run_info.json)",
+            code="E0660",
+            path="--replay",
+            help="pass a run directory: <results_dir>/<request>/<run_id>",
+        )
+    calls: dict[tuple[str, int, str], list[dict[str, Any]]] = {}
+    for transcript in sorted(root.glob("details/*/*/attempt-*/*_calls.json")):
+        stage = {"model_calls.json": "", "judge_calls.json": "evaluate"}.get(transcript.name)
+        result = transcript.parent / "result.json"
+        if stage is None or not result.is_file():
+            continue
+        try:
+            task_id = str(json.loads(result.read_text(encoding="utf-8"))["task_id"])
+            recorded = json.loads(transcript.read_text(encoding="utf-8"))["calls"]
+            attempt = int(transcript.parent.name.split("-", 1)[1])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise AcxUserError(
+                f"--replay {run_dir}: {transcript} cannot be read ({type(exc).__name__}: {exc})",
+                code="E0660",
+                path="--replay",
+                help="replay a run whose transcripts are intact",
+            ) from None
+        calls[(task_id, attempt, stage)] = [c for c in recorded if isinstance(c, dict)]
+    if not calls:
+        raise AcxUserError(
+            f"--replay {run_dir}: the run recorded no model call (no model_calls.json under details/)",
+            code="E0660",
+            path="--replay",
+            help="replay a run whose agent called a model through acx's gateway",
+        )
+    return Replay(str(run_dir), calls, scrub=scrub)
+
+
+def replayed_request(run_dir: str | os.PathLike[str]) -> str | None:
+    """The request name a run directory recorded (``run_info.json``), or ``None``."""
+    import json
+
+    try:
+        info = json.loads((Path(run_dir) / "run_info.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    name = info.get("request_name") if isinstance(info, dict) else None
+    return str(name) if name is not None else None
 
 
 def session_scope(session: Any) -> contextlib.AbstractContextManager[None]:
@@ -136,6 +230,7 @@ async def merge_into_result(
                 "reflects request headers)",
             )
         )
+    issues += _cache_issues(session)
     for why in getattr(session, "stream_cuts", ()):
         issues.append(
             ExecutionIssue(
@@ -201,6 +296,33 @@ async def merge_into_result(
     return merged, digest
 
 
+def _cache_issues(session: Any) -> list[ExecutionIssue]:
+    """The attempt's issues of the model-call cache and of a replayed run."""
+    out = []
+    for why in getattr(session, "cache_misses", ()):
+        out.append(
+            ExecutionIssue(
+                severity="error",
+                phase="run",
+                code="cache_miss",
+                message=f"the model-call cache (replay mode) had no answer: {why}; the agent got a "
+                "cache_miss error — record the run first with cache: write or read-write",
+            )
+        )
+    for why in getattr(session, "replay_divergences", ()):
+        out.append(ExecutionIssue(severity="error", phase="run", code="replay_diverged", message=why))
+    for why in getattr(session, "cache_errors", ()):
+        out.append(
+            ExecutionIssue(
+                severity="warning",
+                phase="run",
+                code="cache_write_failed",
+                message=f"an answer could not be stored in the model-call cache ({why}); the call itself succeeded",
+            )
+        )
+    return out
+
+
 def _write_transcript(path: Path, data: bytes) -> str:
     """Writes ``data`` to ``path`` (atomic, no fsync: see :func:`merge_into_result`); its SHA-256
     for the evaluation checkpoint (hashed here, in the worker thread, not read back later)."""
@@ -240,6 +362,10 @@ def usage_summary(outcomes: list[Any]) -> dict[str, Any] | None:
                 cost_unknown=u.get("cost_usd") is None,
                 calls_without_usage=int(u.get("calls_without_usage", 0)),
                 failed_calls=int(u.get("failed_calls", 0)),
+                cached_calls=int(u.get("cached_calls", 0)),
+                unpaid_tokens=int(u.get("unpaid_tokens", 0)),
+                unpaid_cost_usd=float(u.get("unpaid_cost_usd") or 0.0),
+                unpaid_cost_unknown="unpaid_cost_usd" in u and u.get("unpaid_cost_usd") is None,
             )
             total.merge(part)
         if seen:
@@ -267,4 +393,15 @@ def render_usage(summary: dict[str, Any]) -> str:
         f"| {r['model_calls']} | {r['prompt_tokens']} | {r['completion_tokens']} | {r['cached_tokens']} | {cost} |",
         "",
     ]
+    if r.get("cached_calls"):
+        # Answered by the model-call cache: consumed (in the counts above), not paid (not in the cost).
+        unpaid = "unknown" if r["unpaid_cost_usd"] is None else f"${r['unpaid_cost_usd']:.6f}"
+        lines += [
+            "Answered from the model-call cache (counted above, not paid):",
+            "",
+            "| cached calls | tokens not paid | cost not paid |",
+            "|---:|---:|---|",
+            f"| {r['cached_calls']} | {r['unpaid_tokens']} | {unpaid} |",
+            "",
+        ]
     return "\n".join(lines)

@@ -261,6 +261,8 @@ class _RequestRun:
         self.prog = prog
         self.orch = orch
         self.store = store
+        #: ``acx run --replay``: the run directory whose transcripts answer every model call.
+        self.replay_dir: str | None = None
         self.resumed = resumed
         self.first_plans = first_plans
         self.console = console
@@ -659,6 +661,9 @@ class _RequestRun:
             return True
         models = None
         try:
+            from acx.interpreter._models import load_replay
+
+            replay = load_replay(self.replay_dir, self.ctx.scrub.tree) if self.replay_dir else None
             models = RunModels(
                 req,
                 self.prog.harness,
@@ -666,6 +671,9 @@ class _RequestRun:
                 str(self.store.run_dir.resolve()),
                 self._stop,
                 concurrency=int(self.ctx.limits.attempts.total_tokens),
+                results_root=str(self.orch.runtime.results_dir),
+                scrub=self.ctx.scrub.text,
+                replay=replay,
             )
             await models.start(nursery, self.prog.driver)
         except (AcxUserError, OSError) as exc:
@@ -1049,6 +1057,7 @@ async def run_orchestration(
     reuse: Mapping[str, str | None] | None = None,
     regrade: Mapping[str, str] | None = None,
     run_dirs: Mapping[str, str] | None = None,
+    replay: Mapping[str, str] | None = None,
     checkpoint_resume: bool | None = None,
     recovery: str = "rerun",
     invocation: dict[str, Any] | None = None,
@@ -1088,6 +1097,7 @@ async def run_orchestration(
             if invocation is not None:
                 store.write_json(".acx/invocation.json", {**invocation, "request_name": prog.name})
             run = _RequestRun(prog, orch, store, limits, environ, console, first[prog.name], bool(resume_dir), scrub)
+            run.replay_dir = (replay or {}).get(prog.name)
             runs.append(run)
         for run, prog in zip(runs, programs, strict=True):
             run.start()

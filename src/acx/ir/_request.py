@@ -98,6 +98,13 @@ class ModelRoleSpec(IRStruct, frozen=True):
         ModelLimits,
         _d("per-task limits: for `model`, all roles together; for a `model.roles` entry, that role's calls"),
     ] = ModelLimits()
+    cache: Annotated[
+        Literal["off", "read", "write", "read-write", "replay"],
+        _d(
+            "model-call cache of this role: off | read (answer hits from the cache) | write (store "
+            "answers) | read-write | replay (answer only from the cache; a miss is an error)"
+        ),
+    ] = "off"
 
 
 class ModelSpec(ModelRoleSpec, frozen=True):
@@ -105,6 +112,14 @@ class ModelSpec(ModelRoleSpec, frozen=True):
     ``roles`` adds more models by role (``grader``, ...)."""
 
     roles: Annotated[dict[str, ModelRoleSpec], _d("more models by role name (grader, ...)")] = {}
+    cache_dir: Annotated[
+        str | None,
+        _d("the model-call cache directory, shared across runs; null: <results_dir>/.acx-cache/model-calls"),
+    ] = None
+    cache_max_bytes: Annotated[
+        Annotated[int, msgspec.Meta(ge=1)] | None,
+        _d("bound on the cache directory's size; past it the least recently used entries go; null: 1 GiB"),
+    ] = None
 
 
 class BenchmarkSpec(IRStruct, frozen=True):

@@ -72,18 +72,33 @@ class UsageTotals:
     calls_without_usage: int = 0
     #: Calls that failed for good (they count as calls; they have no usage and no cost).
     failed_calls: int = 0
+    #: Calls answered from the model-call cache (or a replayed run): counted in ``calls`` and
+    #: ``usage`` (what the agent consumed, which the call and token limits count) but not in
+    #: ``cost_usd`` (what was paid, which the cost limits count).
+    cached_calls: int = 0
+    #: Tokens and cost of the cached calls: what was not paid.
+    unpaid_tokens: int = 0
+    unpaid_cost_usd: float = 0.0
+    unpaid_cost_unknown: bool = False
 
     def add_failed(self) -> None:
         self.calls += 1
         self.failed_calls += 1
 
-    def add(self, usage: Usage | None, cost: float | None) -> None:
+    def add(self, usage: Usage | None, cost: float | None, *, cached: bool = False) -> None:
         self.calls += 1
         if usage is None:
             self.calls_without_usage += 1
         else:
             self.usage = self.usage + usage
-        if cost is None:
+        if cached:
+            self.cached_calls += 1
+            self.unpaid_tokens += usage.total_tokens if usage is not None else 0
+            if cost is None:
+                self.unpaid_cost_unknown = True
+            else:
+                self.unpaid_cost_usd += cost
+        elif cost is None:
             self.cost_unknown = True
         else:
             self.cost_usd += cost
@@ -95,12 +110,21 @@ class UsageTotals:
         self.cost_unknown = self.cost_unknown or other.cost_unknown
         self.calls_without_usage += other.calls_without_usage
         self.failed_calls += other.failed_calls
+        self.cached_calls += other.cached_calls
+        self.unpaid_tokens += other.unpaid_tokens
+        self.unpaid_cost_usd += other.unpaid_cost_usd
+        self.unpaid_cost_unknown = self.unpaid_cost_unknown or other.unpaid_cost_unknown
 
     def to_dict(self) -> dict[str, object]:
-        return {
+        out: dict[str, object] = {
             "model_calls": self.calls,
             **self.usage.to_dict(),
             "cost_usd": None if self.cost_unknown else round(self.cost_usd, 8),
             "calls_without_usage": self.calls_without_usage,
             "failed_calls": self.failed_calls,
         }
+        if self.cached_calls:  # only when the cache answered: records of other runs are unchanged
+            out["cached_calls"] = self.cached_calls
+            out["unpaid_tokens"] = self.unpaid_tokens
+            out["unpaid_cost_usd"] = None if self.unpaid_cost_unknown else round(self.unpaid_cost_usd, 8)
+        return out

@@ -24,7 +24,15 @@ if TYPE_CHECKING:
     from acx.ir import ModelRoleSpec, RunRequest
     from acx.models._gateway import GatewaySession, Role
 
-__all__ = ["current_session", "limits_for", "resolve_protocol", "roles_for", "use_session", "uses_models"]
+__all__ = [
+    "cache_modes",
+    "current_session",
+    "limits_for",
+    "resolve_protocol",
+    "roles_for",
+    "use_session",
+    "uses_models",
+]
 
 _CURRENT: ContextVar[GatewaySession | None] = ContextVar("acx_model_session", default=None)
 
@@ -160,13 +168,24 @@ def roles_for(
     concurrency = concurrency or req.execution.task_concurrency
     if m.id or m.base_url:
         roles["agent"] = Role(
-            "agent", _endpoint(m, "model", environ, default_protocol, run_dir, concurrency), _price(m)
+            "agent", _endpoint(m, "model", environ, default_protocol, run_dir, concurrency), _price(m), cache=m.cache
         )
     for name, spec in m.roles.items():
         path = f"model.roles.{name}"
         ep = _endpoint(spec, path, environ, default_protocol, run_dir, concurrency)
-        roles[name] = Role(name, ep, _price(spec), _limits(spec))
+        roles[name] = Role(name, ep, _price(spec), _limits(spec), cache=spec.cache)
     return roles
+
+
+def cache_modes(req: RunRequest) -> dict[str, str]:
+    """Each role's model-call cache mode (``acx explain``)."""
+    m = req.model
+    out: dict[str, str] = {}
+    if m.id or m.base_url:
+        out["agent"] = m.cache
+    for name, spec in m.roles.items():
+        out[name] = spec.cache
+    return out
 
 
 def _limits(spec: ModelRoleSpec) -> Limits:

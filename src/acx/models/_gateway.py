@@ -28,7 +28,8 @@ import msgspec
 import trio
 
 from acx.models._accounting import Limits, Price, UsageTotals, cost_of
-from acx.models._client import AttemptRecord, ModelClient, chunks
+from acx.models._cache import CachedAnswer, CachedResponse, CallCache, cache_key, reads, writes
+from acx.models._client import AttemptRecord, Exchange, ModelClient, chunks
 from acx.models._http_server import Reply, serve_http
 from acx.models._keep import OFF_THREAD_BYTES, keep_within_caps
 from acx.models._protocols import (
@@ -43,6 +44,7 @@ from acx.models._protocols import (
     request_problem,
     translatable_params,
 )
+from acx.models._replay import Replay, ReplayCursor, first_difference, render_stream
 from acx.models._scrub import RelayScrubber, scrub_response, secret_forms
 from acx.models._types import ChatRequest, Endpoint, ModelCallError, ModelResponse, Protocol, Usage
 from acx.secrets import is_secret_value
@@ -100,6 +102,8 @@ class Role:
     price: Price | None = None
     #: This role's own per-task limits (beside the session's limits for all roles together).
     limits: Limits = field(default_factory=Limits)
+    #: ``model.cache`` of the role (acx.models._cache): off, read, write, read-write, replay.
+    cache: str = "off"
 
 
 @dataclass
@@ -127,6 +131,10 @@ class CallRecord:
     normalized_response: ModelResponse | None = None
     #: Values cut out of ``request``/``response`` when the record is serialised (the role's key).
     secrets: tuple[str, ...] = ()
+    #: Answered from the model-call cache (or a replayed run): nothing was paid for it.
+    cached: bool = False
+    #: The call's cache key (``None``: the role's cache is off).
+    cache_key: str | None = None
 
     def chat_request(self) -> ChatRequest | None:
         if self.normalized_request is None and isinstance(self.request, dict):
@@ -184,6 +192,7 @@ class CallRecord:
                 for a in self.attempts
             ],
             "error": self.error,
+            **({"cached": True} if self.cached else {}),
             "request": self._scrubbed(self.request),
             "response": self._scrubbed(self.response),
         }
@@ -210,6 +219,13 @@ class GatewaySession:
         self.role_totals: dict[str, UsageTotals] = {}
         #: Messages of the limit refusals (each one is a ``limit_exceeded`` issue of the attempt).
         self.refusals: list[str] = []
+        #: Calls a ``replay`` cache could not answer (each one a ``cache_miss`` issue), calls that
+        #: differ from the replayed run's (``replay_diverged``), and cache writes that failed.
+        self.cache_misses: list[str] = []
+        self.replay_divergences: list[str] = []
+        self.cache_errors: list[str] = []
+        #: ``acx run --replay``: where this session is in the replayed run's calls.
+        self.replay: ReplayCursor | None = gateway.replay.cursor(key) if gateway.replay is not None else None
         self.closed = False
         #: The address sandboxes reach the gateway at (set by the interpreter per driver);
         #: ``None`` = loopback.
@@ -306,7 +322,7 @@ def _one(c: CallRecord) -> UsageTotals:
         t.add_failed()
         return t
     u = Usage(**{k: v for k, v in c.usage.items() if k != "total_tokens"}) if c.usage else None
-    t.add(u, c.cost_usd)
+    t.add(u, c.cost_usd, cached=c.cached)
     return t
 
 
@@ -324,8 +340,14 @@ class Gateway:
         client: ModelClient | None = None,
         run_max_cost_usd: float | None = None,
         on_run_limit: Callable[[str], None] | None = None,
+        cache: CallCache | None = None,
+        replay: Replay | None = None,
     ) -> None:
         self.roles = dict(roles)
+        #: ``acx run --replay RUN_DIR``: every call is answered from that run's transcripts.
+        self.replay = replay
+        #: The model-call cache of the roles whose ``cache`` mode is not ``off``.
+        self.cache = cache
         self.client = client or ModelClient()
         self._own_client = client is None
         self.run_max_cost_usd = run_max_cost_usd
@@ -404,11 +426,25 @@ class Gateway:
         """``client.exchange`` for one of ``session``'s calls, counted against the session in
         the fair slot sharing; ``None`` (the call recorded ``cancelled``) when the session
         closed first. A client that hung up cancels it from outside: recorded, then re-raised."""
+        if session.replay is not None:
+            return self._replayed(session, rec, args[2], kwargs.get("parse"), bool(kwargs.get("stream")))
+        mode = self._cache_mode(rec.role)
+        if mode != "off":
+            rec.cache_key = cache_key(rec.protocol, args[2])
+            if reads(mode):
+                hit = await self._cache_hit(rec, kwargs.get("parse"), bool(kwargs.get("stream")))
+                if hit is not None:
+                    return hit
+                if mode == "replay":
+                    raise self._cache_miss(session, rec)
         scope = trio.CancelScope()
         session.in_flight.add(scope)
         try:
             with scope:
-                return await self.client.exchange(*args, owner=session.owner, **kwargs)
+                ex = await self.client.exchange(*args, owner=session.owner, **kwargs)
+                if writes(mode) and not kwargs.get("stream"):
+                    await self._cache_store(session, rec, ex.body)
+                return ex
             self._abandoned(session, rec, "its attempt ended while the call was in flight")
             return None
         except trio.Cancelled:
@@ -416,6 +452,115 @@ class Gateway:
             raise
         finally:
             session.in_flight.discard(scope)
+
+    # ---- the model-call cache --------------------------------------------------------------------
+    def _cache_mode(self, role_name: str) -> str:
+        role = self.roles.get(role_name)
+        return role.cache if role is not None and self.cache is not None else "off"
+
+    async def _cache_hit(self, rec: CallRecord, parse: Callable[[bytes], Any] | None, stream: bool) -> Any:
+        """The cached answer of ``rec``'s request as the exchange the client would have returned,
+        or ``None`` (a miss, or an entry that no longer parses: the upstream answers instead)."""
+        cache, key = self.cache, rec.cache_key
+        assert cache is not None and key is not None
+        # A small entry is read on the trio thread (cheaper than the thread hop); a big one not.
+        entry = cache.get(key, max_bytes=OFF_THREAD_BYTES)
+        if isinstance(entry, int):
+            entry = await trio.to_thread.run_sync(cache.get, key)
+        if not isinstance(entry, CachedAnswer) or entry.stream != stream:
+            return None
+        try:
+            parsed = None if stream or parse is None else parse(entry.body)
+        except ModelCallError:
+            return None
+        rec.cached = True
+        return Exchange(
+            status=entry.status,
+            body=entry.body,
+            headers={},
+            parsed=parsed,
+            response=CachedResponse(entry.body) if stream else None,
+        )
+
+    def _cache_miss(self, session: GatewaySession, rec: CallRecord) -> ModelCallError:
+        msg = (
+            f"acx gateway: the {rec.role} role's cache is in replay mode and holds no answer to this "
+            f"{rec.protocol} request (key {rec.cache_key}); run once with cache: write or read-write "
+            "to record it"
+        )
+        session.cache_misses.append(f"{rec.role}: call {rec.seq}: no cached answer (key {rec.cache_key})")
+        body = {"type": "error", "error": {"type": "cache_miss", "code": "cache_miss", "message": msg}}
+        return ModelCallError("cache_miss", msg, status=404, body=json.dumps(body).encode())
+
+    async def _cache_store(
+        self, session: GatewaySession, rec: CallRecord, body: bytes, *, stream: bool = False
+    ) -> None:
+        """Stores an upstream answer under ``rec``'s key, scrubbed of the role's key (the relay's
+        forms) and, by the store, of every secret of the run. A failed write never fails the call."""
+        cache, key = self.cache, rec.cache_key
+        if cache is None or key is None or rec.cached:
+            return
+        role = self.roles[rec.role]
+        answer = CachedAnswer(key, rec.protocol, rec.model, stream, 200, self._scrubber(role).scrub(body))
+        try:
+            with trio.CancelScope(shield=True):  # a write begun is finished (the temp file is not left)
+                await trio.to_thread.run_sync(cache.put, answer)
+        except OSError as exc:
+            session.cache_errors.append(f"{rec.role}: call {rec.seq}: {type(exc).__name__}: {exc.strerror or exc}")
+
+    # ---- acx run --replay ------------------------------------------------------------------------
+    def _replayed(
+        self, session: GatewaySession, rec: CallRecord, body: Any, parse: Callable[[bytes], Any] | None, stream: bool
+    ) -> Exchange:
+        """The recorded answer of the session's next recorded call, when ``body`` is that call's
+        request; else a ``replay_diverged`` error (the first one also an issue of the attempt)."""
+        cursor = session.replay
+        assert cursor is not None and self.replay is not None
+        if cursor.diverged is not None:
+            raise _replay_error("replay_diverged", cursor.diverged)
+        n = cursor.next
+        if n >= len(cursor.calls):
+            raise self._diverged(session, f"call {n + 1}: the replayed run made only {len(cursor.calls)} call(s)")
+        recorded = cursor.calls[n]
+        cursor.next += 1
+        got = json.loads(json.dumps(rec._scrubbed(body)))
+        if self.replay.scrub is not None:
+            got = self.replay.scrub(got)
+        want = {"role": recorded.get("role"), "protocol": recorded.get("protocol"), "request": recorded.get("request")}
+        field_ = first_difference(want, {"role": rec.role, "protocol": rec.protocol, "request": got})
+        if field_ is not None:
+            raise self._diverged(session, f"call {n + 1} differs from the recorded one first at {field_}")
+        error = recorded.get("error") or {}
+        if error.get("kind") not in (None, "stream_cut"):
+            # The recorded call failed: the agent gets the same failure again.
+            raise _replay_error(error["kind"], str(error.get("message")), status=recorded.get("status"))
+        answer = recorded.get("response")
+        if not isinstance(answer, dict) or "acx_note" in answer:
+            raise self._diverged(
+                session, f"call {n + 1}: its answer was not kept in the recorded transcript (cut to the storage caps)"
+            )
+        data = render_stream(rec.protocol, answer, got) if stream else json.dumps(answer).encode()
+        try:
+            parsed = None if stream or parse is None else parse(data)
+        except ModelCallError as exc:
+            raise self._diverged(
+                session, f"call {n + 1}: the recorded answer cannot be replayed ({exc.message})"
+            ) from None
+        rec.cached = True
+        return Exchange(
+            status=int(recorded.get("status") or 200),
+            body=data,
+            headers={},
+            parsed=parsed,
+            response=CachedResponse(data) if stream else None,
+        )
+
+    def _diverged(self, session: GatewaySession, why: str) -> ModelCallError:
+        assert session.replay is not None and self.replay is not None
+        message = f"acx run --replay {self.replay.source}: {why}; the agent diverged from the recorded run"
+        session.replay.diverged = message
+        session.replay_divergences.append(message)
+        return _replay_error("replay_diverged", message)
 
     def _abandoned(self, session: GatewaySession, rec: CallRecord, why: str) -> None:
         rec.finished_at = time.time()
@@ -462,9 +607,10 @@ class Gateway:
             return
         rec.usage = usage.to_dict() if usage is not None else None
         rec.cost_usd = None if cost is None else round(cost, 10)
-        session.totals.add(usage, cost)
-        session.role_totals.setdefault(role.name, UsageTotals()).add(usage, cost)
-        self.totals.add(usage, cost)
+        # A cached answer counts as consumed (token and call limits) but not as paid (cost).
+        session.totals.add(usage, cost, cached=rec.cached)
+        session.role_totals.setdefault(role.name, UsageTotals()).add(usage, cost, cached=rec.cached)
+        self.totals.add(usage, cost, cached=rec.cached)
         limit = self.run_max_cost_usd
         if limit is not None and self.run_stopped is None:
             if self.totals.cost_unknown:
@@ -802,6 +948,8 @@ class Gateway:
                 rec.normalized_response = resp
                 keep_within_caps(rec, session, answer_bytes=len(data), request_bytes=size)
                 self._account(session, role, rec, resp)
+                if writes(self._cache_mode(role.name)) and ex.stream_error is None and not abandoned:
+                    await self._cache_store(session, rec, data, stream=True)  # complete answers only
             if ex.stream_error is not None:  # what the call's record says first: it was cut
                 rec.error = {"kind": "stream_cut", "message": ex.stream_error}
             if abandoned:
@@ -875,6 +1023,13 @@ def _stream_error_event(protocol: Protocol, message: str) -> bytes:
         return b"event: error\ndata: " + json.dumps(event).encode() + b"\n\n"
     chunk = {"error": {"message": message, "type": "server_error", "code": "stream_cut"}}
     return b"data: " + json.dumps(chunk).encode() + b"\n\n"
+
+
+def _replay_error(kind: str, message: str, *, status: int | None = None) -> ModelCallError:
+    """A replayed call's error, with the body an agent's SDK reads (a 4xx SDKs do not retry)."""
+    status = status if isinstance(status, int) and status >= 400 else (404 if kind == "cache_miss" else 400)
+    body = {"type": "error", "error": {"type": kind, "code": kind, "message": message}}
+    return ModelCallError(kind, message, status=status, body=json.dumps(body).encode())  # type: ignore[arg-type]
 
 
 def _new_token() -> str:

@@ -122,6 +122,8 @@ def actf_trajectory(
             "stop_reason": resp.finish_reason,
             "cost_usd": call.cost_usd,
         }
+        if call.cached:  # the recorded answer, not a new sample (honest at temperature > 0)
+            step["cached"] = True
         step["started_at"] = iso_now(call.started_at)
         step["finished_at"] = iso_now(call.finished_at)
         steps.append(step)

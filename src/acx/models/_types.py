@@ -146,6 +146,8 @@ ErrorKind = Literal[
     "limit_exceeded",  # an acx limit refused the call
     "refused",  # the gateway refused the call (closed session, unsupported request)
     "cancelled",  # abandoned in flight: its session closed or its client hung up
+    "cache_miss",  # a role in cache mode replay: no cached answer to the request
+    "replay_diverged",  # acx run --replay: the call differs from the replayed run's
 ]
 
 

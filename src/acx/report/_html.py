@@ -74,12 +74,18 @@ def _plan_text(p: dict[str, Any]) -> str:
     return head + "; ".join(parts)
 
 
+def _usage_item(key: str, value: float) -> str:
+    if key == "cost_usd":
+        return f"cost ${value:,.4f}"
+    if key == "unpaid_cost_usd":
+        return f"cost not paid (cached calls) ${value:,.4f}"
+    return f"{key.replace('_', ' ')} {value:,.0f}"
+
+
 def _overview_html(i: int, run: RunData) -> str:
     o = run.overview
     usage = o.get("usage") or {}
-    usage_txt = ", ".join(
-        f"{k.replace('_', ' ')} {v:,.0f}" if k != "cost_usd" else f"cost ${v:,.4f}" for k, v in usage.items()
-    )
+    usage_txt = ", ".join(_usage_item(k, v) for k, v in usage.items())
     states: dict[str, int] = {}
     for r in run.rows:
         states[r[1]] = states.get(r[1], 0) + 1

@@ -91,7 +91,17 @@ def _num(v: Any) -> float | None:
     return None
 
 
-_USAGE_KEYS = ("prompt_tokens", "completion_tokens", "cached_tokens", "cache_tokens", "cost_usd", "model_calls")
+_USAGE_KEYS = (
+    "prompt_tokens",
+    "completion_tokens",
+    "cached_tokens",
+    "cache_tokens",
+    "cost_usd",
+    "model_calls",
+    # Calls the model-call cache answered: consumed, not paid (docs/models.md).
+    "cached_calls",
+    "unpaid_cost_usd",
+)
 
 
 def usage_of(result: dict[str, Any]) -> dict[str, float]:
