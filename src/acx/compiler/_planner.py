@@ -61,6 +61,7 @@ from acx.ir import (
     Provenance,
     ResourceRequirements,
     RunRequest,
+    StepPlan,
     TaskSpec,
 )
 
@@ -440,6 +441,8 @@ class RequestPlan:
         # (8) evaluation environment per the final mode; then normalisation and checks
         plan = self._evaluation_environment(plan, task, prov)
         plan = self._finalize(plan, task, mode, warnings, prov)
+        if task.steps:
+            plan = self._with_steps(plan, task, bplan, hplan, prov)
         plan = self._drop_storage(plan, warnings, prov)
         check_capabilities(
             plan,
@@ -448,6 +451,65 @@ class RequestPlan:
             benchmark_id=self.benchmark.id,
         )
         return PlannedAttempt(plan, prov.data, warnings)
+
+    def _with_steps(
+        self, plan: ExecutionPlan, task: TaskSpec, bplan: Any, hplan: HarnessPlan, prov: _Prov
+    ) -> ExecutionPlan:
+        """A multi-step task's steps: each one's budgets resolved like the task's (T2, T5), its
+        users and verifier variables; every step runs and is verified in the agent's environment."""
+        if plan.evaluation_environment_mode != "reuse":
+            raise AcxPlanError(
+                f"task {task.task_id!r} has {len(task.steps)} steps, each verified in the agent's environment; "
+                f"evaluation_environment_mode {plan.evaluation_environment_mode!r} cannot run it",
+                code="E0413",
+                path="environment.evaluation_environment_mode",
+                help="remove the evaluation_environment_mode override for this request (multi-step tasks "
+                "need `reuse`), or leave the task out (--tasks, task_names)",
+            )
+        ex = self.request.execution
+        steps: list[StepPlan] = []
+        extra_env: list[dict[str, str] | None] = []
+        for i, step in enumerate(task.steps):
+            run_b = resolve_budget(
+                task_value=step.run_timeout_seconds
+                if step.run_timeout_seconds is not UNSET
+                else task.run_timeout_seconds,
+                benchmark_value=bplan.run_timeout_seconds,
+                harness_fallback=hplan.default_run_timeout_seconds,
+                override=ex.run_timeout_seconds,
+                common_multiplier=ex.timeout_multiplier,
+                stage_multiplier=ex.run_timeout_multiplier,
+                stage_multiplier_field="run_timeout_multiplier",
+            )
+            eval_b = resolve_budget(
+                task_value=step.evaluation_timeout_seconds,
+                benchmark_value=bplan.evaluation_timeout_seconds,
+                harness_fallback=None,
+                override=ex.evaluation_timeout_seconds,
+                common_multiplier=ex.timeout_multiplier,
+                stage_multiplier=ex.evaluation_timeout_multiplier,
+                stage_multiplier_field="evaluation_timeout_multiplier",
+            )
+            if prov.enabled:
+                self._budget_prov(prov, f"steps.{i}.run_timeout_seconds", run_b, task.task_id)
+                self._budget_prov(prov, f"steps.{i}.evaluation_timeout_seconds", eval_b, task.task_id)
+            env = None
+            if step.evaluation_env_variables is not None:
+                env = _merge_env(step.evaluation_env_variables, self.request.environment.evaluation_env_variables)
+                extra_env.append(env)
+            steps.append(
+                StepPlan(
+                    name=step.name,
+                    run_timeout_seconds=run_b.seconds,
+                    evaluation_timeout_seconds=eval_b.seconds,
+                    run_user=step.run_user or plan.run_user,
+                    evaluation_user=step.evaluation_user or plan.evaluation_user,
+                    evaluation_env_variables=env,
+                    min_reward=step.min_reward,
+                )
+            )
+        required = sorted(set(plan.required_env).union(required_env_names(*extra_env)))
+        return replace(plan, steps=steps, required_env=required)
 
     def _drop_storage(self, plan: ExecutionPlan, warnings: list[str], prov: _Prov) -> ExecutionPlan:
         dropped = drop_unenforced_storage(plan, self.capabilities, warnings)

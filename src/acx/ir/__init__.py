@@ -75,7 +75,13 @@ from acx.ir._plan import (
     TaskOutput as TaskOutput,
 )
 from acx.ir._plan import (
+    StepPlan as StepPlan,
+)
+from acx.ir._plan import (
     TaskSpec as TaskSpec,
+)
+from acx.ir._plan import (
+    TaskStep as TaskStep,
 )
 from acx.ir._plan import (
     UnsetType as UnsetType,
@@ -185,10 +191,12 @@ __all__ = [
     "RunResult",
     "RunRuntimeSpec",
     "SourceKind",
+    "StepPlan",
     "TaskInput",
     "TaskOutput",
     "TaskSpec",
     "TaskStatus",
+    "TaskStep",
     "UnsetType",
     "canonical_json",
     "content_hash",
