@@ -11,11 +11,14 @@ Harbor's semantics, as read in harbor 0.26 (``trial/``, ``verifier/verifier.py``
 * the agent phase runs under ``[agent]``'s network policy, else the environment baseline;
 * the image's ENTRYPOINT runs with ``sleep infinity`` as its command, ``[environment.env]`` in
   its environment;
-* multi-step tasks run each step's instruction, agent and verifier in order in one environment;
-  the trial reward is the per-key mean over the steps that have a verifier result (``mean``, the
-  default) or the last step's (``final``); a step below its ``min_reward`` ends the task. acx
-  refuses such tasks at load (E0413, tests/planner/test_harbor_task.py) rather than score them
-  as one step; they are not in this corpus.
+* multi-step tasks (``trial/multi_step.py``) run each step's instruction, agent and verifier in
+  order in one environment: before a step's agent the previous shared verifier's ``/tests`` and
+  ``/logs/verifier`` are emptied and ``steps/<name>/workdir/`` is uploaded (its ``setup.sh`` run);
+  the step's tests are uploaded over the task's ``tests/`` and its ``test.sh`` wins; the oracle runs
+  the step's ``solution/solve.sh``, else the task's; a step with no verifier result, or below its
+  ``min_reward``, ends the task; the trial reward (``Trial._select_multi_step_reward``) is the
+  per-key mean over the steps that have a verifier result, a missing key counting 0 (``mean``,
+  the default), or the last step's (``final``).
 
 One deliberate difference, said in docs/harbor.md: an oracle run of a task with no ``solution/``
 is a per-task error with no score in acx (Harbor records the FileNotFoundError and still grades).
@@ -48,6 +51,22 @@ EXPECTED: dict[str, tuple[float | None, float]] = {
     "no-solution": (None, 1.0),
     "buildkit-syntax": (1.0, 0.0),  # `# syntax=`, RUN heredocs, RUN --mount, COPY --chmod
     "heredoc-only": (1.0, 0.0),  # heredocs lowered for the classic builder
+    # multi-step: idle scores only the last step (its set-up ran): mean (0 + 0 + 1) / 3
+    "steps-mean": (1.0, 1 / 3),
+    # final: the oracle's last step gives 0.5; idle misses the first step's min_reward and stops
+    "steps-final-gate": (0.5, 0.0),
+    # idle: the second step's verifier writes no reward, so the mean is over the first step only
+    "steps-user-env": (1.0, 1.0),
+}
+
+#: multi-step task → run → (each step's rewards; None = no verifier result, the steps skipped).
+STEP_REWARDS: dict[tuple[str, str], tuple[list[dict[str, float] | None], list[str]]] = {
+    ("steps-mean", "oracle"): ([{"reward": 1, "style": 1}, {"reward": 1}, {"reward": 1, "notes": 1}], []),
+    ("steps-mean", "idle"): ([{"reward": 0, "style": 1}, {"reward": 0}, {"reward": 1, "notes": 0}], []),
+    ("steps-final-gate", "oracle"): ([{"reward": 1}, {"reward": 0.75, "quality": 1}, {"reward": 0.5}], []),
+    ("steps-final-gate", "idle"): ([{"reward": 0}], ["middle", "last"]),
+    ("steps-user-env", "oracle"): ([{"reward": 1}, {"reward": 1}], []),
+    ("steps-user-env", "idle"): ([{"reward": 1}, None], []),
 }
 
 #: task → whether its agent phase may connect to a listener on the engine's bridge gateway.
@@ -149,8 +168,28 @@ def test_rewards_equal_harbors(corpus_run: Path, request_name: str) -> None:
     column = 0 if request_name == "oracle" else 1
     got = {task: results[task]["metrics"].get("score") for task in EXPECTED}
     want = {task: rewards[column] for task, rewards in EXPECTED.items()}
+    got = {task: round(v, 9) if isinstance(v, float) else v for task, v in got.items()}
+    want = {task: round(v, 9) if isinstance(v, float) else v for task, v in want.items()}
     detail = {t: [i["code"] for i in results[t]["issues"]] for t in EXPECTED if got[t] != want[t]}
     assert got == want, detail
+
+
+@pytest.mark.parametrize(("task", "request_name"), sorted(STEP_REWARDS))
+def test_multi_step_rewards_per_step(corpus_run: Path, task: str, request_name: str) -> None:
+    # issue 22 item 4: a reward per step in result.json, the skipped steps named, and the task's
+    # rewards aggregated per key as Harbor does (mean: steps_mean's `style` is 1/3 for both runs)
+    result = _results(corpus_run, request_name)[task]
+    want, skipped = STEP_REWARDS[(task, request_name)]
+    steps = result["extra"]["steps"]
+    assert [s["rewards"] for s in steps] == want, steps
+    assert result["extra"].get("steps_skipped", []) == skipped
+    if task == "steps-mean":
+        assert result["extra"]["rewards"]["style"] == pytest.approx(1 / 3)
+        assert result["extra"]["rewards"]["notes"] == pytest.approx(1 / 3 if request_name == "oracle" else 0)
+    if (task, request_name) == ("steps-user-env", "idle"):  # the step's failure is said, as a warning
+        assert [(i["severity"], i["code"]) for i in steps[1]["issues"]] == [("error", "reward_missing")]
+        assert ("warning", "reward_missing") in {(i["severity"], i["code"]) for i in result["issues"]}
+        assert result["status"] == "completed"
 
 
 def test_oracle_without_solution_is_an_error_not_a_reward(corpus_run: Path) -> None:
