@@ -69,13 +69,13 @@ from acx.ir._plan import (
     PreparedTask as PreparedTask,
 )
 from acx.ir._plan import (
+    StepPlan as StepPlan,
+)
+from acx.ir._plan import (
     TaskInput as TaskInput,
 )
 from acx.ir._plan import (
     TaskOutput as TaskOutput,
-)
-from acx.ir._plan import (
-    StepPlan as StepPlan,
 )
 from acx.ir._plan import (
     TaskSpec as TaskSpec,
