@@ -491,7 +491,7 @@ def _step(root: Path, item: Mapping[str, Any], path: str, ctx: _Ctx, task_verifi
     agent = _table(item, "agent", ctx) if "agent" in item else {}
     verifier = _table(item, "verifier", ctx) if "verifier" in item else {}
     for table, prefix in ((agent, f"{path}.agent"), (verifier, f"{path}.verifier")):
-        for key in ("network_mode", "allowed_hosts"):
+        for key in ("allowed_hosts", "network_mode"):
             if key in table:
                 raise _refuse(
                     ctx,
