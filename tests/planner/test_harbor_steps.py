@@ -9,6 +9,9 @@ tests/docker/test_harbor_parity.py (steps-mean, steps-final-gate, steps-user-env
 from __future__ import annotations
 
 import math
+import re
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -50,7 +53,9 @@ def _task(tmp_path: Path, toml: str, steps: dict[str, dict[str, str]], *, shared
 
 
 def _step(instruction: str = "do it\n", *, test: bool = True, **files: str) -> dict[str, str]:
-    out = {"instruction.md": instruction, **{k.replace("__", "/"): v for k, v in files.items()}}
+    # solution__solve_sh="…" is solution/solve.sh
+    named = {re.sub(r"_(sh|json|md)$", r".\1", k.replace("__", "/")): v for k, v in files.items()}
+    out = {"instruction.md": instruction, **named}
     if test:
         out["tests/test.sh"] = "echo 1 > /logs/verifier/reward.txt\n"
     return out
@@ -302,3 +307,41 @@ def test_combined_result_without_a_reward_key_is_invalid() -> None:
     res = combine_step_results("t", ["a"], [_result({"style": 1.0})], "mean")
     assert res.metrics == {} and res.extra["rewards"] == {"style": 1.0}
     assert [i.code for i in res.issues] == ["verifier_result_invalid"]
+
+
+def test_a_shipped_prior_trajectory_is_a_warning(tmp_path: Path, harbor_task) -> None:
+    # Harbor seeds the agent's session with trajectory.json beside the (first step's) instruction;
+    # acx gives agents no prior context: said, not silently dropped
+    root = _task(tmp_path, '[[steps]]\nname = "a"\n', {"a": _step(trajectory_json="{}")})
+    assert any("trajectory.json: prior agent context" in w for w in load_harbor_task(root).load_warnings)
+    single = harbor_task("single", "")
+    (single / "trajectory.json").write_text("{}")
+    assert any("prior agent context" in w for w in load_harbor_task(single).load_warnings)
+
+
+CORPUS = Path(__file__).resolve().parents[1] / "docker" / "harbor_parity"
+
+
+def _acx(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "acx", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+def test_compile_plans_and_explain_show_the_steps(tmp_path: Path) -> None:
+    # the plan shows the steps (acx compile --plans) and where a step's budget came from (explain)
+    spec = tmp_path / "s.acx"
+    spec.write_text(
+        f'run r {{\n  benchmark harbor {{ path = "{CORPUS}"; task_names = ["steps-*"] }}\n'
+        "  harness oracle\n  environment docker\n}\n"
+    )
+    proc = _acx("compile", str(spec), "--plans", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "steps        2, in order in one environment" in out
+    assert "as-builder · run 30s · evaluation 45s · users run builder, evaluation grader" in out
+    assert "evaluation env EXPECT, MODE" in out
+    assert "gate · run 1m · evaluation 10m · later steps only if reward >= 1" in out
+    assert "reward       final: the rewards of the last step that ran" in out
+    assert "reward       mean: the per-key mean over the steps with a reward" in out
+    proc = _acx("explain", str(spec), "r", "steps.1.run_timeout_seconds", "--task", "steps-user-env", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "steps.1.run_timeout_seconds = 30.0" in proc.stdout and "task steps-user-env" in proc.stdout

@@ -361,6 +361,12 @@ def _map_task(root: Path, raw: dict[str, Any], ctx: _Ctx, *, solution_env_for_ag
         if workdir:
             metadata["dockerfile_workdir"] = workdir
     steps = _steps(root, raw, ctx, v, artifacts)
+    trajectory = root / "steps" / steps[0].name / "trajectory.json" if steps else root / "trajectory.json"
+    if trajectory.is_file():  # Harbor seeds the agent's session with it (not the oracle's)
+        ctx.warnings.append(
+            f"{trajectory}: prior agent context (an ATIF trajectory Harbor seeds the agent's session with) "
+            "is not given to the agent; ignored"
+        )
     if steps:
         metadata["multi_step_reward_strategy"] = raw.get("multi_step_reward_strategy") or "mean"
     else:
