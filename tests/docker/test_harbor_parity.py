@@ -57,6 +57,7 @@ EXPECTED: dict[str, tuple[float | None, float]] = {
     "steps-final-gate": (0.5, 0.0),
     # idle: the second step's verifier writes no reward, so the mean is over the first step only
     "steps-user-env": (1.0, 1.0),
+    "steps-network": (1.0, 0.0),
 }
 
 #: multi-step task → run → (each step's rewards; None = no verifier result, the steps skipped).
@@ -70,7 +71,10 @@ STEP_REWARDS: dict[tuple[str, str], tuple[list[dict[str, float] | None], list[st
 }
 
 #: task → whether its agent phase may connect to a listener on the engine's bridge gateway.
-AGENT_NETWORK = {"offline-mode": False, "offline-legacy": False, "online-control": True}
+AGENT_NETWORK = {"offline-mode": False, "offline-legacy": False, "online-control": True, "steps-network": True}
+
+#: multi-step task → whether each step's agent may connect (the step's own policy, else the task's).
+STEP_NETWORK = {"steps-network": [False, True]}
 
 
 def _bridge_gateway() -> str:
@@ -206,6 +210,14 @@ def test_agent_phase_network_follows_the_environment(corpus_run: Path) -> None:
     results = _results(corpus_run, "probe")
     answers = {task: (results[task].get("final_answer") or "").split()[0] for task in AGENT_NETWORK}
     assert answers == {task: "connected" if ok else "blocked" for task, ok in AGENT_NETWORK.items()}
+
+
+def test_each_steps_agent_has_its_own_network_policy(corpus_run: Path) -> None:
+    # Harbor's _explicit_phase_policy per step: [steps.agent] network_mode, else the task's
+    results = _results(corpus_run, "probe")
+    for task, allowed in STEP_NETWORK.items():
+        answers = [(s.get("final_answer") or "").split()[0] for s in results[task]["extra"]["steps"]]
+        assert answers == ["connected" if ok else "blocked" for ok in allowed], results[task]["extra"]["steps"]
 
 
 def test_unbuildable_dockerfile_is_refused_before_the_run(tmp_path: Path) -> None:

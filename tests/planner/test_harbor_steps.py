@@ -170,8 +170,6 @@ def test_a_request_that_does_not_evaluate_in_the_run_environment_is_refused(tmp_
 @pytest.mark.parametrize(
     ("toml", "line", "feature"),
     [
-        ('[[steps]]\nname = "a"\n[steps.agent]\nnetwork_mode = "public"\n', 4, "per-step network policy"),
-        ('[[steps]]\nname = "a"\n[steps.verifier]\nallowed_hosts = ["x.org"]\n', 4, "per-step network policy"),
         ('[[steps]]\nname = "a"\n[steps.verifier]\nenvironment_mode = "separate"\n', 4, "separate verifier"),
         ('[[steps]]\nname = "a"\n[steps.verifier.environment]\ndocker_image = "x"\n', 3, "separate verifier"),
         ('[verifier]\nenvironment_mode = "separate"\n[[steps]]\nname = "a"\n', 2, "separate verifier"),
@@ -345,3 +343,45 @@ def test_compile_plans_and_explain_show_the_steps(tmp_path: Path) -> None:
     proc = _acx("explain", str(spec), "r", "steps.1.run_timeout_seconds", "--task", "steps-user-env", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "steps.1.run_timeout_seconds = 30.0" in proc.stdout and "task steps-user-env" in proc.stdout
+
+
+NO_NET = ir.NetworkPolicy(network_mode="no-network")
+PUBLIC = ir.NetworkPolicy(network_mode="public")
+
+
+def test_a_steps_own_network_policy_is_its_phase_policy(tmp_path: Path) -> None:
+    # Harbor's _explicit_phase_policy: the step's [steps.agent]/[steps.verifier] policy, else the
+    # task's (the agent's: the environment baseline); a request's explicit policy wins (P6)
+    toml = """
+    [environment]
+    network_mode = "no-network"
+
+    [[steps]]
+    name = "offline"
+
+    [[steps]]
+    name = "online"
+    [steps.agent]
+    network_mode = "public"
+    [steps.verifier]
+    network_mode = "allowlist"
+    allowed_hosts = ["pypi.org"]
+    """
+    root = _task(tmp_path, toml, {"offline": _step(), "online": _step()})
+    t = load_harbor_task(root)
+    assert [s.run_network_policy for s in t.steps] == [None, PUBLIC]
+    assert t.steps[1].evaluation_network_policy == ir.NetworkPolicy(
+        network_mode="allowlist", allowed_hosts=["pypi.org"]
+    )
+    bench = HarborBenchmark(HarborConfig(path=str(root)))
+    plan = plan_one(t, bench=bench)
+    assert plan.run_network_policy == NO_NET
+    assert plan.steps[0].run_network_policy is None  # the plan's
+    assert plan.steps[1].run_network_policy == PUBLIC
+    assert step_view(plan, 0).run_network_policy == NO_NET and step_view(plan, 1).run_network_policy == PUBLIC
+    assert step_view(plan, 1).evaluation_network_policy.allowed_hosts == ["pypi.org"]
+    overridden = plan_one(t, bench=bench, environment={"run_network_policy": {"network_mode": "no-network"}})
+    assert overridden.steps[1].run_network_policy is None  # the request's explicit policy wins
+    with pytest.raises(AcxPlanError) as e:  # checked against the driver like the task's (allowlist)
+        plan_one(t, bench=bench, caps=replace(DOCKER, network_modes=("public", "no-network")))
+    assert "steps.1.evaluation_network_policy" in str(e.value)

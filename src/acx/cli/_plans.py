@@ -291,6 +291,10 @@ def _step_text(step: Any, plan: Any) -> str:
         parts.append(
             f"users run {step.run_user or '(image default)'}, evaluation {step.evaluation_user or '(image default)'}"
         )
+    if step.run_network_policy is not None or step.evaluation_network_policy is not None:
+        run = _policy(step.run_network_policy or plan.run_network_policy)
+        ev = _policy(step.evaluation_network_policy or plan.evaluation_network_policy)
+        parts.append(f"network run {run} · evaluation {ev}")
     if step.evaluation_env_variables is not None:
         parts.append("evaluation env " + ", ".join(sorted(step.evaluation_env_variables)))
     if step.min_reward:

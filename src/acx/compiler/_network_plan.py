@@ -138,6 +138,11 @@ def _phase_policies(plan: ExecutionPlan) -> list[tuple[str, NetworkPolicy | None
                 plan.evaluation_environment.baseline_network_policy,
             )
         )
+    for i, step in enumerate(plan.steps):  # a multi-step task's own phase policies
+        out += [
+            (f"steps.{i}.run_network_policy", step.run_network_policy),
+            (f"steps.{i}.evaluation_network_policy", step.evaluation_network_policy),
+        ]
     return out
 
 

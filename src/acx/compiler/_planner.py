@@ -497,9 +497,12 @@ class RequestPlan:
             if step.evaluation_env_variables is not None:
                 env = _merge_env(step.evaluation_env_variables, self.request.environment.evaluation_env_variables)
                 extra_env.append(env)
+            run_policy, eval_policy = self._step_policies(plan, step, i, prov)
             steps.append(
                 StepPlan(
                     name=step.name,
+                    run_network_policy=run_policy,
+                    evaluation_network_policy=eval_policy,
                     run_timeout_seconds=run_b.seconds,
                     evaluation_timeout_seconds=eval_b.seconds,
                     run_user=step.run_user or plan.run_user,
@@ -510,6 +513,28 @@ class RequestPlan:
             )
         required = sorted(set(plan.required_env).union(required_env_names(*extra_env)))
         return replace(plan, steps=steps, required_env=required)
+
+    def _step_policies(
+        self, plan: ExecutionPlan, step: Any, i: int, prov: _Prov
+    ) -> tuple[NetworkPolicy | None, NetworkPolicy | None]:
+        """A step's own phase policies (a task hint: the request's explicit policy wins, P6), the
+        run one with the model gateway allowed as for the task's; None = the plan's."""
+        renv = self.request.environment
+        run = None if renv.run_network_policy is not None else step.run_network_policy
+        ev = None if renv.evaluation_network_policy is not None else step.evaluation_network_policy
+        if run is not None:
+            run = self._allow_model_endpoint(
+                replace(plan, run_network_policy=run), _Prov(False, None)
+            ).run_network_policy
+            prov.add(f"steps.{i}.run_network_policy", "task", "task", f"task {plan.task_id} step {step.name}", run)
+        if ev is not None:
+            prov.add(
+                f"steps.{i}.evaluation_network_policy", "task", "task", f"task {plan.task_id} step {step.name}", ev
+            )
+        return (
+            run if run != plan.run_network_policy else None,
+            ev if ev != plan.evaluation_network_policy else None,
+        )
 
     def _drop_storage(self, plan: ExecutionPlan, warnings: list[str], prov: _Prov) -> ExecutionPlan:
         dropped = drop_unenforced_storage(plan, self.capabilities, warnings)

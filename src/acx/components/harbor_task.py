@@ -496,16 +496,6 @@ def _step(root: Path, item: Mapping[str, Any], path: str, ctx: _Ctx, task_verifi
             ctx.warn(f"{path}.{key}", "unknown declaration")
     agent = _table(item, "agent", ctx) if "agent" in item else {}
     verifier = _table(item, "verifier", ctx) if "verifier" in item else {}
-    for table, prefix in ((agent, f"{path}.agent"), (verifier, f"{path}.verifier")):
-        for key in ("allowed_hosts", "network_mode"):
-            if key in table:
-                raise _refuse(
-                    ctx,
-                    f"{prefix}.{key}",
-                    "a per-step network policy",
-                    "declare the network policy once for the task ([agent] / [verifier] network_mode), "
-                    "or leave the task out",
-                )
     for key in agent:
         if key not in ("timeout_sec", "user", "network_mode", "allowed_hosts"):
             ctx.warn(f"{path}.agent.{key}", "unknown declaration")
@@ -543,6 +533,9 @@ def _step(root: Path, item: Mapping[str, Any], path: str, ctx: _Ctx, task_verifi
         ),
         run_user=_user(agent, f"{path}.agent", ctx),
         evaluation_user=_user(verifier, f"{path}.verifier", ctx),
+        # Harbor's _explicit_phase_policy: the step's own phase policy, else the task's.
+        run_network_policy=_network(agent, f"{path}.agent", ctx),
+        evaluation_network_policy=_network(verifier, f"{path}.verifier", ctx),
         # Harbor merges the step's verifier.env over the task's.
         evaluation_env_variables={**task_verifier["env"], **step_env} if step_env else None,
         min_reward=_min_reward(item.get("min_reward"), f"{path}.min_reward", ctx),

@@ -1149,5 +1149,7 @@ def step_view(plan: ExecutionPlan, index: int) -> ExecutionPlan:
         evaluation_timeout_seconds=step.evaluation_timeout_seconds,
         run_user=step.run_user,
         evaluation_user=step.evaluation_user,
+        run_network_policy=step.run_network_policy or plan.run_network_policy,
+        evaluation_network_policy=step.evaluation_network_policy or plan.evaluation_network_policy,
         install_timeout_seconds=plan.install_timeout_seconds if index == 0 else None,
     )

@@ -230,6 +230,8 @@ def combine_step_results(task_id: str, names: list[str], results: list[RunResult
         rewards = res.extra.get("rewards") if isinstance(res.extra.get("rewards"), dict) else None
         step_rewards.append(rewards)
         entry: dict[str, Any] = {"name": name, "status": res.status, "rewards": rewards}
+        if res.final_answer is not None:
+            entry["final_answer"] = res.final_answer
         for key in ("verifier_returncode", "verifier_output_tail"):
             if key in res.extra:
                 entry[key] = res.extra[key]
