@@ -577,7 +577,7 @@ class AttemptRunner:
                 st = _Try(t.number)
                 self.plan = step_view(whole, index)
                 self.eval_env = self._step_eval_env(step, eval_env)
-                self.record_dir = self.attempt_dir / "steps" / task_dir_name(step.name)
+                self.record_dir = self.attempt_dir / "steps" / _step_dir_name(step.name)
                 self.ctx.emit(
                     "step_started",
                     task_id=self.task.task_id,
@@ -1132,6 +1132,14 @@ def _deadline(seconds: float | None) -> Any:
     if seconds is None or not math.isfinite(seconds):
         return _nullscope()
     return trio.move_on_after(seconds)
+
+
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def _step_dir_name(name: str) -> str:
+    """``steps/<name>/`` as Harbor names it; a name that is not plain gets the safe hashed form."""
+    return name if _PLAIN_NAME.fullmatch(name) else task_dir_name(name)
 
 
 def step_view(plan: ExecutionPlan, index: int) -> ExecutionPlan:
