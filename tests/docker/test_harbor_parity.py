@@ -16,7 +16,9 @@ Harbor's semantics, as read in harbor 0.26 (``trial/``, ``verifier/verifier.py``
   ``/logs/verifier`` are emptied and ``steps/<name>/workdir/`` is uploaded (its ``setup.sh`` run);
   the step's tests are uploaded over the task's ``tests/`` and its ``test.sh`` wins; the oracle runs
   the step's ``solution/solve.sh``, else the task's; a step with no verifier result, or below its
-  ``min_reward``, ends the task; the trial reward (``Trial._select_multi_step_reward``) is the
+  ``min_reward``, ends the task; a step's own agent/verifier network policy is its phase policy;
+  after each step's agent the task's and the step's collect commands run and artifacts are
+  collected; the trial reward (``Trial._select_multi_step_reward``) is the
   per-key mean over the steps that have a verifier result, a missing key counting 0 (``mean``,
   the default), or the last step's (``final``).
 
@@ -246,3 +248,31 @@ def test_unbuildable_dockerfile_is_refused_before_the_run(tmp_path: Path) -> Non
     assert "E0706" in proc.stderr and f"{task}/environment/Dockerfile:2" in proc.stderr, proc.stderr
     assert "COPY" in proc.stderr and "help:" in proc.stderr
     assert not (tmp_path / "r").exists() or not list((tmp_path / "r").rglob("result.json"))
+
+
+def test_multi_step_artifacts_are_collected_after_every_step(tmp_path: Path) -> None:
+    # Harbor's _collect_step_artifacts: after each step's agent (before its verifier), the task's
+    # artifacts and collect commands with the step's; acx saves them into attempt-N/steps/<name>/
+    spec = tmp_path / "arts.yaml"
+    spec.write_text(
+        "version: 1\nname: arts\ntask_concurrency: 2\nruntime: {results_dir: results, progress: none}\n"
+        "requests:\n  - name: oracle\n"
+        f'    benchmark: {{id: harbor, path: "{CORPUS}", task_names: [steps-mean, steps-final-gate]}}\n'
+        "    harness: {id: oracle}\n    environment: {id: docker}\n    execution: {save_artifacts: true}\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "acx", "run", str(spec)], cwd=tmp_path, capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    results = _results(tmp_path / "results", "oracle")
+    # the last step's collect command ran before its verifier (its test needs the file): 0.5
+    assert results["steps-final-gate"]["metrics"]["score"] == 0.5
+    (attempt,) = (tmp_path / "results" / "oracle").glob("*/details/*/steps-mean*/attempt-1")
+    notes = {
+        s: (attempt / "steps" / s / "artifacts" / "app" / "notes.txt").read_text() for s in ("write", "extend", "check")
+    }
+    assert notes == {"write": "alpha\n", "extend": "alpha\nbeta\n", "check": "alpha\nbeta\ngamma\n"}
+    manifests = [s["artifacts"]["manifest"] for s in results["steps-mean"]["extra"]["steps"]]
+    assert all(
+        (attempt / "steps" / s / m).is_file() for s, m in zip(("write", "extend", "check"), manifests, strict=True)
+    )

@@ -112,7 +112,13 @@ WHOLE: dict[str, Any] = {
 }
 
 #: Mapped fields whose only accepted value is Harbor's default: the TaskSpec cannot differ.
-DEFAULT_ONLY = {"verifier.collect[].service", "artifacts[].service", "steps[].verifier.environment_mode"}
+DEFAULT_ONLY = {
+    "verifier.collect[].service",
+    "artifacts[].service",
+    "steps[].verifier.collect[].service",
+    "steps[].artifacts[].service",
+    "steps[].verifier.environment_mode",
+}
 
 
 def _sample(path: str) -> Any:

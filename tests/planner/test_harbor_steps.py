@@ -173,8 +173,6 @@ def test_a_request_that_does_not_evaluate_in_the_run_environment_is_refused(tmp_
         ('[[steps]]\nname = "a"\n[steps.verifier]\nenvironment_mode = "separate"\n', 4, "separate verifier"),
         ('[[steps]]\nname = "a"\n[steps.verifier.environment]\ndocker_image = "x"\n', 3, "separate verifier"),
         ('[verifier]\nenvironment_mode = "separate"\n[[steps]]\nname = "a"\n', 2, "separate verifier"),
-        ('[[steps]]\nname = "a"\n[[steps.verifier.collect]]\ncommand = "true"\n', 3, "verifier.collect"),
-        ('[[steps]]\nname = "a"\nartifacts = ["/app/x"]\n', 3, "per-step artifacts"),
     ],
 )
 def test_per_step_features_acx_cannot_run_are_refused_at_their_line(
@@ -219,8 +217,9 @@ def test_unhonoured_step_declarations_are_warnings(tmp_path: Path) -> None:
     )
     t = load_harbor_task(_task(tmp_path, toml, {"a": _step()}))
     text = "\n".join(t.load_warnings)
-    for key, line in (("artifacts", 1), ("steps.0.mood", 4), ("steps.0.healthcheck", 5), ("steps.0.agent.hat", 8)):
+    for key, line in (("steps.0.mood", 4), ("steps.0.healthcheck", 5), ("steps.0.agent.hat", 8)):
         assert f"task.toml:{line}: " in text and f"`{key}`" in text, text
+    assert "`artifacts`" not in text  # collected after every step, as Harbor does
 
 
 def test_a_reward_strategy_in_a_single_step_task_is_a_warning(harbor_task) -> None:
@@ -385,3 +384,39 @@ def test_a_steps_own_network_policy_is_its_phase_policy(tmp_path: Path) -> None:
     with pytest.raises(AcxPlanError) as e:  # checked against the driver like the task's (allowlist)
         plan_one(t, bench=bench, caps=replace(DOCKER, network_modes=("public", "no-network")))
     assert "steps.1.evaluation_network_policy" in str(e.value)
+
+
+def test_a_steps_artifacts_and_collect_commands_add_to_the_tasks(tmp_path: Path) -> None:
+    # Harbor's _collect_step_artifacts: the task's artifacts and collect hooks, then the step's,
+    # after every step's agent; acx collects them into attempt-N/steps/<name>/
+    toml = """
+    artifacts = ["/app/all.txt"]
+    [[verifier.collect]]
+    command = "echo task"
+
+    [[steps]]
+    name = "a"
+    artifacts = [{source = "/app/a.txt", destination = "a-out.txt"}]
+    [[steps.verifier.collect]]
+    command = "echo step"
+    timeout_sec = 5
+
+    [[steps]]
+    name = "b"
+    """
+    root = _task(tmp_path, toml, {"a": _step(), "b": _step()})
+    t = load_harbor_task(root)
+    a, b = t.steps
+    assert [x.source for x in a.artifacts] == ["/app/a.txt"] and a.artifacts[0].destination == "a-out.txt"
+    assert [(c.command, c.timeout_seconds) for c in a.artifact_collect] == [("echo step", 5.0)]
+    assert (b.artifacts, b.artifact_collect) == ([], [])
+    plan = plan_one(t, bench=HarborBenchmark(HarborConfig(path=str(root))))
+    view = step_view(plan, 0)
+    assert [x.source for x in view.artifacts][-2:] == ["/app/all.txt", "/app/a.txt"]
+    assert [c.command for c in view.artifact_collect] == ["echo task", "echo step"]
+    assert [x.source for x in step_view(plan, 1).artifacts] == [x.source for x in plan.artifacts]
+    replaced = plan_one(t, bench=HarborBenchmark(HarborConfig(path=str(root))), execution={"artifacts": ["/x"]})
+    assert replaced.steps[0].artifacts == []  # the request's artifacts replace the task's and the steps'
+    with pytest.raises(AcxPlanError) as e:  # the step's entries are checked like the task's, located
+        load_harbor_task(_task(tmp_path / "bad", '[[steps]]\nname = "a"\nartifacts = ["rel"]\n', {"a": _step()}))
+    assert "steps.0.artifacts.0.source" in str(e.value) and e.value.span.line == 3

@@ -297,6 +297,11 @@ def _step_text(step: Any, plan: Any) -> str:
         parts.append(f"network run {run} · evaluation {ev}")
     if step.evaluation_env_variables is not None:
         parts.append("evaluation env " + ", ".join(sorted(step.evaluation_env_variables)))
+    if step.artifacts or step.artifact_collect:
+        what = ", ".join(a.source for a in step.artifacts)
+        if step.artifact_collect:
+            what += (" · " if what else "") + f"{len(step.artifact_collect)} collect command(s)"
+        parts.append(f"artifacts + {what}")
     if step.min_reward:
         gate = ", ".join(f"{k} >= {v:g}" for k, v in step.min_reward.items())
         parts.append(f"later steps only if {gate}")

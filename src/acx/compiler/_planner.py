@@ -498,6 +498,11 @@ class RequestPlan:
                 env = _merge_env(step.evaluation_env_variables, self.request.environment.evaluation_env_variables)
                 extra_env.append(env)
             run_policy, eval_policy = self._step_policies(plan, step, i, prov)
+            # A step's artifacts and collection commands add to the task's, unless the request
+            # replaced the task's (A3: the explicit request value wins).
+            collects = bool(self.benchmark.collect_artifacts)
+            artifacts = step.artifacts if collects and ex.artifacts is None else []
+            collect = step.artifact_collect if collects and ex.artifact_collect is None else []
             steps.append(
                 StepPlan(
                     name=step.name,
@@ -509,6 +514,8 @@ class RequestPlan:
                     evaluation_user=step.evaluation_user or plan.evaluation_user,
                     evaluation_env_variables=env,
                     min_reward=step.min_reward,
+                    artifacts=artifacts,
+                    artifact_collect=collect,
                 )
             )
         required = sorted(set(plan.required_env).union(required_env_names(*extra_env)))

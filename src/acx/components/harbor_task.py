@@ -360,7 +360,7 @@ def _map_task(root: Path, raw: dict[str, Any], ctx: _Ctx, *, solution_env_for_ag
         workdir = dockerfile_workdir(dockerfile.read_text(encoding="utf-8", errors="replace"))
         if workdir:
             metadata["dockerfile_workdir"] = workdir
-    steps = _steps(root, raw, ctx, v, artifacts)
+    steps = _steps(root, raw, ctx, v)
     trajectory = root / "steps" / steps[0].name / "trajectory.json" if steps else root / "trajectory.json"
     if trajectory.is_file():  # Harbor seeds the agent's session with it (not the oracle's)
         ctx.warnings.append(
@@ -427,7 +427,6 @@ def _steps(
     raw: Mapping[str, Any],
     ctx: _Ctx,
     task_verifier: Mapping[str, Any],
-    artifacts: list[ArtifactSpec] | None,
 ) -> list[TaskStep]:
     """``[[steps]]`` (Harbor's multi-step tasks) → TaskStep list; [] when the task has none."""
     value = raw.get("steps")
@@ -448,11 +447,6 @@ def _steps(
     if strategy is not None and strategy not in ("mean", "final"):
         raise ctx.error(
             "multi_step_reward_strategy", f"unknown multi_step_reward_strategy {strategy!r}", 'use "mean" or "final"'
-        )
-    if artifacts:
-        ctx.warn(
-            "artifacts",
-            "per-step collection of the declared artifacts (acx collects them once, after the last step's agent):",
         )
     seen: dict[str, int] = {}
     steps = []
@@ -508,17 +502,9 @@ def _step(root: Path, item: Mapping[str, Any], path: str, ctx: _Ctx, task_verifi
             "acx runs each step's verifier in the agent's environment: remove it (environment_mode = "
             '"shared" is the default), or leave the task out',
         )
-    if verifier.get("collect"):
-        raise _refuse(
-            ctx, f"{path}.verifier.collect", "per-step [[verifier.collect]]", "declare collection commands for the task"
-        )
     for key in verifier:
         if key not in ("timeout_sec", "user", "env", "environment_mode", "collect", "network_mode", "allowed_hosts"):
             ctx.warn(f"{path}.verifier.{key}", "unknown declaration")
-    if item.get("artifacts"):
-        raise _refuse(
-            ctx, f"{path}.artifacts", "per-step artifacts", "declare the artifacts for the task (top-level artifacts)"
-        )
     if item.get("healthcheck") not in (None, {}):
         ctx.warn(f"{path}.healthcheck", "declaration")
     step_env = _str_map(verifier.get("env"), f"{path}.verifier.env", ctx)
@@ -539,6 +525,9 @@ def _step(root: Path, item: Mapping[str, Any], path: str, ctx: _Ctx, task_verifi
         # Harbor merges the step's verifier.env over the task's.
         evaluation_env_variables={**task_verifier["env"], **step_env} if step_env else None,
         min_reward=_min_reward(item.get("min_reward"), f"{path}.min_reward", ctx),
+        # Collected after the step's agent with the task's (Harbor's _collect_step_artifacts).
+        artifacts=_artifacts(item, ctx, f"{path}.artifacts") or [],
+        artifact_collect=_collect(verifier.get("collect"), ctx, f"{path}.verifier.collect") or [],
         metadata=_step_paths(root, name, path, ctx),
     )
 
@@ -930,19 +919,19 @@ def _verifier(verifier: Mapping[str, Any], ctx: _Ctx) -> dict[str, Any]:
     return out
 
 
-def _collect(value: Any, ctx: _Ctx) -> list[ArtifactCollectCommand] | None:
+def _collect(value: Any, ctx: _Ctx, where: str = "verifier.collect") -> list[ArtifactCollectCommand] | None:
     """``[[verifier.collect]]`` → artifact_collect; sidecars, ``user`` and unknown fields are errors (H6)."""
     if value is None:
         return None
     if not isinstance(value, list):
         raise ctx.error(
-            "verifier.collect",
-            "verifier.collect must be an array of tables",
+            where,
+            f"{where} must be an array of tables",
             "write each command as [[verifier.collect]]",
         )
     out: list[ArtifactCollectCommand] = []
     for i, item in enumerate(value):
-        path = f"verifier.collect.{i}"
+        path = f"{where}.{i}"
         if not isinstance(item, dict):
             raise ctx.error(path, "each verifier.collect entry must be a table", "use [[verifier.collect]]")
         for key in item:
@@ -980,13 +969,13 @@ def _collect(value: Any, ctx: _Ctx) -> list[ArtifactCollectCommand] | None:
     return out
 
 
-def _artifacts(raw: Mapping[str, Any], ctx: _Ctx) -> list[ArtifactSpec] | None:
+def _artifacts(raw: Mapping[str, Any], ctx: _Ctx, where: str = "artifacts") -> list[ArtifactSpec] | None:
     value = raw.get("artifacts")
     if value is None:
         return None
     if not isinstance(value, list):
-        raise ctx.error("artifacts", "artifacts must be a list", 'e.g. artifacts = ["/app/out.txt"]')
-    return [_artifact(item, f"artifacts.{i}", ctx) for i, item in enumerate(value)]
+        raise ctx.error(where, "artifacts must be a list", 'e.g. artifacts = ["/app/out.txt"]')
+    return [_artifact(item, f"{where}.{i}", ctx) for i, item in enumerate(value)]
 
 
 def _artifact(item: Any, path: str, ctx: _Ctx) -> ArtifactSpec:

@@ -585,14 +585,13 @@ class AttemptRunner:
                     payload={"step": step.name, "index": index + 1, "of": last + 1},
                 )
                 await self._run_stage(st, session)
-                if index == last and st.run_ok and whole.collect_artifacts:
-                    await self._collect_artifacts(st, session)  # after the last agent, before its verifier
+                if st.run_ok and self.plan.collect_artifacts:  # after the step's agent, before its verifier
+                    await self._collect_artifacts(st, session, self.record_dir)
                 await self._end_run_policy(st, session)
                 if st.run_ok and st.result is not None:
                     await self._evaluate(st, session, switch=True)
                 if t.prepared is None:
                     t.prepared = st.prepared
-                t.artifacts.update(st.artifacts)
                 results.append(self._final(st))
                 if index < last and not self.ctx.benchmark.step_continues(self.task, self.plan, results[-1]):
                     break
@@ -973,15 +972,17 @@ class AttemptRunner:
             emit=emit,
         )
 
-    async def _collect_artifacts(self, t: _Try, session: Session) -> None:
+    async def _collect_artifacts(self, t: _Try, session: Session, into: Path | None = None) -> None:
+        """Into the attempt's directory (``into``: a multi-step task's step directory)."""
         try:
             from acx.interpreter import _artifacts  # written by the docker engineer
         except ImportError:
             return
         self.phase("collect_artifacts")
+        target = into or self.attempt_dir
         try:
-            self.attempt_dir.mkdir(parents=True, exist_ok=True)
-            outcome = await _artifacts.collect(session, self.plan, self.attempt_dir, scrub=self.ctx.scrub)
+            target.mkdir(parents=True, exist_ok=True)
+            outcome = await _artifacts.collect(session, self.plan, target, scrub=self.ctx.scrub)
         except Exception as exc:
             t.add("fatal", "collect", "artifact_transfer_failed", self._msg(exc))
             return
@@ -1160,4 +1161,6 @@ def step_view(plan: ExecutionPlan, index: int) -> ExecutionPlan:
         run_network_policy=step.run_network_policy or plan.run_network_policy,
         evaluation_network_policy=step.evaluation_network_policy or plan.evaluation_network_policy,
         install_timeout_seconds=plan.install_timeout_seconds if index == 0 else None,
+        artifacts=[*plan.artifacts, *step.artifacts],
+        artifact_collect=[*plan.artifact_collect, *step.artifact_collect],
     )

@@ -60,6 +60,9 @@ class TaskStep(IRStruct, frozen=True):
     evaluation_env_variables: dict[str, str] | None = None
     #: The remaining steps are skipped when a key's reward is below its threshold (or missing).
     min_reward: dict[str, float] | None = None
+    #: Collected after the step's agent, with the task's (into the step's own directory).
+    artifacts: list[ArtifactSpec] = []
+    artifact_collect: list[ArtifactCollectCommand] = []
     #: Benchmark-private paths and files of the step (tests, solution, workdir).
     metadata: dict[str, Any] = {}
 
@@ -175,6 +178,9 @@ class StepPlan(IRStruct, frozen=True):
     #: None = the environment's evaluation variables; names only resolve right before use (V1).
     evaluation_env_variables: dict[str, str] | None = None
     min_reward: dict[str, float] | None = None
+    #: Collected with the plan's after the step's agent, into ``attempt-N/steps/<name>/``.
+    artifacts: list[ArtifactSpec] = []
+    artifact_collect: list[ArtifactCollectCommand] = []
 
 
 class FileRef(IRStruct, frozen=True):

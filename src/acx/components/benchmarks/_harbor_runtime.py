@@ -23,6 +23,12 @@ The verifier's output tail kept in ``result.json`` (``verifier_output_tail``) ha
 evaluation variables resolved from ``${VAR}`` (``verifier.env`` secrets) replaced by ``********``.
 
 Metrics: ``score`` = reward (primary), ``correct`` = reward ≥ 1.
+
+Multi-step tasks (``TaskSpec.steps``): the interpreter calls ``prepare_task`` (which also resets
+``/tests``, ``/logs/verifier``, ``/logs/agent`` and stages the step's ``workdir/``), the run and
+``evaluate`` once per step with ``plan.step`` set; ``step_continues`` gates the next step (no
+reward, or below ``min_reward``) and ``combine_steps`` gives the attempt the task's reward
+(:func:`aggregate_rewards`, Harbor's ``mean`` or ``final``).
 """
 
 from __future__ import annotations
@@ -239,6 +245,8 @@ def combine_step_results(task_id: str, names: list[str], results: list[RunResult
             entry["issues"] = [msgspec.to_builtins(i) for i in res.issues]
         if res.telemetry:
             entry["telemetry"] = res.telemetry
+        if res.artifacts:  # collected into attempt-N/steps/<name>/
+            entry["artifacts"] = res.artifacts
         steps.append(entry)
     skipped = names[len(results) :]
     aggregate = aggregate_rewards(step_rewards, strategy)
