@@ -60,6 +60,8 @@ EXPECTED: dict[str, tuple[float | None, float]] = {
     # idle: the second step's verifier writes no reward, so the mean is over the first step only
     "steps-user-env": (1.0, 1.0),
     "steps-network": (1.0, 0.0),
+    # the second step's set-up fails: it has no reward and the third never runs
+    "steps-setup-fails": (1.0, 0.0),
 }
 
 #: multi-step task → run → (each step's rewards; None = no verifier result, the steps skipped).
@@ -70,6 +72,8 @@ STEP_REWARDS: dict[tuple[str, str], tuple[list[dict[str, float] | None], list[st
     ("steps-final-gate", "idle"): ([{"reward": 0}], ["middle", "last"]),
     ("steps-user-env", "oracle"): ([{"reward": 1}, {"reward": 1}], []),
     ("steps-user-env", "idle"): ([{"reward": 1}, None], []),
+    ("steps-setup-fails", "oracle"): ([{"reward": 1}, None], ["never"]),
+    ("steps-setup-fails", "idle"): ([{"reward": 0}, None], ["never"]),
 }
 
 #: task → whether its agent phase may connect to a listener on the engine's bridge gateway.
@@ -192,6 +196,11 @@ def test_multi_step_rewards_per_step(corpus_run: Path, task: str, request_name: 
     if task == "steps-mean":
         assert result["extra"]["rewards"]["style"] == pytest.approx(1 / 3)
         assert result["extra"]["rewards"]["notes"] == pytest.approx(1 / 3 if request_name == "oracle" else 0)
+    if task == "steps-setup-fails":  # the failed set-up ended its step, not the scored attempt
+        broken = steps[1]["issues"]
+        assert [(i["severity"], i["code"]) for i in broken] == [("fatal", "setup_failed")], broken
+        assert "setup.sh exited 3: cannot stage the step" in broken[0]["message"]
+        assert ("error", "setup_failed") in {(i["severity"], i["code"]) for i in result["issues"]}
     if (task, request_name) == ("steps-user-env", "idle"):  # the step's failure is said, as a warning
         assert [(i["severity"], i["code"]) for i in steps[1]["issues"]] == [("error", "reward_missing")]
         assert ("warning", "reward_missing") in {(i["severity"], i["code"]) for i in result["issues"]}

@@ -420,3 +420,13 @@ def test_a_steps_artifacts_and_collect_commands_add_to_the_tasks(tmp_path: Path)
     with pytest.raises(AcxPlanError) as e:  # the step's entries are checked like the task's, located
         load_harbor_task(_task(tmp_path / "bad", '[[steps]]\nname = "a"\nartifacts = ["rel"]\n', {"a": _step()}))
     assert "steps.0.artifacts.0.source" in str(e.value) and e.value.span.line == 3
+
+
+def test_a_fatal_step_issue_is_an_error_of_a_scored_attempt() -> None:
+    fatal = ir.ExecutionIssue(severity="fatal", phase="setup", code="setup_failed", message="setup.sh exited 3")
+    res = combine_step_results("t", ["a", "b"], [_result({"reward": 0.5}), _result(None, fatal)], "mean")
+    assert res.metrics["score"] == 0.5
+    assert [(i.severity, i.code) for i in res.issues] == [("error", "setup_failed")]
+    alone = combine_step_results("t", ["b"], [_result(None, fatal)], "mean")  # nothing scored: still fatal
+    assert ("fatal", "setup_failed") in {(i.severity, i.code) for i in alone.issues} and alone.metrics == {}
+    assert alone.extra["steps"][0]["issues"][0]["severity"] == "fatal"

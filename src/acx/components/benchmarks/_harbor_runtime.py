@@ -226,8 +226,9 @@ def aggregate_rewards(step_rewards: list[dict[str, float] | None], strategy: str
 def combine_step_results(task_id: str, names: list[str], results: list[RunResult], strategy: str) -> RunResult:
     """One attempt's result from its steps': the aggregate reward is the score; every step's
     status, rewards and issues in ``extra.steps``. A step's issues are the attempt's too, each
-    naming its step — a step's evaluation error only a warning when the aggregate still has a
-    reward (Harbor rewards the trial from the steps that have one)."""
+    naming its step — when the aggregate still has a reward (Harbor rewards the trial from the
+    steps that have one), a step's evaluation error is only a warning and a fatal issue that ended
+    the step an error."""
     import msgspec
 
     step_rewards: list[dict[str, float] | None] = []
@@ -253,7 +254,12 @@ def combine_step_results(task_id: str, names: list[str], results: list[RunResult
     issues: list[ExecutionIssue] = []
     for name, res in zip(names, results, strict=False):
         for i in res.issues:
-            severity = "warning" if aggregate is not None and i.phase == "evaluate" else i.severity
+            severity = i.severity
+            if aggregate is not None and i.phase == "evaluate":
+                severity = "warning"
+            elif aggregate is not None and severity == "fatal":
+                # It ended its step (and the task's later steps), not the attempt: scored all the same.
+                severity = "error"
             issues.append(
                 ExecutionIssue(severity=severity, phase=i.phase, code=i.code, message=f"step {name!r}: {i.message}")
             )
