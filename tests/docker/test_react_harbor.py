@@ -204,3 +204,7 @@ def test_react_runs_each_step_of_a_multi_step_task(tmp_path: Path) -> None:
     for name in ("write", "extend", "check"):
         calls = json.loads((attempt / "steps" / name / "model_calls.json").read_text())["calls"]
         assert len(calls) == 2, name
+    (progress,) = (tmp_path / "results" / "react").glob("*/progress.jsonl")
+    events = [json.loads(line) for line in progress.read_text().splitlines()]
+    started = [e["payload"] for e in events if e["event"] == "step_started"]
+    assert started == [{"step": n, "index": i, "of": 3} for i, n in enumerate(("write", "extend", "check"), start=1)]

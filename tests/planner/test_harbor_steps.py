@@ -430,3 +430,15 @@ def test_a_fatal_step_issue_is_an_error_of_a_scored_attempt() -> None:
     alone = combine_step_results("t", ["b"], [_result(None, fatal)], "mean")  # nothing scored: still fatal
     assert ("fatal", "setup_failed") in {(i.severity, i.code) for i in alone.issues} and alone.metrics == {}
     assert alone.extra["steps"][0]["issues"][0]["severity"] == "fatal"
+
+
+def test_a_step_file_linked_outside_the_task_is_refused(tmp_path: Path) -> None:
+    # issue 11 item 10 for steps/: a symlinked step instruction would put a host file in the prompt
+    root = _task(tmp_path, '[[steps]]\nname = "a"\n', {"a": _step()})
+    outside = tmp_path / "secret.txt"
+    outside.write_text("host file\n")
+    (root / "steps" / "a" / "instruction.md").unlink()
+    (root / "steps" / "a" / "instruction.md").symlink_to(outside)
+    with pytest.raises(AcxPlanError) as e:
+        load_harbor_task(root)
+    assert e.value.code == "E0414" and "steps/a/instruction.md" in str(e.value)
