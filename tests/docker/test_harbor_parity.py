@@ -43,7 +43,7 @@ pytestmark = pytest.mark.slow
 CORPUS = Path(__file__).resolve().parent / "harbor_parity"
 
 #: task → (oracle reward, do-nothing reward) as Harbor defines them; None = no reward (an error).
-EXPECTED: dict[str, tuple[float | None, float]] = {
+EXPECTED: dict[str, tuple[float | None, float | None]] = {
     "agent-user": (1.0, 0.0),
     "verifier-user": (1.0, 0.0),
     "startup-env": (1.0, 1.0),  # the entrypoint's environment is all it checks
@@ -62,6 +62,10 @@ EXPECTED: dict[str, tuple[float | None, float]] = {
     "steps-network": (1.0, 0.0),
     # the second step's set-up fails: it has no reward and the third never runs
     "steps-setup-fails": (1.0, 0.0),
+    # idle: the second step's healthcheck fails (its set-up found no /app/go), so it has no reward
+    "steps-healthcheck": (1.0, 0.0),
+    # never healthy: no agent, no verifier, no reward, whoever the agent
+    "healthcheck-fails": (None, None),
 }
 
 #: multi-step task → run → (each step's rewards; None = no verifier result, the steps skipped).
@@ -74,6 +78,8 @@ STEP_REWARDS: dict[tuple[str, str], tuple[list[dict[str, float] | None], list[st
     ("steps-user-env", "idle"): ([{"reward": 1}, None], []),
     ("steps-setup-fails", "oracle"): ([{"reward": 1}, None], ["never"]),
     ("steps-setup-fails", "idle"): ([{"reward": 0}, None], ["never"]),
+    ("steps-healthcheck", "oracle"): ([{"reward": 1}, {"reward": 1}], []),
+    ("steps-healthcheck", "idle"): ([{"reward": 0}, None], []),
 }
 
 #: task → whether its agent phase may connect to a listener on the engine's bridge gateway.
@@ -154,7 +160,7 @@ def corpus_run(tmp_path_factory: pytest.TempPathFactory, listener: tuple[str, in
         text=True,
         timeout=900,
     )
-    # exit 1: the oracle of `no-solution` is an error on purpose
+    # exit 1: the oracle of `no-solution` and `healthcheck-fails` are errors on purpose
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr
     return tmp / "results"
 
@@ -205,6 +211,18 @@ def test_multi_step_rewards_per_step(corpus_run: Path, task: str, request_name: 
         assert [(i["severity"], i["code"]) for i in steps[1]["issues"]] == [("error", "reward_missing")]
         assert ("warning", "reward_missing") in {(i["severity"], i["code"]) for i in result["issues"]}
         assert result["status"] == "completed"
+
+
+def test_a_failing_healthcheck_is_an_error_before_the_agent(corpus_run: Path) -> None:
+    # Harbor's run_healthcheck: HealthcheckError before the agent is set up, never graded
+    for request in ("oracle", "idle"):
+        result = _results(corpus_run, request)["healthcheck-fails"]
+        assert result["metrics"] == {} and "verifier_returncode" not in result.get("extra", {})
+        fatal = [i for i in result["issues"] if i["severity"] == "fatal"]
+        assert [i["code"] for i in fatal] == ["setup_failed"], result["issues"]
+        assert "healthcheck failed after 2 consecutive retries: test -f /nonexistent" in fatal[0]["message"]
+    idle = _results(corpus_run, "idle")["steps-healthcheck"]["extra"]["steps"][1]
+    assert "healthcheck failed after 2 consecutive retries" in idle["issues"][0]["message"]
 
 
 def test_oracle_without_solution_is_an_error_not_a_reward(corpus_run: Path) -> None:

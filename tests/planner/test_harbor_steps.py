@@ -213,13 +213,22 @@ def test_unhonoured_step_declarations_are_warnings(tmp_path: Path) -> None:
     # H6: reported with their line (and in result.json, as for every load warning)
     toml = (
         'artifacts = ["/app/out"]\n[[steps]]\nname = "a"\nmood = "x"\n'
-        '[steps.healthcheck]\ncommand = "true"\n[steps.agent]\nhat = 1\n'
+        '[steps.healthcheck]\ncommand = "true"\nwhen = 1\n[steps.agent]\nhat = 1\n'
     )
     t = load_harbor_task(_task(tmp_path, toml, {"a": _step()}))
     text = "\n".join(t.load_warnings)
-    for key, line in (("steps.0.mood", 4), ("steps.0.healthcheck", 5), ("steps.0.agent.hat", 8)):
+    for key, line in (("steps.0.mood", 4), ("steps.0.healthcheck.when", 7), ("steps.0.agent.hat", 9)):
         assert f"task.toml:{line}: " in text and f"`{key}`" in text, text
     assert "`artifacts`" not in text  # collected after every step, as Harbor does
+    # the step's healthcheck is mapped, with Harbor's defaults
+    assert t.steps[0].metadata["healthcheck"] == {
+        "command": "true",
+        "interval_sec": 5.0,
+        "timeout_sec": 30.0,
+        "start_period_sec": 0.0,
+        "start_interval_sec": 5.0,
+        "retries": 3,
+    }
 
 
 def test_a_reward_strategy_in_a_single_step_task_is_a_warning(harbor_task) -> None:
@@ -442,3 +451,73 @@ def test_a_step_file_linked_outside_the_task_is_refused(tmp_path: Path) -> None:
     with pytest.raises(AcxPlanError) as e:
         load_harbor_task(root)
     assert e.value.code == "E0414" and "steps/a/instruction.md" in str(e.value)
+
+
+class _ScriptedSession:
+    """Exit codes in order, each call's (virtual) time recorded; the real loop, a fake sandbox."""
+
+    supports_exec_user = True
+
+    def __init__(self, codes: list[int]) -> None:
+        self.codes = list(codes)
+        self.times: list[float] = []
+        self.users: list[str | None] = []
+        self._user: str | None = None
+
+    def user_scope(self, user: str):
+        import contextlib
+
+        @contextlib.contextmanager
+        def scope():
+            self._user = user
+            try:
+                yield
+            finally:
+                self._user = None
+
+        return scope()
+
+    async def exec(self, argv: list[str], timeout: float | None = None):
+        import trio
+
+        self.times.append(trio.current_time())
+        self.users.append(self._user)
+        assert argv[:2] == ["bash", "-c"] and timeout == 30.0
+        code = self.codes.pop(0)
+        return type("R", (), {"ok": code == 0, "returncode": code})()
+
+
+HC = {"command": "test -f /ready", "interval_sec": 5.0, "timeout_sec": 30.0, "start_period_sec": 12.0}
+
+
+@pytest.mark.parametrize(
+    ("codes", "retries", "passes", "times"),
+    [
+        ([0], 3, True, [0.0]),
+        # start period 12 s, retried every 2 s without counting; then 3 failures 5 s apart fail it
+        ([1] * 9, 3, False, [0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 17.0, 22.0]),
+        ([1, 1, 1, 1, 1, 1, 1, 1, 0], 3, True, [0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 17.0, 22.0]),
+        ([1] * 7, 1, False, [0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 12.0]),
+    ],
+)
+def test_healthcheck_follows_harbors_retry_rules(
+    codes: list[int], retries: int, passes: bool, times: list[float]
+) -> None:
+    import trio
+    import trio.testing
+
+    from acx.components.benchmarks._harbor_runtime import HealthcheckError, run_healthcheck
+
+    session = _ScriptedSession(codes)
+    hc = {**HC, "start_interval_sec": 2.0, "retries": retries}
+
+    async def main() -> bool:
+        try:
+            await run_healthcheck(session, hc, "agent")  # type: ignore[arg-type]
+        except HealthcheckError as exc:
+            assert f"after {retries} consecutive retries: test -f /ready" in str(exc)
+            return False
+        return True
+
+    assert trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0)) is passes
+    assert session.times == times and set(session.users) == {"agent"}

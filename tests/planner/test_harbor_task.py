@@ -181,12 +181,12 @@ def test_unmapped_declarations_warn(harbor_task) -> None:  # contract H6
     [agent]
     user = "agent"
     [environment]
-    healthcheck = { command = "true" }
+    mcp_servers = [{ name = "m", transport = "stdio", command = "mcp" }]
     gpu_types = ["H100", "A100"]
     """
     t = load_harbor_task(harbor_task("a", toml))
     text = "\n".join(t.load_warnings)
-    for key in ("typo_key", "environment.healthcheck", "environment.gpu_types"):
+    for key in ("typo_key", "environment.mcp_servers", "environment.gpu_types"):
         assert f"`{key}`" in text
     assert "task.toml:2:" in text  # warnings carry the line
     assert "agent.user" not in text and t.run_user == "agent"  # mapped (issue 22 item 3)

@@ -355,6 +355,9 @@ def _map_task(root: Path, raw: dict[str, Any], ctx: _Ctx, *, solution_env_for_ag
 
     artifacts = _artifacts(raw, ctx)
     metadata = _metadata(root, raw, ctx, schema_version, solution_env)
+    healthcheck = _healthcheck(env.get("healthcheck"), "environment.healthcheck", ctx)
+    if healthcheck is not None:
+        metadata["healthcheck"] = healthcheck
     dockerfile = root / "environment" / "Dockerfile"
     if dockerfile.is_file():
         workdir = dockerfile_workdir(dockerfile.read_text(encoding="utf-8", errors="replace"))
@@ -505,8 +508,6 @@ def _step(root: Path, item: Mapping[str, Any], path: str, ctx: _Ctx, task_verifi
     for key in verifier:
         if key not in ("timeout_sec", "user", "env", "environment_mode", "collect", "network_mode", "allowed_hosts"):
             ctx.warn(f"{path}.verifier.{key}", "unknown declaration")
-    if item.get("healthcheck") not in (None, {}):
-        ctx.warn(f"{path}.healthcheck", "declaration")
     step_env = _str_map(verifier.get("env"), f"{path}.verifier.env", ctx)
     return TaskStep(
         name=name,
@@ -528,7 +529,7 @@ def _step(root: Path, item: Mapping[str, Any], path: str, ctx: _Ctx, task_verifi
         # Collected after the step's agent with the task's (Harbor's _collect_step_artifacts).
         artifacts=_artifacts(item, ctx, f"{path}.artifacts") or [],
         artifact_collect=_collect(verifier.get("collect"), ctx, f"{path}.verifier.collect") or [],
-        metadata=_step_paths(root, name, path, ctx),
+        metadata=_step_paths(root, name, path, ctx, _healthcheck(item.get("healthcheck"), f"{path}.healthcheck", ctx)),
     )
 
 
@@ -544,7 +545,7 @@ def _step_file(root: Path, name: str, rel: str, path: str, ctx: _Ctx) -> Path:
     return file
 
 
-def _step_paths(root: Path, name: str, path: str, ctx: _Ctx) -> dict[str, Any]:
+def _step_paths(root: Path, name: str, path: str, ctx: _Ctx, healthcheck: dict[str, Any] | None) -> dict[str, Any]:
     """The step's tests (over the task's), solution and workdir, as Harbor's TaskPaths finds them."""
     step_dir = root / "steps" / name
     has_step_test = (step_dir / "tests" / "test.sh").is_file()
@@ -564,7 +565,49 @@ def _step_paths(root: Path, name: str, path: str, ctx: _Ctx) -> dict[str, Any]:
         meta["solve_script"] = f"steps/{name}/solution/solve.sh"
     if (step_dir / "workdir").is_dir():
         meta["workdir_dir"] = str((step_dir / "workdir").resolve())
+    if healthcheck is not None:  # run after the step's set-up, before its agent
+        meta["healthcheck"] = healthcheck
     return meta
+
+
+#: Harbor's HealthcheckConfig fields and defaults (Docker HEALTHCHECK semantics).
+_HEALTHCHECK_DEFAULTS = {
+    "interval_sec": 5.0,
+    "timeout_sec": 30.0,
+    "start_period_sec": 0.0,
+    "start_interval_sec": 5.0,
+    "retries": 3,
+}
+
+
+def _healthcheck(value: Any, path: str, ctx: _Ctx) -> dict[str, Any] | None:
+    """A ``healthcheck`` table → its fields with Harbor's defaults (run by the Harbor runtime)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ctx.error(
+            path, "healthcheck must be a table", 'e.g. [environment.healthcheck] command = "test -f /ready"'
+        )
+    command = value.get("command")
+    if not isinstance(command, str) or not command.strip():
+        raise ctx.error(
+            f"{path}.command", "a healthcheck needs a non-empty `command`", 'e.g. command = "test -f /ready"'
+        )
+    out: dict[str, Any] = {"command": command}
+    for key, default in _HEALTHCHECK_DEFAULTS.items():
+        v = value.get(key, default)
+        if key == "retries":
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise ctx.error(f"{path}.{key}", f"retries must be an integer, got {v!r}", "e.g. retries = 3")
+        elif isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
+            raise ctx.error(
+                f"{path}.{key}", f"{key} must be a non-negative number of seconds, got {v!r}", f"e.g. {key} = 5"
+            )
+        out[key] = v
+    for key in value:
+        if key != "command" and key not in _HEALTHCHECK_DEFAULTS:
+            ctx.warn(f"{path}.{key}", "unknown declaration")
+    return out
 
 
 def _min_reward(value: Any, path: str, ctx: _Ctx) -> dict[str, float] | None:
@@ -845,7 +888,7 @@ _ENV_MAPPED = frozenset(
 
 def _warn_env_extras(env: Mapping[str, Any], path: str, ctx: _Ctx) -> None:
     for key, value in env.items():
-        if key in _ENV_MAPPED:
+        if key in _ENV_MAPPED or (key == "healthcheck" and path == "environment"):  # run by the runtime
             continue
         if key in ("healthcheck", "mcp_servers", "skills_dir"):
             if value not in (None, [], {}):

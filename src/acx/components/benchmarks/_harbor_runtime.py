@@ -65,6 +65,7 @@ __all__ = [
     "combine_step_results",
     "min_reward_met",
     "parse_reward",
+    "run_healthcheck",
     "scrub_values",
 ]
 
@@ -180,6 +181,12 @@ async def _prepare_step(session: Session, step: TaskStep, plan: ExecutionPlan) -
             )
         if not res.ok:
             raise DriverError(f"cannot reset /tests, /logs/verifier, /logs/agent: {res.stderr.strip()[:300]}")
+    await _stage_workdir(session, step, plan)
+    if step.metadata.get("healthcheck"):  # after the step's set-up, as its agent user
+        await run_healthcheck(session, step.metadata["healthcheck"], plan.run_user)
+
+
+async def _stage_workdir(session: Session, step: TaskStep, plan: ExecutionPlan) -> None:
     workdir_dir = step.metadata.get("workdir_dir")
     if not workdir_dir:
         return
@@ -198,6 +205,33 @@ async def _prepare_step(session: Session, step: TaskStep, plan: ExecutionPlan) -
 
 class StepSetupError(Exception):
     """A step's ``workdir/setup.sh`` failed: the step does not run."""
+
+
+class HealthcheckError(Exception):
+    """The task's (or a step's) healthcheck did not pass: the agent does not run."""
+
+
+async def run_healthcheck(session: Session, hc: Mapping[str, Any], user: str | None) -> None:
+    """Harbor's ``run_healthcheck`` (Docker HEALTHCHECK semantics): ``command`` until it exits 0;
+    failures within ``start_period_sec`` do not count (retried every ``start_interval_sec``),
+    after it ``retries`` consecutive failures (``interval_sec`` apart) fail the check."""
+    import trio
+
+    start_period_end = trio.current_time() + float(hc["start_period_sec"])
+    failures = 0
+    while True:
+        in_start_period = trio.current_time() < start_period_end
+        with _user_scope(session, user):
+            res = await session.exec(["bash", "-c", hc["command"]], timeout=float(hc["timeout_sec"]))
+        if res.ok:
+            return
+        if in_start_period:
+            await trio.sleep(float(hc["start_interval_sec"]))
+            continue
+        failures += 1
+        if failures >= hc["retries"]:
+            raise HealthcheckError(f"healthcheck failed after {hc['retries']} consecutive retries: {hc['command']}")
+        await trio.sleep(float(hc["interval_sec"]))
 
 
 def _user_scope(session: Session, user: str | None) -> Any:
@@ -320,6 +354,9 @@ class HarborRuntime:
         meta = task.metadata
         question = task.question
         metadata: dict[str, Any] = {"task_dir": meta.get("task_dir"), "solution_dir": meta.get("solution_dir")}
+        if session is not None and meta.get("healthcheck") and not plan.step:
+            # Harbor's Trial._prepare: after the environment starts, before the agent is set up.
+            await run_healthcheck(session, meta["healthcheck"], None)
         if plan.step is not None:
             step = task.steps[plan.step]
             question = step.question
