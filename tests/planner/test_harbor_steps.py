@@ -521,3 +521,50 @@ def test_healthcheck_follows_harbors_retry_rules(
 
     assert trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0)) is passes
     assert session.times == times and set(session.users) == {"agent"}
+
+
+_SCALARS = st.one_of(
+    st.booleans(),
+    st.integers(-3, 3),
+    st.floats(allow_nan=False, allow_infinity=False, width=32),
+    st.sampled_from(["", "a", "shared", "separate", "public", "/app/x", "org/x", "true", "${X}"]),
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(["name", "command", "k"]), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+_STEP_KEYS = ["name", "agent", "verifier", "min_reward", "healthcheck", "artifacts", "other"]
+_SUB_KEYS = [
+    "timeout_sec",
+    "user",
+    "env",
+    "network_mode",
+    "allowed_hosts",
+    "environment_mode",
+    "collect",
+    "environment",
+]
+
+
+@given(
+    st.dictionaries(st.sampled_from(_STEP_KEYS), _VALUES, max_size=4),
+    st.dictionaries(st.sampled_from(_SUB_KEYS), _VALUES, max_size=3),
+    st.sampled_from(["agent", "verifier", "healthcheck"]),
+)
+def test_any_step_table_loads_or_is_a_located_error(step: dict, sub: dict, where: str) -> None:
+    # bad input is a clear error (E04xx with a task.toml position), never a traceback
+    import tempfile
+
+    from tests.planner.test_harbor_fields import _toml
+
+    item = {"name": "a", **step, where: sub}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = _task(Path(tmp), "", {"a": _step()})
+        (root / "task.toml").write_text(_toml({"steps": [item]}))
+        try:
+            load_harbor_task(root)
+        except AcxPlanError as exc:
+            assert exc.code.startswith("E04") and exc.span is not None and exc.span.file.endswith("task.toml")

@@ -496,7 +496,13 @@ def _step(root: Path, item: Mapping[str, Any], path: str, ctx: _Ctx, task_verifi
     for key in agent:
         if key not in ("timeout_sec", "user", "network_mode", "allowed_hosts"):
             ctx.warn(f"{path}.agent.{key}", "unknown declaration")
-    if verifier.get("environment_mode") not in (None, "shared") or "environment" in verifier:
+    if verifier.get("environment_mode") not in (None, "shared", "separate"):
+        raise ctx.error(
+            f"{path}.verifier.environment_mode",
+            f"unknown environment_mode {verifier['environment_mode']!r}",
+            'use "shared" (evaluate in the agent environment) or "separate" (fresh verifier)',
+        )
+    if verifier.get("environment_mode") == "separate" or "environment" in verifier:
         key = "environment" if "environment" in verifier else "environment_mode"
         raise _refuse(
             ctx,
