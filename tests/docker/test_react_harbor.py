@@ -204,6 +204,9 @@ def test_react_runs_each_step_of_a_multi_step_task(tmp_path: Path) -> None:
     for name in ("write", "extend", "check"):
         calls = json.loads((attempt / "steps" / name / "model_calls.json").read_text())["calls"]
         assert len(calls) == 2, name
+    task_json = json.loads((attempt.parent / "task.json").read_text())
+    assert [s["name"] for s in task_json["steps"]] == ["write", "extend", "check"]
+    assert task_json["steps"][2]["instruction"] == "Append the line `gamma` to /app/notes.txt."
     (progress,) = (tmp_path / "results" / "react").glob("*/progress.jsonl")
     events = [json.loads(line) for line in progress.read_text().splitlines()]
     started = [e["payload"] for e in events if e["event"] == "step_started"]
