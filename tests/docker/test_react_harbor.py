@@ -164,3 +164,50 @@ def test_react_answers_a_qa_dataset_in_docker(tmp_path: Path) -> None:
     (result,) = _results(tmp_path).values()
     assert result["final_answer"] == "Debian" and result["metrics"]["correct"] is True
     assert result["trajectory"]["steps"][0]["observation"][0]["content"].strip() == "Debian"
+
+
+CORPUS = Path(__file__).resolve().parent / "harbor_parity"
+
+#: steps-mean's three steps, one episode each (issue 22 item 4).
+STEPS = [
+    tool_call("bash", {"command": "echo alpha > /app/notes.txt"}, call_id="s1"),
+    tool_call("submit", {"answer": "wrote"}, call_id="s2"),
+    tool_call("bash", {"command": "echo beta >> /app/notes.txt && cp /app/staged.txt /app/seen.txt"}, call_id="s3"),
+    tool_call("submit", {"answer": "extended"}, call_id="s4"),
+    tool_call("bash", {"command": "echo gamma >> /app/notes.txt && cat /app/notes.txt"}, call_id="s5"),
+    tool_call("submit", {"answer": "checked"}, call_id="s6"),
+]
+
+
+def test_react_runs_each_step_of_a_multi_step_task(tmp_path: Path) -> None:
+    # one agent episode per step in one environment, each with its own instruction; the model calls
+    # of each step in attempt-1/steps/<name>/model_calls.json; the task's reward is the steps' mean
+    with FakeModelServer(STEPS, default=None) as srv:
+        bench = f'{{id: harbor, path: "{CORPUS}", task_names: [steps-mean]}}'
+        proc = _acx(_spec(tmp_path, srv, bench), tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = _results(tmp_path)["steps-mean"]
+    assert result["metrics"]["score"] == 1.0, result["issues"]
+    steps = result["extra"]["steps"]
+    assert [(s["name"], s["final_answer"], s["rewards"]["reward"]) for s in steps] == [
+        ("write", "wrote", 1.0),
+        ("extend", "extended", 1.0),
+        ("check", "checked", 1.0),
+    ]
+    prompts = [r.body["messages"][1]["content"] for r in srv.requests if len(r.body["messages"]) == 2]
+    assert [p.split("\n")[0] for p in prompts] == [
+        "Write the line `alpha` to /app/notes.txt.",
+        "Append the line `beta` to /app/notes.txt, keeping what is there; copy /app/staged.txt to /app/seen.txt.",
+        "Append the line `gamma` to /app/notes.txt.",
+    ]
+    (attempt,) = (tmp_path / "results" / "react").glob("*/details/*/steps-mean*/attempt-1")
+    for name in ("write", "extend", "check"):
+        calls = json.loads((attempt / "steps" / name / "model_calls.json").read_text())["calls"]
+        assert len(calls) == 2, name
+    task_json = json.loads((attempt.parent / "task.json").read_text())
+    assert [s["name"] for s in task_json["steps"]] == ["write", "extend", "check"]
+    assert task_json["steps"][2]["instruction"] == "Append the line `gamma` to /app/notes.txt."
+    (progress,) = (tmp_path / "results" / "react").glob("*/progress.jsonl")
+    events = [json.loads(line) for line in progress.read_text().splitlines()]
+    started = [e["payload"] for e in events if e["event"] == "step_started"]
+    assert started == [{"step": n, "index": i, "of": 3} for i, n in enumerate(("write", "extend", "check"), start=1)]

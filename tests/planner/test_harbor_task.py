@@ -181,34 +181,27 @@ def test_unmapped_declarations_warn(harbor_task) -> None:  # contract H6
     [agent]
     user = "agent"
     [environment]
-    healthcheck = { command = "true" }
+    mcp_servers = [{ name = "m", transport = "stdio", command = "mcp" }]
     gpu_types = ["H100", "A100"]
     """
     t = load_harbor_task(harbor_task("a", toml))
     text = "\n".join(t.load_warnings)
-    for key in ("typo_key", "environment.healthcheck", "environment.gpu_types"):
+    for key in ("typo_key", "environment.mcp_servers", "environment.gpu_types"):
         assert f"`{key}`" in text
     assert "task.toml:2:" in text  # warnings carry the line
     assert "agent.user" not in text and t.run_user == "agent"  # mapped (issue 22 item 3)
 
 
-def test_multi_step_tasks_are_refused_with_what_differs(harbor_task, tmp_path) -> None:
-    # contract H6, issue 22 item 4: `[[steps]]` is refused at its line, never run as one step
-    # with a warning; a steps/<name>/ layout without a top-level instruction.md is refused as
-    # multi-step, not as "missing instruction.md"
-    with pytest.raises(AcxPlanError) as e:
-        load_harbor_task(harbor_task("m", '[agent]\ntimeout_sec = 60\n\n[[steps]]\nname = "one"\n'))
-    assert e.value.code == "E0413" and "multi-step" in str(e.value) and "reward per step" in str(e.value)
-    assert e.value.span is not None and e.value.span.line == 4
-    assert "--tasks" in (e.value.help or "")
+def test_steps_dir_without_steps_declared_is_a_missing_file_error(tmp_path) -> None:
+    # Harbor uses steps/ only when task.toml declares [[steps]]: otherwise a single-step task
     root = tmp_path / "steps-only"
     (root / "steps" / "one" / "tests").mkdir(parents=True)
-    (root / "task.toml").write_text('[[steps]]\nname = "one"\n')
+    (root / "task.toml").write_text("")
     (root / "steps" / "one" / "instruction.md").write_text("do it\n")
-    (root / "steps" / "one" / "tests" / "test.sh").write_text("exit 0\n")
     with pytest.raises(AcxPlanError) as e:
         load_harbor_task(root)
-    assert e.value.code == "E0413" and "multi-step" in str(e.value) and "missing" not in str(e.value)
+    assert e.value.code == "E0410" and "missing instruction.md, tests/test.sh" in str(e.value)
+    assert "[[steps]]" in str(e.value)
 
 
 @pytest.mark.parametrize(

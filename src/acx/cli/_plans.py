@@ -280,6 +280,41 @@ def _budget_line(plan: Any, harness_free: bool, full: bool = False) -> str:
     return " · ".join(parts)
 
 
+def _step_text(step: Any, plan: Any) -> str:
+    """One step of a multi-step plan: its name, budgets, users, verifier variables, gate."""
+    parts = [
+        step.name,
+        f"run {format_seconds(step.run_timeout_seconds)}",
+        f"evaluation {format_seconds(step.evaluation_timeout_seconds)}",
+    ]
+    if step.run_user != plan.run_user or step.evaluation_user != plan.evaluation_user:
+        parts.append(
+            f"users run {step.run_user or '(image default)'}, evaluation {step.evaluation_user or '(image default)'}"
+        )
+    if step.run_network_policy is not None or step.evaluation_network_policy is not None:
+        run = _policy(step.run_network_policy or plan.run_network_policy)
+        ev = _policy(step.evaluation_network_policy or plan.evaluation_network_policy)
+        parts.append(f"network run {run} · evaluation {ev}")
+    if step.evaluation_env_variables is not None:
+        parts.append("evaluation env " + ", ".join(sorted(step.evaluation_env_variables)))
+    if step.artifacts or step.artifact_collect:
+        what = ", ".join(a.source for a in step.artifacts)
+        if step.artifact_collect:
+            what += (" · " if what else "") + f"{len(step.artifact_collect)} collect command(s)"
+        parts.append(f"artifacts + {what}")
+    if step.min_reward:
+        gate = ", ".join(f"{k} >= {v:g}" for k, v in step.min_reward.items())
+        parts.append(f"later steps only if {gate}")
+    return " · ".join(parts)
+
+
+#: How a multi-step task's reward comes from its steps' (Harbor's multi_step_reward_strategy).
+_STEP_REWARD = {
+    "mean": "mean: the per-key mean over the steps with a reward (a missing key counts 0)",
+    "final": "final: the rewards of the last step that ran",
+}
+
+
 def _resources_text(resources: Any) -> str:
     res = {k: v for k, v in _builtins(resources).items() if v not in (None, False)}
     return ", ".join(f"{k} {v}" for k, v in res.items())
@@ -340,6 +375,9 @@ def _task_lines(plan: Any, *, full: bool, harness_free: bool) -> list[str]:
             )
         )
     lines.append(("budgets", _budget_line(plan, harness_free, full)))
+    if plan.steps:
+        lines.append(("steps", f"{len(plan.steps)}, in order in one environment (each: agent run, then verifier)"))
+        lines += [(f"  {i}", _step_text(step, plan)) for i, step in enumerate(plan.steps, start=1)]
     if plan.collect_artifacts or full:
         lines.append(("artifacts", _artifacts_text(plan, full)))
     names = sorted(set(env.env_variables) | set(env.run_env_variables) | set(env.evaluation_env_variables))
@@ -393,6 +431,9 @@ def render_text(out: TextIO, planned: Iterable[PlannedRequest], *, full: bool) -
             for a in differing:
                 out.write(f"    attempt {a}:\n")
                 out.write("\n".join(_task_lines(plans[a], full=full, harness_free=harness_free)) + "\n")
+            if task.steps:
+                strategy = task.metadata.get("multi_step_reward_strategy", "mean")
+                out.write(f"      {'reward':<12} {_STEP_REWARD.get(strategy, strategy)}\n")
             for w in [*task.load_warnings, *warnings]:
                 out.write(f"      warning: {w}\n")
         out.write("\n")

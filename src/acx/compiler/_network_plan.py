@@ -111,8 +111,10 @@ def check_capabilities(
 
 def _check_users(plan: ExecutionPlan, caps: DriverCapabilities, driver: str, task: str) -> None:
     """A stage user (Harbor's ``[agent].user``) is run as that user or refused, never ignored."""
-    for field in ("run_user", "evaluation_user"):
-        user = getattr(plan, field)
+    stages = [(field, getattr(plan, field)) for field in ("run_user", "evaluation_user")]
+    for i, step in enumerate(plan.steps):  # a multi-step task's own step users
+        stages += [(f"steps.{i}.run_user", step.run_user), (f"steps.{i}.evaluation_user", step.evaluation_user)]
+    for field, user in stages:
         if user is not None and not caps.exec_user:
             raise _refuse(
                 f"task {task!r}: {field} is {user!r}, but driver {driver!r} cannot run commands as another user",
@@ -136,6 +138,11 @@ def _phase_policies(plan: ExecutionPlan) -> list[tuple[str, NetworkPolicy | None
                 plan.evaluation_environment.baseline_network_policy,
             )
         )
+    for i, step in enumerate(plan.steps):  # a multi-step task's own phase policies
+        out += [
+            (f"steps.{i}.run_network_policy", step.run_network_policy),
+            (f"steps.{i}.evaluation_network_policy", step.evaluation_network_policy),
+        ]
     return out
 
 

@@ -61,6 +61,7 @@ from acx.ir import (
     Provenance,
     ResourceRequirements,
     RunRequest,
+    StepPlan,
     TaskSpec,
 )
 
@@ -440,6 +441,8 @@ class RequestPlan:
         # (8) evaluation environment per the final mode; then normalisation and checks
         plan = self._evaluation_environment(plan, task, prov)
         plan = self._finalize(plan, task, mode, warnings, prov)
+        if task.steps:
+            plan = self._with_steps(plan, task, bplan, hplan, prov)
         plan = self._drop_storage(plan, warnings, prov)
         check_capabilities(
             plan,
@@ -448,6 +451,97 @@ class RequestPlan:
             benchmark_id=self.benchmark.id,
         )
         return PlannedAttempt(plan, prov.data, warnings)
+
+    def _with_steps(
+        self, plan: ExecutionPlan, task: TaskSpec, bplan: Any, hplan: HarnessPlan, prov: _Prov
+    ) -> ExecutionPlan:
+        """A multi-step task's steps: each one's budgets resolved like the task's (T2, T5), its
+        users and verifier variables; every step runs and is verified in the agent's environment."""
+        if plan.evaluation_environment_mode != "reuse":
+            raise AcxPlanError(
+                f"task {task.task_id!r} has {len(task.steps)} steps, each verified in the agent's environment; "
+                f"evaluation_environment_mode {plan.evaluation_environment_mode!r} cannot run it",
+                code="E0413",
+                path="environment.evaluation_environment_mode",
+                help="remove the evaluation_environment_mode override for this request (multi-step tasks "
+                "need `reuse`), or leave the task out (--tasks, task_names)",
+            )
+        ex = self.request.execution
+        steps: list[StepPlan] = []
+        extra_env: list[dict[str, str] | None] = []
+        for i, step in enumerate(task.steps):
+            run_b = resolve_budget(
+                task_value=step.run_timeout_seconds
+                if step.run_timeout_seconds is not UNSET
+                else task.run_timeout_seconds,
+                benchmark_value=bplan.run_timeout_seconds,
+                harness_fallback=hplan.default_run_timeout_seconds,
+                override=ex.run_timeout_seconds,
+                common_multiplier=ex.timeout_multiplier,
+                stage_multiplier=ex.run_timeout_multiplier,
+                stage_multiplier_field="run_timeout_multiplier",
+            )
+            eval_b = resolve_budget(
+                task_value=step.evaluation_timeout_seconds,
+                benchmark_value=bplan.evaluation_timeout_seconds,
+                harness_fallback=None,
+                override=ex.evaluation_timeout_seconds,
+                common_multiplier=ex.timeout_multiplier,
+                stage_multiplier=ex.evaluation_timeout_multiplier,
+                stage_multiplier_field="evaluation_timeout_multiplier",
+            )
+            if prov.enabled:
+                self._budget_prov(prov, f"steps.{i}.run_timeout_seconds", run_b, task.task_id)
+                self._budget_prov(prov, f"steps.{i}.evaluation_timeout_seconds", eval_b, task.task_id)
+            env = None
+            if step.evaluation_env_variables is not None:
+                env = _merge_env(step.evaluation_env_variables, self.request.environment.evaluation_env_variables)
+                extra_env.append(env)
+            run_policy, eval_policy = self._step_policies(plan, step, i, prov)
+            # A step's artifacts and collection commands add to the task's, unless the request
+            # replaced the task's (A3: the explicit request value wins).
+            collects = bool(self.benchmark.collect_artifacts)
+            artifacts = step.artifacts if collects and ex.artifacts is None else []
+            collect = step.artifact_collect if collects and ex.artifact_collect is None else []
+            steps.append(
+                StepPlan(
+                    name=step.name,
+                    run_network_policy=run_policy,
+                    evaluation_network_policy=eval_policy,
+                    run_timeout_seconds=run_b.seconds,
+                    evaluation_timeout_seconds=eval_b.seconds,
+                    run_user=step.run_user or plan.run_user,
+                    evaluation_user=step.evaluation_user or plan.evaluation_user,
+                    evaluation_env_variables=env,
+                    min_reward=step.min_reward,
+                    artifacts=artifacts,
+                    artifact_collect=collect,
+                )
+            )
+        required = sorted(set(plan.required_env).union(required_env_names(*extra_env)))
+        return replace(plan, steps=steps, required_env=required)
+
+    def _step_policies(
+        self, plan: ExecutionPlan, step: Any, i: int, prov: _Prov
+    ) -> tuple[NetworkPolicy | None, NetworkPolicy | None]:
+        """A step's own phase policies (a task hint: the request's explicit policy wins, P6), the
+        run one with the model gateway allowed as for the task's; None = the plan's."""
+        renv = self.request.environment
+        run = None if renv.run_network_policy is not None else step.run_network_policy
+        ev = None if renv.evaluation_network_policy is not None else step.evaluation_network_policy
+        if run is not None:
+            run = self._allow_model_endpoint(
+                replace(plan, run_network_policy=run), _Prov(False, None)
+            ).run_network_policy
+            prov.add(f"steps.{i}.run_network_policy", "task", "task", f"task {plan.task_id} step {step.name}", run)
+        if ev is not None:
+            prov.add(
+                f"steps.{i}.evaluation_network_policy", "task", "task", f"task {plan.task_id} step {step.name}", ev
+            )
+        return (
+            run if run != plan.run_network_policy else None,
+            ev if ev != plan.evaluation_network_policy else None,
+        )
 
     def _drop_storage(self, plan: ExecutionPlan, warnings: list[str], prov: _Prov) -> ExecutionPlan:
         dropped = drop_unenforced_storage(plan, self.capabilities, warnings)

@@ -113,6 +113,16 @@ class BaseBenchmark:
     ) -> RunResult:
         raise AcxInternalError(f"benchmark {self.id} must override evaluate")
 
+    # ---- multi-step tasks (TaskSpec.steps): prepare_task, the run and evaluate run once per step,
+    # with ``plan.step`` the step's index ----------------------------------------------------------
+    def step_continues(self, task: TaskSpec, plan: ExecutionPlan, result: RunResult) -> bool:
+        """After step ``plan.step`` ran and was evaluated (``result``): whether the next one runs."""
+        return True
+
+    def combine_steps(self, task: TaskSpec, plan: ExecutionPlan, results: list[RunResult]) -> RunResult:
+        """The attempt's result from the results of the steps that ran (in order, at least one)."""
+        return results[-1]
+
 
 class BaseHarness:
     id: ClassVar[str]

@@ -112,10 +112,14 @@ class _Scanner:
         self.expect("]")
         if double:
             self.expect("]")
-            base = ".".join(parts)
+            # ``[[steps.verifier.collect]]`` after ``[[steps]]``: an array in the latest step
+            table = [*self._latest_elements(parts[:-1]), parts[-1]]
+            base = ".".join(table)
             index = self.array_tables.get(base, 0)
             self.array_tables[base] = index + 1
-            table = [*parts, str(index)]
+            table.append(str(index))
+            for depth in range(1, len(table)):  # the array and its parents: first declared here
+                self.record(table[:depth], start, self.i)
         else:
             table = self._latest_elements(parts)
         self.record(table, start, self.i)

@@ -16,6 +16,7 @@ import math
 import os
 import re
 import tomllib
+import unicodedata
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ from acx.ir import (
     NetworkPolicy,
     ResourceRequirements,
     TaskSpec,
+    TaskStep,
 )
 
 __all__ = ["TomlLocator", "dockerfile_workdir", "is_task_dir", "load_harbor_task", "parse_size_mib"]
@@ -220,19 +222,8 @@ def _check_layout(root: Path) -> None:
                 path=str(path),
                 help="name a regular file; acx never reads directories, FIFOs, sockets or devices as input",
             )
-    missing = [n for n in ("task.toml", "instruction.md") if not (root / n).is_file()]
-    if not (root / "tests" / "test.sh").is_file() and not (root / "tests" / "test.bat").is_file():
-        missing.append("tests/test.sh")
-    if missing and (root / "task.toml").is_file() and (root / "steps").is_dir():
-        # steps/<name>/instruction.md and steps/<name>/tests/: a multi-step task, not a broken one
-        raise _multi_step_refusal(str(root / "steps"), None)
-    if missing:
-        raise AcxPlanError(
-            f"{root} is not a Harbor task directory: missing {', '.join(missing)}",
-            code="E0410",
-            path=str(root),
-            help="a Harbor task has task.toml, instruction.md, environment/ and tests/test.sh",
-        )
+    if not (root / "task.toml").is_file():
+        raise _not_a_task(root, ["task.toml"])
     compose = next((root / "environment" / n for n in _COMPOSE_FILES if (root / "environment" / n).is_file()), None)
     if compose is not None:  # H6: sidecar services are load errors, never silently dropped
         raise AcxPlanError(
@@ -244,24 +235,32 @@ def _check_layout(root: Path) -> None:
         )
 
 
-def _multi_step_refusal(path: str, span: Span | None) -> AcxPlanError:
-    """Harbor's multi-step tasks run each step's instruction, agent and verifier in order in one
-    environment and reward each step; run as one step they would score something else."""
+def _missing_files(root: Path) -> list[str]:
+    """What a single-step task needs and ``root`` lacks."""
+    missing = [] if (root / "instruction.md").is_file() else ["instruction.md"]
+    if not (root / "tests" / "test.sh").is_file() and not (root / "tests" / "test.bat").is_file():
+        missing.append("tests/test.sh")
+    return missing
+
+
+def _not_a_task(root: Path, missing: list[str]) -> AcxPlanError:
+    steps_hint = (
+        "; its steps/ directory is used only when task.toml declares them ([[steps]] with a name each)"
+        if (root / "steps").is_dir()
+        else ""
+    )
     return AcxPlanError(
-        "multi-step Harbor tasks (`[[steps]]`, steps/<name>/instruction.md) are not supported: acx would "
-        "run one instruction and one verifier where Harbor runs every step's in order in one environment, "
-        "with a reward per step",
-        code="E0413",
-        span=span,
-        path=None if span is not None else path,
-        help="leave the task out (task_names, sample_ids or --tasks) and run it with Harbor; the single-step "
-        "tasks of the same dataset run",
+        f"{root} is not a Harbor task directory: missing {', '.join(missing)}{steps_hint}",
+        code="E0410",
+        path=str(root),
+        help="a Harbor task has task.toml, instruction.md, environment/ and tests/test.sh "
+        "(a multi-step task: [[steps]] in task.toml and steps/<name>/instruction.md)",
     )
 
 
 #: The files and directories of a task acx reads, uploads or builds from.
 _TASK_FILES = ("task.toml", "instruction.md")
-_TASK_DIRS = ("tests", "environment", "solution")
+_TASK_DIRS = ("tests", "environment", "solution", "steps")
 
 
 def _check_confined(root: Path) -> None:
@@ -356,20 +355,35 @@ def _map_task(root: Path, raw: dict[str, Any], ctx: _Ctx, *, solution_env_for_ag
 
     artifacts = _artifacts(raw, ctx)
     metadata = _metadata(root, raw, ctx, schema_version, solution_env)
+    healthcheck = _healthcheck(env.get("healthcheck"), "environment.healthcheck", ctx)
+    if healthcheck is not None:
+        metadata["healthcheck"] = healthcheck
     dockerfile = root / "environment" / "Dockerfile"
     if dockerfile.is_file():
         workdir = dockerfile_workdir(dockerfile.read_text(encoding="utf-8", errors="replace"))
         if workdir:
             metadata["dockerfile_workdir"] = workdir
-    if "steps" in raw:
-        raise _multi_step_refusal(str(root / "task.toml"), ctx.span("steps.0"))  # the first [[steps]]
-    if "multi_step_reward_strategy" in raw:
-        ctx.warn("multi_step_reward_strategy", "multi-step declaration")
+    steps = _steps(root, raw, ctx, v)
+    trajectory = root / "steps" / steps[0].name / "trajectory.json" if steps else root / "trajectory.json"
+    if trajectory.is_file():  # Harbor seeds the agent's session with it (not the oracle's)
+        ctx.warnings.append(
+            f"{trajectory}: prior agent context (an ATIF trajectory Harbor seeds the agent's session with) "
+            "is not given to the agent; ignored"
+        )
+    if steps:
+        metadata["multi_step_reward_strategy"] = raw.get("multi_step_reward_strategy") or "mean"
+    else:
+        missing = _missing_files(root)
+        if missing:
+            raise _not_a_task(root, missing)
+        if "multi_step_reward_strategy" in raw:
+            ctx.warn("multi_step_reward_strategy", "multi-step declaration in a single-step task:")
 
     category = raw.get("metadata", {}).get("category") if isinstance(raw.get("metadata"), dict) else None
     return TaskSpec(
         task_id=root.name,
-        question=_instruction(root),
+        # Harbor: a multi-step task's instruction is its steps' (a top-level instruction.md is unused).
+        question="" if steps else _instruction(root / "instruction.md"),
         category=category if isinstance(category, str) and category else "all",
         ground_truth=None,
         metadata=metadata,
@@ -395,7 +409,226 @@ def _map_task(root: Path, raw: dict[str, Any], ctx: _Ctx, *, solution_env_for_ag
         run_user=run_user,
         evaluation_user=v["user"],
         load_warnings=ctx.warnings,
+        steps=steps,
     )
+
+
+#: Harbor's ``VerifierConfig.timeout_sec`` default: a step's verifier table always has its own
+#: timeout (``step.verifier.timeout_sec`` is never None), so the task's is not inherited.
+HARBOR_VERIFIER_TIMEOUT = 600.0
+_STEP_NAME_BAD = re.compile(r'[<>:"/\\|?*\x00-\x1f\x7f]')
+_WINDOWS_DEVICE = re.compile(r"^(CON|PRN|AUX|NUL|CONIN\$|CONOUT\$|(?:COM|LPT)[1-9\u00b9\u00b2\u00b3])$", re.IGNORECASE)
+_STEP_KEYS = frozenset({"name", "agent", "verifier", "min_reward", "healthcheck", "artifacts"})
+
+
+def _refuse(ctx: _Ctx, path: str, what: str, help: str) -> AcxPlanError:
+    return ctx.error(path, f"{what} is not supported in a multi-step task", help, code="E0413")
+
+
+def _steps(
+    root: Path,
+    raw: Mapping[str, Any],
+    ctx: _Ctx,
+    task_verifier: Mapping[str, Any],
+) -> list[TaskStep]:
+    """``[[steps]]`` (Harbor's multi-step tasks) → TaskStep list; [] when the task has none."""
+    value = raw.get("steps")
+    if value is None or value == []:
+        return []
+    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+        raise ctx.error("steps", "steps must be an array of tables", 'write each step as [[steps]] with name = "..."')
+    if task_verifier["mode"] == "fresh":
+        where = "verifier.environment" if "environment" in _table(raw, "verifier", ctx) else "verifier.environment_mode"
+        raise _refuse(
+            ctx,
+            where,
+            "a separate verifier environment",
+            "acx runs a multi-step task's verifiers in the agent's environment (environment_mode = "
+            '"shared"); remove the separate verifier, or leave the task out (task_names, sample_ids, --tasks)',
+        )
+    strategy = raw.get("multi_step_reward_strategy")
+    if strategy is not None and strategy not in ("mean", "final"):
+        raise ctx.error(
+            "multi_step_reward_strategy", f"unknown multi_step_reward_strategy {strategy!r}", 'use "mean" or "final"'
+        )
+    seen: dict[str, int] = {}
+    steps = []
+    for i, item in enumerate(value):
+        step = _step(root, item, f"steps.{i}", ctx, task_verifier)
+        key = unicodedata.normalize("NFC", step.name).casefold()
+        if key in seen:
+            raise ctx.error(
+                f"steps.{i}.name",
+                f"step name {step.name!r} repeats step {seen[key] + 1}'s (names are compared ignoring case)",
+                "give every step its own directory name under steps/",
+            )
+        seen[key] = i
+        steps.append(step)
+    return steps
+
+
+def _step_name(item: Mapping[str, Any], path: str, ctx: _Ctx) -> str:
+    name = item.get("name")
+    if (
+        not isinstance(name, str)
+        or not name.strip()
+        or name in (".", "..")
+        or name.endswith((".", " "))
+        or _STEP_NAME_BAD.search(name)
+        or _WINDOWS_DEVICE.fullmatch(name.partition(".")[0].rstrip(" "))
+        or len(name.encode("utf-8")) > 255
+    ):
+        raise ctx.error(
+            f"{path}.name",
+            f"a step needs a name that is a portable directory name, got {name!r}",
+            'e.g. name = "setup-db": no path separators, control or reserved characters, trailing dots or spaces',
+        )
+    return name
+
+
+def _step(root: Path, item: Mapping[str, Any], path: str, ctx: _Ctx, task_verifier: Mapping[str, Any]) -> TaskStep:
+    name = _step_name(item, path, ctx)
+    for key in item:
+        if key not in _STEP_KEYS:
+            ctx.warn(f"{path}.{key}", "unknown declaration")
+    agent = _table(item, "agent", ctx) if "agent" in item else {}
+    verifier = _table(item, "verifier", ctx) if "verifier" in item else {}
+    for key in agent:
+        if key not in ("timeout_sec", "user", "network_mode", "allowed_hosts"):
+            ctx.warn(f"{path}.agent.{key}", "unknown declaration")
+    if verifier.get("environment_mode") not in (None, "shared", "separate"):
+        raise ctx.error(
+            f"{path}.verifier.environment_mode",
+            f"unknown environment_mode {verifier['environment_mode']!r}",
+            'use "shared" (evaluate in the agent environment) or "separate" (fresh verifier)',
+        )
+    if verifier.get("environment_mode") == "separate" or "environment" in verifier:
+        key = "environment" if "environment" in verifier else "environment_mode"
+        raise _refuse(
+            ctx,
+            f"{path}.verifier.{key}",
+            "a separate verifier environment",
+            "acx runs each step's verifier in the agent's environment: remove it (environment_mode = "
+            '"shared" is the default), or leave the task out',
+        )
+    for key in verifier:
+        if key not in ("timeout_sec", "user", "env", "environment_mode", "collect", "network_mode", "allowed_hosts"):
+            ctx.warn(f"{path}.verifier.{key}", "unknown declaration")
+    step_env = _str_map(verifier.get("env"), f"{path}.verifier.env", ctx)
+    return TaskStep(
+        name=name,
+        question=_instruction(_step_file(root, name, "instruction.md", path, ctx)),
+        run_timeout_seconds=_timeout(agent, f"{path}.agent.timeout_sec", ctx),
+        evaluation_timeout_seconds=(
+            _seconds(verifier["timeout_sec"], f"{path}.verifier.timeout_sec", ctx)
+            if "timeout_sec" in verifier
+            else HARBOR_VERIFIER_TIMEOUT
+        ),
+        run_user=_user(agent, f"{path}.agent", ctx),
+        evaluation_user=_user(verifier, f"{path}.verifier", ctx),
+        # Harbor's _explicit_phase_policy: the step's own phase policy, else the task's.
+        run_network_policy=_network(agent, f"{path}.agent", ctx),
+        evaluation_network_policy=_network(verifier, f"{path}.verifier", ctx),
+        # Harbor merges the step's verifier.env over the task's.
+        evaluation_env_variables={**task_verifier["env"], **step_env} if step_env else None,
+        min_reward=_min_reward(item.get("min_reward"), f"{path}.min_reward", ctx),
+        # Collected after the step's agent with the task's (Harbor's _collect_step_artifacts).
+        artifacts=_artifacts(item, ctx, f"{path}.artifacts") or [],
+        artifact_collect=_collect(verifier.get("collect"), ctx, f"{path}.verifier.collect") or [],
+        metadata=_step_paths(root, name, path, ctx, _healthcheck(item.get("healthcheck"), f"{path}.healthcheck", ctx)),
+    )
+
+
+def _step_file(root: Path, name: str, rel: str, path: str, ctx: _Ctx) -> Path:
+    file = root / "steps" / name / rel
+    if not file.is_file():
+        raise ctx.error(
+            f"{path}.name",
+            f"step {name!r} has no steps/{name}/{rel}",
+            f"add {root / 'steps' / name / rel}, or fix the step's name",
+            code="E0410",
+        )
+    return file
+
+
+def _step_paths(root: Path, name: str, path: str, ctx: _Ctx, healthcheck: dict[str, Any] | None) -> dict[str, Any]:
+    """The step's tests (over the task's), solution and workdir, as Harbor's TaskPaths finds them."""
+    step_dir = root / "steps" / name
+    has_step_test = (step_dir / "tests" / "test.sh").is_file()
+    if not has_step_test and not (root / "tests" / "test.sh").is_file():
+        raise ctx.error(
+            f"{path}.name",
+            f"step {name!r} has no test script: neither steps/{name}/tests/test.sh nor tests/test.sh",
+            f"add {step_dir / 'tests' / 'test.sh'} (or a tests/test.sh shared by the steps)",
+            code="E0410",
+        )
+    meta: dict[str, Any] = {"step_dir": str(step_dir.resolve())}
+    if (step_dir / "tests").is_dir():
+        meta["tests_dir"] = str((step_dir / "tests").resolve())
+    # The step's own tests/test.sh, else the task's (Harbor's Verifier._resolve_tests).
+    meta["test_script"] = f"steps/{name}/tests/test.sh" if has_step_test else "tests/test.sh"
+    if (step_dir / "solution").is_dir():  # the oracle uses it instead of solution/ (it must hold solve.sh)
+        meta["solve_script"] = f"steps/{name}/solution/solve.sh"
+    if (step_dir / "workdir").is_dir():
+        meta["workdir_dir"] = str((step_dir / "workdir").resolve())
+    if healthcheck is not None:  # run after the step's set-up, before its agent
+        meta["healthcheck"] = healthcheck
+    return meta
+
+
+#: Harbor's HealthcheckConfig fields and defaults (Docker HEALTHCHECK semantics).
+_HEALTHCHECK_DEFAULTS = {
+    "interval_sec": 5.0,
+    "timeout_sec": 30.0,
+    "start_period_sec": 0.0,
+    "start_interval_sec": 5.0,
+    "retries": 3,
+}
+
+
+def _healthcheck(value: Any, path: str, ctx: _Ctx) -> dict[str, Any] | None:
+    """A ``healthcheck`` table → its fields with Harbor's defaults (run by the Harbor runtime)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ctx.error(
+            path, "healthcheck must be a table", 'e.g. [environment.healthcheck] command = "test -f /ready"'
+        )
+    command = value.get("command")
+    if not isinstance(command, str) or not command.strip():
+        raise ctx.error(
+            f"{path}.command", "a healthcheck needs a non-empty `command`", 'e.g. command = "test -f /ready"'
+        )
+    out: dict[str, Any] = {"command": command}
+    for key, default in _HEALTHCHECK_DEFAULTS.items():
+        v = value.get(key, default)
+        if key == "retries":
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise ctx.error(f"{path}.{key}", f"retries must be an integer, got {v!r}", "e.g. retries = 3")
+        elif isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
+            raise ctx.error(
+                f"{path}.{key}", f"{key} must be a non-negative number of seconds, got {v!r}", f"e.g. {key} = 5"
+            )
+        out[key] = v
+    for key in value:
+        if key != "command" and key not in _HEALTHCHECK_DEFAULTS:
+            ctx.warn(f"{path}.{key}", "unknown declaration")
+    return out
+
+
+def _min_reward(value: Any, path: str, ctx: _Ctx) -> dict[str, float] | None:
+    """A number gates the ``reward`` key, a table each key it names (Harbor's StepConfig)."""
+    if value is None:
+        return None
+
+    def number(v: Any, where: str) -> float:
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+            raise ctx.error(where, f"min_reward must be a finite number, got {v!r}", "e.g. min_reward = 1.0")
+        return float(v)
+
+    if isinstance(value, dict):
+        return {str(k): number(v, f"{path}.{k}") for k, v in value.items()}
+    return {"reward": number(value, path)}
 
 
 def _schema_version(raw: dict[str, Any], ctx: _Ctx) -> str | None:
@@ -420,9 +653,9 @@ def _table(raw: Mapping[str, Any], key: str, ctx: _Ctx) -> dict[str, Any]:
     return value
 
 
-def _instruction(root: Path) -> str:
-    """instruction.md with leading canary comment lines stripped (as Harbor does)."""
-    lines = _read_text(root / "instruction.md").splitlines()
+def _instruction(path: Path) -> str:
+    """An instruction.md with leading canary comment lines stripped (as Harbor does)."""
+    lines = _read_text(path).splitlines()
     while lines and ("canary" in lines[0].lower() and lines[0].lstrip().startswith(("<!--", "#"))):
         lines.pop(0)
     return "\n".join(lines).strip("\n")
@@ -661,7 +894,7 @@ _ENV_MAPPED = frozenset(
 
 def _warn_env_extras(env: Mapping[str, Any], path: str, ctx: _Ctx) -> None:
     for key, value in env.items():
-        if key in _ENV_MAPPED:
+        if key in _ENV_MAPPED or (key == "healthcheck" and path == "environment"):  # run by the runtime
             continue
         if key in ("healthcheck", "mcp_servers", "skills_dir"):
             if value not in (None, [], {}):
@@ -735,19 +968,19 @@ def _verifier(verifier: Mapping[str, Any], ctx: _Ctx) -> dict[str, Any]:
     return out
 
 
-def _collect(value: Any, ctx: _Ctx) -> list[ArtifactCollectCommand] | None:
+def _collect(value: Any, ctx: _Ctx, where: str = "verifier.collect") -> list[ArtifactCollectCommand] | None:
     """``[[verifier.collect]]`` → artifact_collect; sidecars, ``user`` and unknown fields are errors (H6)."""
     if value is None:
         return None
     if not isinstance(value, list):
         raise ctx.error(
-            "verifier.collect",
-            "verifier.collect must be an array of tables",
+            where,
+            f"{where} must be an array of tables",
             "write each command as [[verifier.collect]]",
         )
     out: list[ArtifactCollectCommand] = []
     for i, item in enumerate(value):
-        path = f"verifier.collect.{i}"
+        path = f"{where}.{i}"
         if not isinstance(item, dict):
             raise ctx.error(path, "each verifier.collect entry must be a table", "use [[verifier.collect]]")
         for key in item:
@@ -785,13 +1018,13 @@ def _collect(value: Any, ctx: _Ctx) -> list[ArtifactCollectCommand] | None:
     return out
 
 
-def _artifacts(raw: Mapping[str, Any], ctx: _Ctx) -> list[ArtifactSpec] | None:
+def _artifacts(raw: Mapping[str, Any], ctx: _Ctx, where: str = "artifacts") -> list[ArtifactSpec] | None:
     value = raw.get("artifacts")
     if value is None:
         return None
     if not isinstance(value, list):
-        raise ctx.error("artifacts", "artifacts must be a list", 'e.g. artifacts = ["/app/out.txt"]')
-    return [_artifact(item, f"artifacts.{i}", ctx) for i, item in enumerate(value)]
+        raise ctx.error(where, "artifacts must be a list", 'e.g. artifacts = ["/app/out.txt"]')
+    return [_artifact(item, f"{where}.{i}", ctx) for i, item in enumerate(value)]
 
 
 def _artifact(item: Any, path: str, ctx: _Ctx) -> ArtifactSpec:

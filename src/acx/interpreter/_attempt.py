@@ -53,13 +53,14 @@ from acx.ir import (
     PreparedTask,
     RunRequest,
     RunResult,
+    StepPlan,
     TaskSpec,
     status_from_issues,
     to_builtins,
 )
 from acx.secrets import Scrubber
 
-__all__ = ["AttemptRunner", "RequestContext", "Scrubber", "retry_reason"]
+__all__ = ["AttemptRunner", "RequestContext", "Scrubber", "retry_reason", "step_view"]
 
 log = logging.getLogger("acx.interpreter")
 
@@ -200,6 +201,9 @@ class AttemptRunner:
             (self.eval_env, env.evaluation_env_variables),
         ):
             ctx.scrub.add(m, raw=raw, environ=ctx.environ)
+        #: Where the harness's model calls and the judge's are written: the attempt's directory,
+        #: ``steps/<name>/`` in it while a step of a multi-step task runs.
+        self.record_dir: Path | None = None
         #: Set by :meth:`find_recovery`: the checkpoint to evaluate from, or why there is none.
         self.recovery: _checkpoint.Recovery | None = None
         self.refused: str | None = None
@@ -538,7 +542,9 @@ class AttemptRunner:
         async with ctx.limits.provider_slot(plan.environment.id):
             try:
                 session = await self._open(t, plan.environment, "run", self._baseline(plan.environment))
-                if session is not None:
+                if session is not None and plan.steps:
+                    await self._run_steps(t, session)
+                elif session is not None:
                     await self._run_stage(t, session)
                     if t.run_ok and plan.collect_artifacts:
                         await self._collect_artifacts(t, session)
@@ -548,7 +554,9 @@ class AttemptRunner:
             finally:
                 if session is not None:
                     await self._release(t, session)
-        if t.run_ok and t.result is not None and mode in _checkpoint.RECOVERABLE_MODES:
+        if plan.steps:  # verified step by step in the run session: nothing left to evaluate
+            pass
+        elif t.run_ok and t.result is not None and mode in _checkpoint.RECOVERABLE_MODES:
             await self._save_checkpoint(t)
         if t.run_ok and t.result is not None and mode == "none":
             await self._evaluate(t, None, switch=False)
@@ -556,6 +564,49 @@ class AttemptRunner:
             await self._fresh_evaluation(t)
         t.telemetry["wall_seconds"] = round(time.monotonic() - started, 3)
         return t
+
+    async def _run_steps(self, t: _Try, session: Session) -> None:
+        """A multi-step task: each step's prepare_task, agent run and evaluation in order in this one
+        session (Harbor's MultiStepTrial), the plan seen through the step's view. The benchmark
+        says whether the next step runs and combines the steps' results into the attempt's."""
+        whole, eval_env = self.plan, self.eval_env
+        results: list[RunResult] = []
+        last = len(whole.steps) - 1
+        try:
+            for index, step in enumerate(whole.steps):
+                st = _Try(t.number)
+                self.plan = step_view(whole, index)
+                self.eval_env = self._step_eval_env(step, eval_env)
+                self.record_dir = self.attempt_dir / "steps" / _step_dir_name(step.name)
+                self.ctx.emit(
+                    "step_started",
+                    task_id=self.task.task_id,
+                    attempt=self.attempt,
+                    payload={"step": step.name, "index": index + 1, "of": last + 1},
+                )
+                await self._run_stage(st, session)
+                if st.run_ok and self.plan.collect_artifacts:  # after the step's agent, before its verifier
+                    await self._collect_artifacts(st, session, self.record_dir)
+                await self._end_run_policy(st, session)
+                if st.run_ok and st.result is not None:
+                    await self._evaluate(st, session, switch=True)
+                if t.prepared is None:
+                    t.prepared = st.prepared
+                results.append(self._final(st))
+                if index < last and not self.ctx.benchmark.step_continues(self.task, self.plan, results[-1]):
+                    break
+        finally:
+            self.plan, self.eval_env, self.record_dir = whole, eval_env, None
+        t.prepared = t.prepared or PreparedTask(task_id=self.task.task_id, category=self.task.category)
+        t.result = t.evaluated = self.ctx.benchmark.combine_steps(self.task, whole, results)
+
+    def _step_eval_env(self, step: StepPlan, task_env: dict[str, str]) -> dict[str, str]:
+        """A step's own verifier variables (resolved right before use, V1), else the task's."""
+        if step.evaluation_env_variables is None:
+            return task_env
+        resolved = resolve_map(step.evaluation_env_variables, self.ctx.environ)
+        self.ctx.scrub.add(resolved, raw=step.evaluation_env_variables, environ=self.ctx.environ)
+        return resolved
 
     def _baseline(self, env: EnvironmentSpec) -> NetworkPolicy:
         return env.baseline_network_policy or _PUBLIC
@@ -868,7 +919,9 @@ class AttemptRunner:
             # solution) ran nothing worth grading: like a raised one, it skips evaluation.
             t.run_ok = False
         if models is not None:
-            t.result, t.transcript_sha256 = await merge_into_result(t.result, models, self.attempt_dir, ctx.scrub)
+            t.result, t.transcript_sha256 = await merge_into_result(
+                t.result, models, self.record_dir or self.attempt_dir, ctx.scrub
+            )
 
     async def _install_agent(self, t: _Try, session: Session, hctx: HarnessContext) -> bool:
         """The ``install_agent`` phase: its own budget B from the plan (the harness clips its
@@ -919,15 +972,17 @@ class AttemptRunner:
             emit=emit,
         )
 
-    async def _collect_artifacts(self, t: _Try, session: Session) -> None:
+    async def _collect_artifacts(self, t: _Try, session: Session, into: Path | None = None) -> None:
+        """Into the attempt's directory (``into``: a multi-step task's step directory)."""
         try:
             from acx.interpreter import _artifacts  # written by the docker engineer
         except ImportError:
             return
         self.phase("collect_artifacts")
+        target = into or self.attempt_dir
         try:
-            self.attempt_dir.mkdir(parents=True, exist_ok=True)
-            outcome = await _artifacts.collect(session, self.plan, self.attempt_dir, scrub=self.ctx.scrub)
+            target.mkdir(parents=True, exist_ok=True)
+            outcome = await _artifacts.collect(session, self.plan, target, scrub=self.ctx.scrub)
         except Exception as exc:
             t.add("fatal", "collect", "artifact_transfer_failed", self._msg(exc))
             return
@@ -970,9 +1025,10 @@ class AttemptRunner:
             if judge.calls:  # the gateway's own record of the grading calls (attempts, timing, usage)
                 from acx.interpreter._fs import atomic_write_json
 
-                self.attempt_dir.mkdir(parents=True, exist_ok=True)
+                record_dir = self.record_dir or self.attempt_dir
+                record_dir.mkdir(parents=True, exist_ok=True)
                 atomic_write_json(
-                    self.attempt_dir / "judge_calls.json",
+                    record_dir / "judge_calls.json",
                     ctx.scrub.tree({"schema_version": "acx.model_calls.v1", "calls": judge.transcript()}),
                 )
         if scope.cancelled_caught:
@@ -1077,3 +1133,34 @@ def _deadline(seconds: float | None) -> Any:
     if seconds is None or not math.isfinite(seconds):
         return _nullscope()
     return trio.move_on_after(seconds)
+
+
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def _step_dir_name(name: str) -> str:
+    """``steps/<name>/`` as Harbor names it; a name that is not plain gets the safe hashed form."""
+    return name if _PLAIN_NAME.fullmatch(name) else task_dir_name(name)
+
+
+def step_view(plan: ExecutionPlan, index: int) -> ExecutionPlan:
+    """The plan as step ``index`` of a multi-step task runs it: the step's budgets, users and
+    verifier variables; the agent is installed once, before the first step."""
+    step = plan.steps[index]
+    env = plan.environment
+    if step.evaluation_env_variables is not None:
+        env = msgspec.structs.replace(env, evaluation_env_variables=step.evaluation_env_variables)
+    return msgspec.structs.replace(
+        plan,
+        step=index,
+        environment=env,
+        run_timeout_seconds=step.run_timeout_seconds,
+        evaluation_timeout_seconds=step.evaluation_timeout_seconds,
+        run_user=step.run_user,
+        evaluation_user=step.evaluation_user,
+        run_network_policy=step.run_network_policy or plan.run_network_policy,
+        evaluation_network_policy=step.evaluation_network_policy or plan.evaluation_network_policy,
+        install_timeout_seconds=plan.install_timeout_seconds if index == 0 else None,
+        artifacts=[*plan.artifacts, *step.artifacts],
+        artifact_collect=[*plan.artifact_collect, *step.artifact_collect],
+    )

@@ -40,6 +40,7 @@ EVENT_NAMES = (
     "execution_plan_resolved",
     "phase_changed",
     "attempt_retry",
+    "step_started",
     "recovery_refused",
     "attempt_finished",
     "partial_saved",

@@ -510,6 +510,8 @@ class _RequestRun:
             "retry_counts": {str(a.attempt): a.retry_count for a in attempts},
             "state": state,
         }
+        if task.steps:  # a multi-step task: each step's own instruction, in order
+            task_json["steps"] = [{"name": s.name, "instruction": self.ctx.scrub(s.question)} for s in task.steps]
         await self.store.durably(self.store.finalize_task, task.task_id, state, task_json, requires=written)
         self.outcomes[task.task_id] = TaskOutcome(task.task_id, task.category, attempts, state)
         summary = ", ".join(f"{k}={v}" for k, v in (attempts[-1].metrics.items() if attempts else []))

@@ -69,6 +69,9 @@ from acx.ir._plan import (
     PreparedTask as PreparedTask,
 )
 from acx.ir._plan import (
+    StepPlan as StepPlan,
+)
+from acx.ir._plan import (
     TaskInput as TaskInput,
 )
 from acx.ir._plan import (
@@ -76,6 +79,9 @@ from acx.ir._plan import (
 )
 from acx.ir._plan import (
     TaskSpec as TaskSpec,
+)
+from acx.ir._plan import (
+    TaskStep as TaskStep,
 )
 from acx.ir._plan import (
     UnsetType as UnsetType,
@@ -189,10 +195,12 @@ __all__ = [
     "RunResult",
     "RunRuntimeSpec",
     "SourceKind",
+    "StepPlan",
     "TaskInput",
     "TaskOutput",
     "TaskSpec",
     "TaskStatus",
+    "TaskStep",
     "UnsetType",
     "canonical_json",
     "content_hash",

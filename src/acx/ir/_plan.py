@@ -31,14 +31,40 @@ __all__ = [
     "Message",
     "OutputFileSpec",
     "PreparedTask",
+    "StepPlan",
     "TaskInput",
     "TaskOutput",
     "TaskSpec",
+    "TaskStep",
     "UnsetType",
 ]
 
 EvaluationMode = Literal["none", "reuse", "fresh"]
 OptSeconds = float | None | UnsetType
+
+
+class TaskStep(IRStruct, frozen=True):
+    """One step of a multi-step task (Harbor's ``[[steps]]``): its own instruction, agent run and
+    verifier, in order in the task's one environment. Unset fields inherit the task's."""
+
+    name: str
+    question: str = ""
+    run_timeout_seconds: OptSeconds = UNSET
+    evaluation_timeout_seconds: OptSeconds = UNSET
+    run_user: str | None = None
+    evaluation_user: str | None = None
+    #: The step's own agent / verifier phase policies; None = the task's.
+    run_network_policy: NetworkPolicy | None = None
+    evaluation_network_policy: NetworkPolicy | None = None
+    #: None = the task's ``evaluation_env_variables``; a mapping replaces them for this step.
+    evaluation_env_variables: dict[str, str] | None = None
+    #: The remaining steps are skipped when a key's reward is below its threshold (or missing).
+    min_reward: dict[str, float] | None = None
+    #: Collected after the step's agent, with the task's (into the step's own directory).
+    artifacts: list[ArtifactSpec] = []
+    artifact_collect: list[ArtifactCollectCommand] = []
+    #: Benchmark-private paths and files of the step (tests, solution, workdir).
+    metadata: dict[str, Any] = {}
 
 
 class TaskSpec(IRStruct, frozen=True):
@@ -76,6 +102,8 @@ class TaskSpec(IRStruct, frozen=True):
     run_user: str | None = None
     evaluation_user: str | None = None
     load_warnings: list[str] = []
+    #: A multi-step task's steps, run in order in one environment; [] = a single-step task.
+    steps: list[TaskStep] = []
 
 
 class BenchmarkPlan(IRStruct, frozen=True):
@@ -130,6 +158,29 @@ class ExecutionPlan(IRStruct, frozen=True):
     run_user: str | None = None
     #: The sandbox user the evaluation runs as; None = the image's default.
     evaluation_user: str | None = None
+    #: A multi-step task's steps (agent run then verification each, in one environment); [] = one.
+    steps: list[StepPlan] = []
+    #: Set only in the interpreter's view of the plan for one step: its index into ``steps``.
+    step: int | None = None
+
+
+class StepPlan(IRStruct, frozen=True):
+    """One step of a multi-step plan: the step's resolved budgets and users (T5)."""
+
+    name: str
+    run_timeout_seconds: float | None = None
+    evaluation_timeout_seconds: float | None = None
+    run_user: str | None = None
+    evaluation_user: str | None = None
+    #: The step's agent / verifier phase policies when they differ from the plan's; None = the plan's.
+    run_network_policy: NetworkPolicy | None = None
+    evaluation_network_policy: NetworkPolicy | None = None
+    #: None = the environment's evaluation variables; names only resolve right before use (V1).
+    evaluation_env_variables: dict[str, str] | None = None
+    min_reward: dict[str, float] | None = None
+    #: Collected with the plan's after the step's agent, into ``attempt-N/steps/<name>/``.
+    artifacts: list[ArtifactSpec] = []
+    artifact_collect: list[ArtifactCollectCommand] = []
 
 
 class FileRef(IRStruct, frozen=True):

@@ -2,8 +2,9 @@
 
 The solution directory is uploaded to ``/solution`` in the sandbox and ``bash
 /solution/<script>`` runs in the task workdir under the run budget T, with the run scope's
-variables. It needs a driver with an isolated filesystem (Harbor tasks are refused on
-``host_process`` at planning).
+variables. In a multi-step task, a step with its own ``steps/<name>/solution/`` runs its
+``solve.sh``; the others run the task's. It needs a driver with an isolated filesystem (Harbor
+tasks are refused on ``host_process`` at planning).
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ class OracleHarness(BaseHarness):
                     )
                 ],
             )
-        script = Path(task_dir) / self.config.solve_script
+        # A multi-step task's step with a solution/ of its own runs that one (Harbor's OracleAgent).
+        script = Path(task_dir) / (prepared.metadata.get("solve_script") or self.config.solve_script)
         if not script.is_file():
             return RunResult(
                 task_id=prepared.task_id,
@@ -56,7 +58,8 @@ class OracleHarness(BaseHarness):
                         severity="fatal",
                         phase="setup",
                         code="input_missing",
-                        message=f"the task has no solution script {self.config.solve_script}",
+                        message="the task has no solution script "
+                        f"{prepared.metadata.get('solve_script') or self.config.solve_script}",
                     )
                 ],
             )

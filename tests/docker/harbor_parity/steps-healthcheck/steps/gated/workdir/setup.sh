@@ -1,0 +1,3 @@
+#!/bin/bash
+[ -f /app/go ] && touch /app/ready
+true

@@ -1,0 +1,2 @@
+#!/bin/bash
+echo gamma >> /app/notes.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+echo alpha > /app/notes.txt
