@@ -1,5 +1,6 @@
-"""`acx run` with the model-call cache (issue 26): `react` (host-side) and an installed agent
-(the `command` harness running a script that streams through the real `openai` SDK) run once
+"""`acx run` with the model-call cache (issue 26): `react` (host-side) and an in-sandbox agent (a
+script that streams through the real `openai` SDK, run by the `command` harness and as a
+user-defined `installed_agent` with an install phase) run once
 with `cache: write`, then with `cache: replay` with the model server stopped — same answers,
 scores and trajectories (timestamps aside), nothing paid; a changed scorer re-run with `read`
 makes no upstream call; cached calls counted apart in result.json, metrics.json, summary.md and
@@ -111,6 +112,8 @@ def assert_key_nowhere(root: Path) -> None:
 
 REACT = "{id: react}"
 COMMAND = '{id: command, command: "python3 $ACX_SPEC_DIR/agent.py"}'
+# The same SDK script as a user-defined installed agent (install phase, then its command).
+INSTALLED = '{id: installed_agent, install: "python3 -c \'import openai\'", command: "python3 $ACX_SPEC_DIR/agent.py"}'
 
 
 def react_script() -> list[Any]:
@@ -131,9 +134,11 @@ def command_script() -> list[Any]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("harness", "script"), [(REACT, react_script), (COMMAND, command_script)])
+@pytest.mark.parametrize(
+    ("harness", "script"), [(REACT, react_script), (COMMAND, command_script), (INSTALLED, command_script)]
+)
 def test_write_then_replay_with_the_server_stopped(tmp_path: Path, harness: str, script: Any) -> None:
-    if harness == COMMAND:
+    if harness in (COMMAND, INSTALLED):
         pytest.importorskip("openai")
     with FakeModelServer(script(), default=None) as srv:
         base = srv.base_url
