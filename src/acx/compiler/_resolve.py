@@ -466,8 +466,11 @@ class _Resolver:
             used.extend(frags)
             return frags
 
-        model, p = self.simple(ModelSpec, "model", section("model"), label, req_span)
+        model_frags = section("model")
+        model, p = self.simple(ModelSpec, "model", model_frags, label, req_span)
         prov.update(p)
+        if model is not None:
+            self.check_cache_used(model, model_frags, label, req_span)
         benchmark, p = self.component("benchmark", section("benchmark"), label, req_span, used)
         prov.update(p)
         harness_frags = section("harness")
@@ -508,6 +511,28 @@ class _Resolver:
             metadata=metadata,
         )
         return name, request, prov
+
+    def check_cache_used(self, model: ModelSpec, frags: list[_Frag], label: str, fallback: Span | None) -> None:
+        """W0306: a cache directory or size bound while every role's ``cache`` is ``off`` is
+        accepted but does nothing (nothing silently ignored: say so where it is written)."""
+        if model.cache != "off" or any(r.cache != "off" for r in model.roles.values()):
+            return
+        for key in ("cache_dir", "cache_max_bytes"):
+            if getattr(model, key) is None:
+                continue
+            span = next((f.key_span((key,)) for f in reversed(frags) if key in f.data), None)
+            self.diagnostics.append(
+                Diagnostic(
+                    code="W0306",
+                    severity="warning",
+                    message=f"{label}: `model.{key}` is set but no model role uses the model-call cache "
+                    "(every `cache` is `off`), so it has no effect",
+                    span=span or fallback,
+                    path=f"model.{key}",
+                    help="set `cache: read-write` (or read, write, replay) on `model` or a `model.roles` entry, "
+                    f"or remove `{key}`",
+                )
+            )
 
     def require_model(
         self,
