@@ -280,6 +280,18 @@ def _budget_line(plan: Any, harness_free: bool, full: bool = False) -> str:
     return " · ".join(parts)
 
 
+def _install_text(plan: Any) -> str:
+    """Where the agent is installed: once per cache key (docker) or in every attempt, and why."""
+    if plan.install_cache_key:
+        return (
+            f"once per base image (install cache, key {plan.install_cache_key} + the uploads' content, "
+            "the install's variables and the image digest at run time)"
+        )
+    if plan.harness_plan.install_cache_key is None:
+        return "in every attempt (install_cache = false)"
+    return f"in every attempt (driver {plan.environment.id} cannot cache installs)"
+
+
 def _resources_text(resources: Any) -> str:
     res = {k: v for k, v in _builtins(resources).items() if v not in (None, False)}
     return ", ".join(f"{k} {v}" for k, v in res.items())
@@ -340,6 +352,8 @@ def _task_lines(plan: Any, *, full: bool, harness_free: bool) -> list[str]:
             )
         )
     lines.append(("budgets", _budget_line(plan, harness_free, full)))
+    if plan.install_timeout_seconds:
+        lines.append(("install", _install_text(plan)))
     if plan.collect_artifacts or full:
         lines.append(("artifacts", _artifacts_text(plan, full)))
     names = sorted(set(env.env_variables) | set(env.run_env_variables) | set(env.evaluation_env_variables))

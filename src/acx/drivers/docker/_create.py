@@ -16,7 +16,7 @@ from typing import Any
 
 import trio
 
-from acx.drivers._base import OpenRequest, Session, SessionRecord
+from acx.drivers._base import CachedInstall, Installer, OpenRequest, Session, SessionRecord
 from acx.drivers._owner import host_name, proc_start_time
 from acx.drivers._specs import DockerConfig
 from acx.drivers.docker._build import ImageBuilder
@@ -85,6 +85,15 @@ class DockerDriver(ImageBuilder):
         #: The engine's reason for refusing ``storage_opt`` once it did (not asked again).
         self._storage_refused: str | None = None
         self._storage_warned = False
+        #: Install-cache image tag → the lock its one install holds (acx.drivers.docker._install).
+        self._install_locks: dict[str, trio.Lock] = {}
+
+    async def cached_install(self, request: OpenRequest, key: str, install: Installer) -> CachedInstall | None:
+        """The install cache (``DriverCapabilities.install_cache``): an image per base image digest
+        × install key, committed from a throwaway container after a successful install."""
+        from acx.drivers.docker._install import cached_install
+
+        return await cached_install(self, request, key, install)
 
     async def _sweep_once(self) -> None:
         """Before this process opens its first sandbox, remove what crashed runs left behind.
