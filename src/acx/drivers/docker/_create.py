@@ -85,8 +85,6 @@ class DockerDriver(ImageBuilder):
         #: The engine's reason for refusing ``storage_opt`` once it did (not asked again).
         self._storage_refused: str | None = None
         self._storage_warned = False
-        #: Install-cache image tag → the lock its one install holds (acx.drivers.docker._install).
-        self._install_locks: dict[str, trio.Lock] = {}
 
     async def cached_install(self, request: OpenRequest, key: str, install: Installer) -> CachedInstall | None:
         """The install cache (``DriverCapabilities.install_cache``): an image per base image digest

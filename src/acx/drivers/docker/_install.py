@@ -36,6 +36,10 @@ _REPOSITORY = "acx-install"
 _KEPT_CONFIG = ("Env", "WorkingDir", "User", "ExposedPorts", "Volumes", "StopSignal", "Healthcheck", "Shell")
 
 
+#: (trio run, engine, image tag) → the lock the one install of that key holds.
+_LOCKS: dict[tuple[object, str | None, str], trio.Lock] = {}
+
+
 def full_key(install_key: str, base_digest: str) -> str:
     """The cache key of one install on one base image (what the image tag carries)."""
     return hashlib.sha256(f"{install_key}\0{base_digest}".encode()).hexdigest()[:32]
@@ -50,7 +54,9 @@ async def cached_install(driver: Any, request: OpenRequest, key: str, install: I
         digest = await driver._call(_image_id, client, base)
     full = full_key(key, digest)
     tag = f"{_REPOSITORY}/{full}:latest"
-    lock = driver._install_locks.setdefault(tag, trio.Lock())
+    # Process-wide (per trio run and engine), not per driver: every request of a run has its own
+    # driver instance, and the requests of one run can share a key.
+    lock = _LOCKS.setdefault((trio.lowlevel.current_trio_token(), driver.config.docker_host, tag), trio.Lock())
     async with lock:
         if await driver._call(_image_id, client, tag, missing_ok=True):
             return CachedInstall(image=tag, key=full, cached=True)
