@@ -87,10 +87,16 @@ def _package(agent: str) -> Path:
 
 @pytest.fixture(scope="module")
 def agents_image() -> str:
-    """``acx-test/bookworm`` with the host's ``node``; tagged by the binary's hash, built once."""
-    node = shutil.which("node")
-    if node is None:
+    if shutil.which("node") is None:
         _require("no node on the host (Codex's launcher is a Node script)")
+    return build_agents_image()
+
+
+def build_agents_image() -> str:
+    """``acx-test/bookworm`` with the host's ``node``; tagged by the binary's hash, built once
+    (also used by bench/agent_install.py)."""
+    node = shutil.which("node")
+    assert node is not None
     node_path = Path(node).resolve()
     digest = hashlib.sha256(node_path.read_bytes()).hexdigest()[:12]
     tag = f"acx-test/agents-node:{digest}"
