@@ -20,6 +20,10 @@
 #   ACX_REQUIRE_AIDER=1   a failed install of the real aider (PyPI aider-chat, pinned in
 #                         tests/agents/test_aider_real.py, which installs it) fails its tests
 #                         instead of skipping them (set by .ci/run).
+#   ACX_REQUIRE_AGENTS=1  a failed host-side fetch of the agent compatibility suite's packages (the
+#                         pinned Claude Code and Codex npm packages, mini-swe-agent's and pip's
+#                         wheels; versions in tests/docker/test_agent_compat.py; into .pytest_cache/)
+#                         fails the run instead of skipping tests/docker/test_agent_compat.py (set by .ci/run).
 #   ACX_TEST_STRESS=1     run pytest while one CPU burner per core keeps the machine busy (every
 #                         bound in the tests must hold under load; not part of every CI run).
 set -euo pipefail
@@ -112,6 +116,37 @@ if ! "$OPENCODE_CACHE/node_modules/.bin/opencode" --version >/dev/null 2>&1; the
         exit 1
     fi
     echo "!!! WARNING: no OpenCode CLI: its end-to-end tests will be SKIPPED !!!" >&2
+echo "==> the agent compatibility suite's packages (tests/docker/test_agent_compat.py)"
+# Fetched on the host: inside a docker build npm and PyPI are not reachable. The suite uploads them
+# into the sandbox and installs them offline (once per image: the install cache).
+compat_version() { sed -n "s/^$1 = \"\(.*\)\"\$/\1/p" tests/docker/test_agent_compat.py; }
+COMPAT_CODEX="$(compat_version CODEX_VERSION)"
+COMPAT_CLAUDE="$(compat_version CLAUDE_VERSION)"
+COMPAT_MINI="$(compat_version MINI_VERSION)"
+compat_ok=1
+for spec in "codex-${COMPAT_CODEX}:@openai/codex@${COMPAT_CODEX}:codex" \
+            "claude-code-${COMPAT_CLAUDE}:@anthropic-ai/claude-code@${COMPAT_CLAUDE}:claude"; do
+    dir=".pytest_cache/acx-npm/${spec%%:*}"; rest="${spec#*:}"; pkg="${rest%:*}"; bin="${rest##*:}"
+    if [ ! -x "$dir/node_modules/.bin/$bin" ] && command -v npm >/dev/null 2>&1; then
+        mkdir -p "$dir"
+        timeout 600 npm install --prefix "$dir" --no-audit --no-fund "$pkg" >/tmp/acx-compat-npm.log 2>&1 \
+            || cat /tmp/acx-compat-npm.log >&2
+    fi
+    "$dir/node_modules/.bin/$bin" --version >/dev/null 2>&1 || compat_ok=0
+done
+MINI_WHEELS=".pytest_cache/acx-pypi/mini-swe-agent-${COMPAT_MINI}"
+if ! ls "$MINI_WHEELS"/mini_swe_agent-"${COMPAT_MINI}"-*.whl >/dev/null 2>&1; then
+    mkdir -p "$MINI_WHEELS"
+    timeout 600 python3 -m pip download -q --disable-pip-version-check -d "$MINI_WHEELS" \
+        "mini-swe-agent==${COMPAT_MINI}" pip >/tmp/acx-compat-pip.log 2>&1 || cat /tmp/acx-compat-pip.log >&2
+fi
+ls "$MINI_WHEELS"/mini_swe_agent-"${COMPAT_MINI}"-*.whl "$MINI_WHEELS"/pip-*.whl >/dev/null 2>&1 || compat_ok=0
+if [ "$compat_ok" != "1" ]; then
+    if [ "${ACX_REQUIRE_AGENTS:-0}" = "1" ]; then
+        echo "ERROR: the agent compatibility suite's packages could not be fetched and ACX_REQUIRE_AGENTS=1" >&2
+        exit 1
+    fi
+    echo "!!! WARNING: agent packages missing: the agent compatibility suite will be SKIPPED !!!" >&2
 fi
 
 echo "==> bubblewrap"

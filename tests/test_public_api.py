@@ -208,6 +208,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "unlisted_nodes",
     ],
     "acx.drivers": [
+        "CachedInstall",
         "DRIVERS",
         "Driver",
         "DriverCapabilities",

@@ -248,3 +248,104 @@ def test_only_the_proxy_is_reachable_under_allowlist_and_denylist(
 
     trio.run(main)
     assert list_objects(labels={"acx.test": run_label}) == []
+
+
+class _RecordingServer:
+    """An HTTP/1.1 keep-alive answerer on the host that records each request line it reads."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("0.0.0.0", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.lines: list[str] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+
+    def _one(self, conn: socket.socket) -> None:
+        with contextlib.suppress(OSError), conn:
+            conn.settimeout(10)
+            buf = b""
+            while True:  # every request on the connection, until the client or a close ends it
+                while b"\r\n\r\n" not in buf:
+                    data = conn.recv(4096)
+                    if not data:
+                        return
+                    buf += data
+                head, _, buf = buf.partition(b"\r\n\r\n")
+                lines = head.decode("latin-1").split("\r\n")
+                self.lines.append(lines[0])
+                close = any(h.lower() == "connection: close" for h in lines[1:])
+                conn.sendall(
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n"
+                    + (b"Connection: close\r\n" if close else b"")
+                    + b"\r\nok"
+                )
+                if close:
+                    return
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+#: Two plain-HTTP requests on one kept-alive connection through the proxy, then a third on a new one.
+_KEEPALIVE = r"""
+import socket, sys
+proxy, target = sys.argv[1], sys.argv[2]
+ph, pp = proxy.rsplit(":", 1)
+s = socket.create_connection((ph, int(pp)), 10)
+s.settimeout(20)
+head = "GET http://%s%s HTTP/1.1\r\nHost: %s\r\nConnection: keep-alive\r\n\r\n"
+req = lambda path: (head % (target, path, target)).encode()
+s.sendall(req("/first"))
+got = b""
+while b"ok" not in got:
+    got += s.recv(1000)
+print("first", got.split()[1].decode(), "close" if b"connection: close" in got.lower() else "kept")
+try:
+    s.sendall(req("/second"))
+    more = s.recv(1000)
+    print("second", "served:" + more.split()[1].decode() if more else "closed")
+except OSError:
+    print("second closed")
+s2 = socket.create_connection((ph, int(pp)), 10)
+s2.sendall(req("/third"))
+print("third", s2.recv(1000).split()[1].decode())
+"""
+
+
+def test_plain_http_through_the_proxy_is_one_checked_request_per_connection(run_label: str, docker_driver: Any) -> None:
+    # contract P6 (issue 23): the proxy used to pipe a kept-alive connection after its first
+    # request, so the next one reached the upstream in absolute form, unchecked (the gateway
+    # answered 404; litellm and Claude Code reuse connections). Now each request is its own
+    # connection: the first is answered with `Connection: close`, the client reconnects, and the
+    # upstream only ever sees origin-form request lines.
+    server = _RecordingServer()
+
+    async def main() -> None:
+        driver = docker_driver()
+        session = await driver.open(_request(run_label, NetworkPolicy(network_mode="allowlist", allowed_hosts=[])))
+        try:
+            bridge_gw = _gateway(docker_client().api, session.network)
+            target = f"{bridge_gw}:{server.port}"
+            await session.set_network_policy(NetworkPolicy(network_mode="allowlist", allowed_hosts=[target]))
+            proxy = session._proxy_env["HTTP_PROXY"].split("//")[1]
+            res = await session.exec(["python3", "-c", _KEEPALIVE, proxy, target], timeout=60)
+            assert res.returncode == 0, res.stderr
+            assert res.stdout.splitlines() == ["first 200 close", "second closed", "third 200"], res.stdout
+        finally:
+            await session.close()
+
+    try:
+        trio.run(main)
+    finally:
+        server.close()
+    assert server.lines == ["GET /first HTTP/1.1", "GET /third HTTP/1.1"], server.lines

@@ -315,6 +315,18 @@ _STEP_REWARD = {
 }
 
 
+def _install_text(plan: Any) -> str:
+    """Where the agent is installed: once per cache key (docker) or in every attempt, and why."""
+    if plan.install_cache_key:
+        return (
+            f"once per base image (install cache, key {plan.install_cache_key} + the uploads' content, "
+            "the install's variables and the image digest at run time)"
+        )
+    if plan.harness_plan.install_cache_key is None:
+        return "in every attempt (install_cache = false)"
+    return f"in every attempt (driver {plan.environment.id} cannot cache installs)"
+
+
 def _resources_text(resources: Any) -> str:
     res = {k: v for k, v in _builtins(resources).items() if v not in (None, False)}
     return ", ".join(f"{k} {v}" for k, v in res.items())
@@ -378,6 +390,8 @@ def _task_lines(plan: Any, *, full: bool, harness_free: bool) -> list[str]:
     if plan.steps:
         lines.append(("steps", f"{len(plan.steps)}, in order in one environment (each: agent run, then verifier)"))
         lines += [(f"  {i}", _step_text(step, plan)) for i, step in enumerate(plan.steps, start=1)]
+    if plan.install_timeout_seconds:
+        lines.append(("install", _install_text(plan)))
     if plan.collect_artifacts or full:
         lines.append(("artifacts", _artifacts_text(plan, full)))
     names = sorted(set(env.env_variables) | set(env.run_env_variables) | set(env.evaluation_env_variables))

@@ -174,7 +174,10 @@ class RemoteDriver(Driver):
 
     # ---- plumbing ----------------------------------------------------------------------------
     def capabilities(self) -> DriverCapabilities:
-        return self.inner_class(self.config).capabilities()
+        # The install cache runs the harness's install against a sandbox of this process's own
+        # driver (Driver.cached_install); a node's driver is reached only through the worker.
+        caps = self.inner_class(self.config).capabilities()
+        return msgspec.structs.replace(caps, install_cache=False)
 
     def _key(self, session_id: str | None) -> str:
         return f"{session_id or self.ref.env_id}/{next(self._seq)}"

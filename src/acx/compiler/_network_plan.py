@@ -107,6 +107,19 @@ def check_capabilities(
     _check_setup(plan, caps, driver, task)
     _check_env(plan, caps, driver, task)
     _check_users(plan, caps, driver, task)
+    _check_install_cache(plan, caps, driver, task)
+
+
+def _check_install_cache(plan: ExecutionPlan, caps: DriverCapabilities, driver: str, task: str) -> None:
+    """``install_cache = true`` is honoured or refused; unset, a driver without it installs per attempt."""
+    if plan.harness_plan.install_cache_required and not caps.install_cache:
+        raise _refuse(
+            f"task {task!r}: the harness requires the install cache (install_cache = true), but driver "
+            f"{driver!r} cannot cache an installed agent (it installs in every attempt's sandbox)",
+            code="E0459",
+            path="harness.params.install_cache",
+            help="drop install_cache (each attempt installs) or use a driver that caches installs (--env docker)",
+        )
 
 
 def _check_users(plan: ExecutionPlan, caps: DriverCapabilities, driver: str, task: str) -> None:

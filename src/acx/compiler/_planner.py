@@ -416,6 +416,7 @@ class RequestPlan:
             run_timeout_seconds=run_b.seconds,
             evaluation_timeout_seconds=eval_b.seconds,
             install_timeout_seconds=self._install_budget(hplan, ex, prov),
+            install_cache_key=self._install_cache(hplan, prov),
             run_user=task.run_user,
             evaluation_user=task.evaluation_user,
         )
@@ -602,6 +603,18 @@ class RequestPlan:
                 mult = f"× {ex.timeout_multiplier:g} (execution.timeout_multiplier)"
                 prov.add("install_timeout_seconds", "planner", "planner", mult, seconds)
         return seconds
+
+    def _install_cache(self, hplan: HarnessPlan, prov: _Prov) -> str | None:
+        """The install cache's key when the harness installs, its config allows the cache and the
+        driver has it (``DriverCapabilities.install_cache``); a driver without it installs in every
+        attempt (or is refused when the config requires the cache: check_capabilities, E0459)."""
+        key = hplan.install_cache_key
+        if key is None or not self.capabilities.install_cache:
+            return None
+        if prov.enabled:
+            source = f"{self.request.harness.id} harness (install, upload, agent_dir, definition env)"
+            prov.add("install_cache_key", "harness", "harness", source, key)
+        return key
 
     def _budget_prov(self, prov: _Prov, path: str, b: Budget, tid: str) -> None:
         kind = {"task": "task", "benchmark": "benchmark", "harness": "harness"}.get(b.default_source, "default")

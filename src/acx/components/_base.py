@@ -168,8 +168,18 @@ class BaseHarness:
         """The ``install_agent`` phase (after ``start_session``, before ``execute_task``): runs
         only when the plan has an ``install_timeout_seconds`` (from ``build_plan``'s
         ``HarnessPlan.install_timeout_seconds``); ``ctx.deadline`` is that budget's end. Issues
-        returned with severity ``fatal`` stop the attempt before the agent runs."""
+        returned with severity ``fatal`` stop the attempt before the agent runs.
+
+        With the install cache (``ExecutionPlan.install_cache_key`` set) it runs once per cache
+        key in a throwaway sandbox whose file system becomes the image later attempts start from;
+        ``ctx.install_layer`` is then True and the install must not depend on the task."""
         return []
+
+    def install_content_key(self) -> str:
+        """A hash of what the install reads from the host at run time (uploaded files), added to
+        the plan's ``install_cache_key`` by the interpreter: a changed upload is a new cache key.
+        Empty by default (a harness whose install reads nothing from the host)."""
+        return ""
 
     async def execute_task(self, ctx: HarnessContext) -> RunResult:
         raise AcxInternalError(f"harness {self.id} must override execute_task")

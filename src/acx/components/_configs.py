@@ -311,6 +311,14 @@ class InstalledAgentConfig(HarnessConfig, frozen=True, kw_only=True):
     install_timeout_seconds: Annotated[float, msgspec.Meta(gt=0, description="budget of the install_agent phase")] = (
         600.0
     )
+    install_cache: Annotated[
+        bool | None,
+        _d(
+            "install once per base image x install (a derived image every attempt starts from) instead of in "
+            "every attempt: unset = where the driver can (docker), true = required (refused elsewhere, E0459), "
+            "false = install in every attempt"
+        ),
+    ] = None
     command: Annotated[str | list[str] | None, _d("the agent's run command (bash -c for a string)")] = None
     model_env_aliases: Annotated[
         dict[str, str], _d("NAME = GATEWAY_VAR: also export a gateway variable under the name the agent reads")

@@ -50,6 +50,10 @@ class HarnessContext:
     emit: Callable[[str, dict[str, Any]], None] = field(default=_no_events)
     #: What ``start_session`` returned; handed back to the later methods.
     state: Any = None
+    #: ``install_agent`` runs for the install cache: in a throwaway sandbox whose file system
+    #: becomes the image of every attempt with the same cache key, so nothing task-specific
+    #: (``ACX_TASK_ID``) may go into it.
+    install_layer: bool = False
 
     @property
     def task_id(self) -> str:

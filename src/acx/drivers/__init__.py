@@ -21,6 +21,7 @@ from acx.drivers._specs import DriverCapabilities, EnvironmentConfig
 
 __all__ = [
     "DRIVERS",
+    "CachedInstall",
     "Driver",
     "DriverCapabilities",
     "DriverInfo",
@@ -38,11 +39,12 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from acx.drivers._base import Driver, ExecResult, OpenRequest, Session, SessionRecord
+    from acx.drivers._base import CachedInstall, Driver, ExecResult, OpenRequest, Session, SessionRecord
     from acx.drivers.fake import FakeDriver
     from acx.drivers.host_process import HostProcessDriver
 
 _LAZY = {
+    "CachedInstall": "acx.drivers._base",
     "Driver": "acx.drivers._base",
     "ExecResult": "acx.drivers._base",
     "OpenRequest": "acx.drivers._base",

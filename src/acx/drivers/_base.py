@@ -33,7 +33,7 @@ import contextlib
 import contextvars
 import types
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import msgspec
@@ -44,6 +44,7 @@ from acx.ir import EnvironmentSetup, NetworkPolicy, ResourceRequirements
 
 __all__ = [
     "DEFAULT_MAX_OUTPUT_BYTES",
+    "CachedInstall",
     "Driver",
     "ExecResult",
     "OpenRequest",
@@ -153,6 +154,23 @@ class OpenRequest(msgspec.Struct, frozen=True, kw_only=True):
     build_context: str | None = None
     #: Directory on the host for driver bookkeeping of this session (may be None).
     state_dir: str | None = None
+
+
+class CachedInstall(msgspec.Struct, frozen=True, kw_only=True):
+    """What :meth:`Driver.cached_install` gives back: the image to open the attempt's sandbox from."""
+
+    #: The derived image (the base image with the agent installed); open with it as ``setup.image``.
+    image: str
+    #: The full cache key (the harness's install key with the base image's digest).
+    key: str
+    #: True when the image already existed (another attempt or an earlier run installed it);
+    #: False when this call ran the install.
+    cached: bool
+
+
+#: ``install(session)``: runs the agent's install in the throwaway sandbox; True = it succeeded
+#: (its file system may be cached), False = it failed (its issues are the caller's to record).
+Installer = Callable[["Session"], Awaitable[bool]]
 
 
 class SessionRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -455,6 +473,26 @@ class Driver(ABC):
         once. The interpreter calls it outside the environment's setup deadline, so queueing for
         capacity never times an attempt out. Default: nothing to wait for."""
         return None
+
+    async def cached_install(self, request: OpenRequest, key: str, install: Installer) -> CachedInstall | None:
+        """The image for ``request`` with an agent installed, built once per cache key (only on a
+        driver whose :meth:`capabilities` say ``install_cache``).
+
+        ``key`` is the harness's install key (what the install runs, uploads and sees); the driver
+        adds the digest of the image ``request`` would start from, so a changed base image is a new
+        key. When no image has the full key, the driver opens a throwaway sandbox like ``request``'s,
+        calls ``install`` on it, and — only when it returns True — keeps its file system as the
+        image (without the sandbox's start-up variables, labels or idle command); the sandbox is
+        released either way. Concurrent calls with one key wait for the one install; after a
+        failed one the next caller installs again. Returns None when the install failed.
+        The default refuses: a driver without the capability never gets here from the interpreter."""
+        from acx.errors import CapabilityError
+
+        raise CapabilityError(
+            f"environment driver {self.id!r} cannot cache installed agents",
+            code="E0459",
+            help="set the harness param install_cache = false, or use --env docker",
+        )
 
     async def missing_images(self, images: Sequence[str]) -> list[str]:
         """Which of ``images`` this provider cannot give a sandbox here: not present and not

@@ -48,6 +48,13 @@ class DriverCapabilities(msgspec.Struct, frozen=True, kw_only=True):
     #: Runs commands as a named user or uid of the sandbox (``Session.user_scope``; Harbor's
     #: ``[agent].user`` / ``[verifier].user``). A plan with a stage user needs it (P7).
     exec_user: bool = False
+    #: Caches an installed agent's layer (``Driver.cached_install``): the install runs once per key
+    #: (the base image's digest × the harness's install key) in a throwaway sandbox whose file
+    #: system becomes an image every later sandbox with that key starts from; concurrent requests
+    #: for one key wait for the one install; a failed install leaves nothing cached. Without it a
+    #: plan that asks for the cache (``install_cache = true``) is refused (E0459, P7) and an
+    #: installed agent installs in every attempt's own sandbox.
+    install_cache: bool = False
     #: Why a mode is missing, shown in the refusal message (mode → reason).
     unsupported_reasons: dict[str, str] = {}
 
@@ -173,5 +180,7 @@ def probe_docker() -> DriverCapabilities:
         isolated_filesystem=True,
         setup_image=True,
         exec_user=True,
+        # a derived image per install key (acx.drivers.docker._install), reused across runs
+        install_cache=True,
         unsupported_reasons={},
     )

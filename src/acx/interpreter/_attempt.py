@@ -17,6 +17,7 @@ attempt's plan (P3); every discarded try is kept under ``attempt-N/retries/``.
 from __future__ import annotations
 
 import functools
+import hashlib
 import itertools
 import logging
 import math
@@ -175,6 +176,8 @@ class _Try:
     infra_lost: bool = False
     #: SHA-256 of the model_calls.json this try wrote (for its evaluation checkpoint).
     transcript_sha256: str | None = None
+    #: The agent is in the image the run sandbox starts from (the install cache): no install phase.
+    installed: bool = False
 
     def add(self, severity: str, phase: str, code: str, message: str = "") -> None:
         self.issues.append(_issue(severity, phase, code, message))
@@ -541,7 +544,13 @@ class AttemptRunner:
         started = time.monotonic()
         async with ctx.limits.provider_slot(plan.environment.id):
             try:
-                session = await self._open(t, plan.environment, "run", self._baseline(plan.environment))
+                image = None
+                if plan.install_cache_key is not None:
+                    image = await self._cached_install(t)
+                if t.run_ok:  # a failed cached install opens nothing: the agent cannot run
+                    session = await self._open(
+                        t, plan.environment, "run", self._baseline(plan.environment), image=image
+                    )
                 if session is not None and plan.steps:
                     await self._run_steps(t, session)
                 elif session is not None:
@@ -575,6 +584,7 @@ class AttemptRunner:
         try:
             for index, step in enumerate(whole.steps):
                 st = _Try(t.number)
+                st.installed = t.installed  # the install cache's image already holds the agent
                 self.plan = step_view(whole, index)
                 self.eval_env = self._step_eval_env(step, eval_env)
                 self.record_dir = self.attempt_dir / "steps" / _step_dir_name(step.name)
@@ -651,8 +661,15 @@ class AttemptRunner:
             t.add("warning", "collect", "checkpoint_failed", f"evaluation checkpoint not written: {self._msg(exc)}")
 
     def _open_request(
-        self, env: EnvironmentSpec, role: str, policy: NetworkPolicy, startup_env: dict[str, str]
+        self,
+        env: EnvironmentSpec,
+        role: str,
+        policy: NetworkPolicy,
+        startup_env: dict[str, str],
+        image: str | None = None,
     ) -> OpenRequest:
+        """The driver's request for one sandbox; ``image`` (the install cache's derived image)
+        replaces the environment's image or build."""
         ctx = self.ctx
         # The run (its id, and its directory's key: run ids are shared by the requests of an
         # orchestration), then unique across processes resuming it (random per process) and within
@@ -674,14 +691,15 @@ class AttemptRunner:
         if self.plan.execution.keep_environment:
             # Kept on purpose: garbage collection (`acx gc`, the docker orphan sweep) leaves it alone.
             labels["acx.keep"] = "true"
+        build_context = self.task.metadata.get("environment_dir") if isinstance(self.task.metadata, dict) else None
         return OpenRequest(
             session_id=session_id,
             labels=labels,
-            setup=env.setup,
+            setup=env.setup if image is None else msgspec.structs.replace(env.setup, image=image),
             resources=resources or env.resources,
             network_policy=ctx.bind_policy(policy),
             startup_env=startup_env,
-            build_context=self.task.metadata.get("environment_dir") if isinstance(self.task.metadata, dict) else None,
+            build_context=build_context if image is None else None,
             state_dir=self.ctx.store.attempt_dir_str(self.task.task_id, self.attempt),
         )
 
@@ -692,10 +710,11 @@ class AttemptRunner:
         role: str,
         policy: NetworkPolicy,
         startup_env: dict[str, str] | None = None,
+        image: str | None = None,
     ) -> Session | None:
         ctx = self.ctx
         self.phase("open_environment" if role == "run" else "evaluate_environment")
-        req = self._open_request(env, role, policy, self.public_env if startup_env is None else startup_env)
+        req = self._open_request(env, role, policy, self.public_env if startup_env is None else startup_env, image)
         await ctx.limits.wait_open_turn(env.id)
         # A killed run's sandboxes must be found on --resume. A driver that finds its own again
         # (host_process directories, docker labels) needs only the journal line; for any other, the
@@ -862,8 +881,10 @@ class AttemptRunner:
         partial: RunResult | None = None
         watchdog = None if T is None else T + plan.run_timer_compensation_seconds
         try:
-            if plan.install_timeout_seconds is not None and not await self._install_agent(t, session, hctx):
-                return  # a fatal install issue: the agent never runs (close_session still does)
+            if plan.install_timeout_seconds is not None and not t.installed:
+                t.telemetry["install_cached"] = False
+                if not await self._install_agent(t, session, hctx):
+                    return  # a fatal install issue: the agent never runs (close_session still does)
             self.phase("run_harness")
             # The agent's own budget is T from now (its deadline); the watchdog adds the
             # compensation for a harness that overruns it.
@@ -952,6 +973,71 @@ class AttemptRunner:
         for issue in issues:
             t.add(issue.severity, issue.phase, issue.code, issue.message)
         return not any(i.severity == "fatal" for i in issues)
+
+    async def _cached_install(self, t: _Try) -> str | None:
+        """The install cache (``plan.install_cache_key``): the image with the agent installed, from
+        the driver (``Driver.cached_install``: built once per key, under the run stage's network
+        policy, user and variables). None when the driver cannot cache after all (a warning; the
+        attempt installs in its own sandbox) or the install failed (its issues; nothing runs)."""
+        ctx, plan = self.ctx, self.plan
+        if not ctx.driver.capabilities().install_cache:
+            # Planning saw a driver that caches; the one running cannot (a cluster's remote driver).
+            t.add(
+                "warning",
+                "setup",
+                "install_cache_unavailable",
+                f"driver {plan.environment.id!r} cannot cache the installed agent here; it is installed in "
+                "this attempt's sandbox",
+            )
+            return None
+        self.phase("install_agent")
+        key = await self._install_key()
+        baseline = self._baseline(plan.environment)
+        req = self._open_request(plan.environment, "run", plan.run_network_policy or baseline, self.public_env)
+
+        async def install(session: Session) -> bool:
+            hctx = self._harness_context(PreparedTask(task_id=self.task.task_id), session, None)
+            hctx.install_layer = True
+            return await self._install_agent(t, session, hctx)
+
+        started = time.monotonic()
+        budget = plan.environment.setup.build_timeout_seconds
+        try:
+            got = await ctx.driver.cached_install(req, key, install)
+        except trio.TooSlowError:
+            t.add("fatal", "setup", "environment_timeout", f"opening the install sandbox exceeded {budget} s")
+            return None
+        except Exception as exc:
+            t.add("fatal", "setup", self._code(exc, "install_failed"), self._msg(exc))
+            return None
+        seconds = round(time.monotonic() - started, 3)
+        if got is None:
+            if t.run_ok:  # the installer said no without an issue of its own
+                t.add("fatal", "setup", "install_failed", "the agent's install failed")
+            return None
+        t.installed = True
+        t.telemetry.update(install_cached=got.cached, install_seconds=seconds, install_cache_key=got.key)
+        if got.cached:
+            payload = {"event": "agent_installed", "ok": True, "cached": True, "seconds": seconds}
+            ctx.emit("harness_event", task_id=self.task.task_id, attempt=self.attempt, payload=payload)
+        return got.image
+
+    async def _install_key(self) -> str:
+        """The plan's install key with what only the run knows: the uploads' content (hashed in a
+        worker thread), the values of the variables the install sees, and its user."""
+        plan = self.plan
+        content = await trio.to_thread.run_sync(self.ctx.harness.install_content_key)
+        data = msgspec.json.encode(
+            {
+                "plan": plan.install_cache_key,
+                "content": content,
+                "run_env": self.run_env,
+                "public_env": self.public_env,
+                "user": plan.run_user,
+            },
+            order="sorted",
+        )
+        return hashlib.sha256(data).hexdigest()
 
     def _harness_context(self, prepared: PreparedTask, session: Session, models: Any) -> HarnessContext:
         """The one object the harness's run-time methods get (the deadline is set when it runs)."""

@@ -121,6 +121,11 @@ class HarnessPlan(IRStruct, frozen=True):
     default_run_timeout_seconds: float | None = None
     #: Budget of the harness's ``install_agent`` phase (installed agents); None = no install phase.
     install_timeout_seconds: float | None = None
+    #: Hash of everything the install runs, uploads and sees (the install cache's key before the
+    #: base image's digest is added); None = no install, or the harness config says install_cache false.
+    install_cache_key: str | None = None
+    #: The harness config says ``install_cache = true``: a driver that cannot cache is refused (E0459).
+    install_cache_required: bool = False
     params: dict[str, Any] = {}
 
 
@@ -152,6 +157,10 @@ class ExecutionPlan(IRStruct, frozen=True):
     #: Budget of the ``install_agent`` phase (before ``run_harness``), scaled by the common
     #: ``timeout_multiplier``; None = the harness installs nothing.
     install_timeout_seconds: float | None = None
+    #: The install cache's key (the harness's; the driver adds the base image's digest) when the
+    #: agent is installed once per key in a derived image rather than in each attempt; None = each
+    #: attempt installs (no install phase, ``install_cache = false``, or a driver that cannot cache).
+    install_cache_key: str | None = None
     #: Names of process env vars the provider must resolve right before use (V1); names only.
     required_env: list[str] = []
     #: The sandbox user the run stage (install and harness) runs as; None = the image's default.

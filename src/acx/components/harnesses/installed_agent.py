@@ -23,6 +23,7 @@ Phases (docs/agents.md, "Installed agents"):
 
 from __future__ import annotations
 
+import hashlib
 import posixpath
 import time
 from pathlib import Path
@@ -147,13 +148,49 @@ class InstalledAgentHarness(CommandHarness):
         plan = super().build_plan(task, req)
         if not self._installs:
             return plan
-        return msgspec.structs.replace(plan, install_timeout_seconds=self.config.install_timeout_seconds)
+        c = self.config
+        return msgspec.structs.replace(
+            plan,
+            install_timeout_seconds=c.install_timeout_seconds,
+            install_cache_key=None if c.install_cache is False else self._install_key(),
+            install_cache_required=c.install_cache is True,
+        )
+
+    def _install_key(self) -> str:
+        """The install cache's plan-time key: what the install runs and sees that the config fixes
+        (the uploads' content, the variables' values and the base image come in at run time)."""
+        c = self.config
+        fixed = AGENTS[c.agent].env if c.agent else {}
+        data = msgspec.json.encode(
+            {
+                "format": _INSTALL_KEY_FORMAT,
+                "install": c.install,
+                "agent_dir": c.agent_dir,
+                "upload": c.upload,
+                "env": fixed,
+            },
+            order="sorted",
+        )
+        return "sha256:" + hashlib.sha256(data).hexdigest()[:24]
+
+    def install_content_key(self) -> str:
+        """The uploads' paths, modes and bytes (relative to the spec file's directory), hashed;
+        a missing upload hashes as missing (the install then fails on it, uncached)."""
+        digest = hashlib.sha256()
+        base = Path(self.spec_dir or ".")
+        for name in self.config.upload:
+            digest.update(name.encode() + b"\0")
+            _hash_tree(digest, base / name)
+        return digest.hexdigest()[:24] if self.config.upload else ""
 
     def _base_env(self, ctx: HarnessContext) -> dict[str, str]:
         # The definition's fixed settings (no update checks, no telemetry); the user's own
         # variables come from environment.run_env_variables (the session's run scope, V4).
         fixed = AGENTS[self.config.agent].env if self.config.agent else {}
-        return {**fixed, "ACX_AGENT_DIR": self.config.agent_dir, "ACX_TASK_ID": ctx.prepared.task_id}
+        env = {**fixed, "ACX_AGENT_DIR": self.config.agent_dir}
+        if not ctx.install_layer:  # a cached install is shared by every task: it gets no task id
+            env["ACX_TASK_ID"] = ctx.prepared.task_id
+        return env
 
     def agent_env(self, ctx: HarnessContext, models: dict[str, str]) -> dict[str, str]:
         aliases = {name: models[var] for name, var in self.config.model_env_aliases.items() if var in models}
@@ -291,6 +328,26 @@ class InstalledAgentHarness(CommandHarness):
 
 
 _TOKEN_MARK = "[acx-gateway-token]"
+#: Bumped when what the install cache key covers changes (old images then no longer match).
+_INSTALL_KEY_FORMAT = "acx-install-1"
+
+
+def _hash_tree(digest: Any, path: Path) -> None:
+    """Relative paths, modes and contents of a file or directory tree into ``digest``."""
+    if not path.exists():
+        digest.update(b"missing\0")
+        return
+    members = [path] if not path.is_dir() else sorted(p for p in path.rglob("*"))
+    for p in members:
+        digest.update(p.relative_to(path).as_posix().encode() + b"\0" if p != path else b".\0")
+        if p.is_symlink():
+            digest.update(b"L" + str(p.readlink()).encode())
+        elif p.is_file():
+            st = p.stat()
+            digest.update(f"{st.st_mode & 0o777:o} {st.st_size}\0".encode())
+            with p.open("rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    digest.update(block)
 
 
 def _gateway_tokens(ctx: HarnessContext) -> list[str]:

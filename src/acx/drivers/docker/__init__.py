@@ -30,8 +30,9 @@ The modules, one concern each: ``_engine`` (SDK client, thread plumbing, labels,
 ``_create`` (open: the container, its network, clean-up of half-made sessions), ``_build`` and
 ``_dockerfile`` (images), ``_session`` with ``_exec`` (commands), ``_files`` and ``_archive``
 (transfers), ``_network``, ``_proxy`` and ``_firewall`` (policies, the egress proxy, the host
-rules that make it the only way out), ``_gc`` (inventory and sweeps). Transfer error types live
-in the neutral :mod:`acx.drivers.transfer`.
+rules that make it the only way out), ``_gc`` (inventory and sweeps), ``_install`` (the install
+cache: an installed agent's layer committed as an image once per key, ``Driver.cached_install``).
+Transfer error types live in the neutral :mod:`acx.drivers.transfer`.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from typing import Any
 
 import trio
 
-from acx.drivers._base import OpenRequest, Session, SessionRecord
+from acx.drivers._base import CachedInstall, Installer, OpenRequest, Session, SessionRecord
 from acx.drivers._owner import host_name, proc_start_time
 from acx.drivers._specs import DockerConfig
 from acx.drivers.docker._build import ImageBuilder
@@ -87,6 +87,13 @@ class DockerDriver(ImageBuilder):
         #: The engine's reason for refusing ``storage_opt`` once it did (not asked again).
         self._storage_refused: str | None = None
         self._storage_warned = False
+
+    async def cached_install(self, request: OpenRequest, key: str, install: Installer) -> CachedInstall | None:
+        """The install cache (``DriverCapabilities.install_cache``): an image per base image digest
+        × install key, committed from a throwaway container after a successful install."""
+        from acx.drivers.docker._install import cached_install
+
+        return await cached_install(self, request, key, install)
 
     async def _sweep_once(self) -> None:
         """Before this process opens its first sandbox, remove what crashed runs left behind.

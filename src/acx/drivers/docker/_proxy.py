@@ -306,6 +306,11 @@ def handle(conn):
         host, port, path = parsed
         if not connect:
             lines[0] = ("%s %s %s" % (method, path, version)).encode("latin-1")
+            # One request per connection: after this request the connection is only piped, so a
+            # kept-alive client's next request would reach the upstream in absolute form (and
+            # unchecked); with `Connection: close` the upstream ends it and the client reconnects.
+            hop = (b"connection:", b"proxy-connection:", b"keep-alive:")
+            lines = [lines[0]] + [h for h in lines[1:] if not h.lower().startswith(hop)] + [b"Connection: close"]
         ok, addrs = decide(host, port)
         if not ok:
             return refuse(conn, 403, "Forbidden by acx network policy")
