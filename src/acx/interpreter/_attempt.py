@@ -17,7 +17,6 @@ attempt's plan (P3); every discarded try is kept under ``attempt-N/retries/``.
 from __future__ import annotations
 
 import functools
-import hashlib
 import itertools
 import logging
 import math
@@ -42,6 +41,7 @@ from acx.interpreter import _checkpoint
 from acx.interpreter._envvars import resolve_map
 from acx.interpreter._events import ProgressEvent
 from acx.interpreter._fs import PRIVATE, atomic_write_json, task_dir_name
+from acx.interpreter._keyed import keyed_digest
 from acx.interpreter._limits import Limits
 from acx.interpreter._metrics import validate_observations
 from acx.interpreter._models import merge_into_result, session_scope
@@ -1037,7 +1037,9 @@ class AttemptRunner:
             },
             order="sorted",
         )
-        return hashlib.sha256(data).hexdigest()
+        # Keyed: the variables' values may be secrets, and the key is written to result.json and
+        # an image tag (acx.interpreter._keyed says why a plain hash is not enough).
+        return keyed_digest(data)
 
     def _harness_context(self, prepared: PreparedTask, session: Session, models: Any) -> HarnessContext:
         """The one object the harness's run-time methods get (the deadline is set when it runs)."""
