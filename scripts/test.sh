@@ -116,6 +116,8 @@ if ! "$OPENCODE_CACHE/node_modules/.bin/opencode" --version >/dev/null 2>&1; the
         exit 1
     fi
     echo "!!! WARNING: no OpenCode CLI: its end-to-end tests will be SKIPPED !!!" >&2
+fi
+
 echo "==> the agent compatibility suite's packages (tests/docker/test_agent_compat.py)"
 # Fetched on the host: inside a docker build npm and PyPI are not reachable. The suite uploads them
 # into the sandbox and installs them offline (once per image: the install cache).
