@@ -83,10 +83,13 @@ async function main(argv) {
   return 0;
 }
 
+// exitCode, not exit(): exit() would cut off a large JSON document still being written to a pipe.
 main(process.argv.slice(2)).then(
-  (code) => process.exit(code),
+  (code) => {
+    process.exitCode = code;
+  },
   (err) => {
     process.stderr.write(`tokenize.js: ${err.stack || err}\n`);
-    process.exit(1);
+    process.exitCode = 1;
   },
 );
