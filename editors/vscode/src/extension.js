@@ -35,7 +35,11 @@ async function start(output) {
   try {
     await client.start();
   } catch (err) {
+    // A server that never came up (command not found, exits at once): release the client so a
+    // settings change starts a fresh one instead of the client retrying forever.
+    const failed = client;
     client = undefined;
+    await Promise.resolve(failed.dispose()).catch(() => undefined);
     const message = `Could not start the acx language server (\`${command} ${args.join(" ")}\`): ${err.message || err}`;
     output.appendLine(message);
     const choice = await vscode.window.showErrorMessage(
