@@ -24,6 +24,10 @@
 #                         pinned Claude Code and Codex npm packages, mini-swe-agent's and pip's
 #                         wheels; versions in tests/docker/test_agent_compat.py; into .pytest_cache/)
 #                         fails the run instead of skipping tests/docker/test_agent_compat.py (set by .ci/run).
+#   ACX_REQUIRE_EDITORS=1 a failed install of the VS Code extension's npm tooling (vscode-textmate,
+#                         vscode-oniguruma, esbuild, @vscode/vsce, vscode-languageclient; pinned by
+#                         editors/vscode/package-lock.json, `npm ci` into editors/vscode/node_modules)
+#                         fails the run instead of skipping tests/editors (set by .ci/run).
 #   ACX_TEST_STRESS=1     run pytest while one CPU burner per core keeps the machine busy (every
 #                         bound in the tests must hold under load; not part of every CI run).
 set -euo pipefail
@@ -116,6 +120,25 @@ if ! "$OPENCODE_CACHE/node_modules/.bin/opencode" --version >/dev/null 2>&1; the
         exit 1
     fi
     echo "!!! WARNING: no OpenCode CLI: its end-to-end tests will be SKIPPED !!!" >&2
+fi
+
+echo "==> the VS Code extension's npm tooling (tests/editors)"
+# Pinned by the lockfile; reinstalled only when it changed. No install scripts: esbuild and vsce
+# find their platform binaries through their optional dependencies.
+EDITOR_DIR="editors/vscode"
+if ! cmp -s "$EDITOR_DIR/package-lock.json" "$EDITOR_DIR/node_modules/.acx-installed-lock" && command -v npm >/dev/null 2>&1; then
+    if (cd "$EDITOR_DIR" && timeout 600 npm ci --ignore-scripts --no-audit --no-fund) >/tmp/acx-editors-npm.log 2>&1; then
+        cp "$EDITOR_DIR/package-lock.json" "$EDITOR_DIR/node_modules/.acx-installed-lock"
+    else
+        cat /tmp/acx-editors-npm.log >&2
+    fi
+fi
+if ! cmp -s "$EDITOR_DIR/package-lock.json" "$EDITOR_DIR/node_modules/.acx-installed-lock"; then
+    if [ "${ACX_REQUIRE_EDITORS:-0}" = "1" ]; then
+        echo "ERROR: the editor tooling could not be installed (npm ci in $EDITOR_DIR) and ACX_REQUIRE_EDITORS=1" >&2
+        exit 1
+    fi
+    echo "!!! WARNING: no editor tooling: tests/editors will be SKIPPED !!!" >&2
 fi
 
 echo "==> the agent compatibility suite's packages (tests/docker/test_agent_compat.py)"
