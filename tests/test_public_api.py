@@ -378,6 +378,11 @@ PUBLIC_API: dict[str, list[str]] = {
         "SCORERS",
         "registry",
     ],
+    "acx.components.harnesses": [
+        "agent_exit_issues",
+        "has_agent_model",
+        "tail",
+    ],
     "acx.registry": [
         "ComponentInfo",
         "ComponentLookupError",

@@ -448,7 +448,7 @@ class RequestPlan:
         check_capabilities(
             plan,
             self.capabilities,
-            requires_isolated_filesystem=bool(getattr(self.benchmark, "requires_isolated_filesystem", False)),
+            requires_isolated_filesystem=self.benchmark.requires_isolated_filesystem,
             benchmark_id=self.benchmark.id,
         )
         return PlannedAttempt(plan, prov.data, warnings)
@@ -708,7 +708,7 @@ class RequestPlan:
             return plan
         if self.request.harness.id == "none":
             return plan
-        location = getattr(self.harness, "model_location", lambda req: "none")(self.request)
+        location = self.harness.model_location(self.request) if self.harness is not None else "none"
         # Host-side harnesses call the model from acx's process: the sandbox gets no egress for it.
         # An agent inside the sandbox reaches models only through the run's gateway: exactly that
         # address is allowed (bound to its real address:port when the run starts), never the model host.
@@ -1074,7 +1074,7 @@ def _plan_request(
         _explicit=_explicit_paths(req, request_provenance),
         _harness_plan=harness_plan,
         _bench_mode=bench.resolve_evaluation_environment_mode(req),
-        _run_follows_baseline=bool(getattr(bench, "run_policy_follows_baseline", False)),
+        _run_follows_baseline=bench.run_policy_follows_baseline,
     )
 
 
@@ -1106,7 +1106,7 @@ def _check_request(req: RunRequest) -> None:
 
 
 def _check_pairing(req: RunRequest, bench: Any) -> None:
-    harness_free = bool(getattr(bench, "harness_free", False))
+    harness_free = bench.harness_free
     if harness_free and req.harness.id != "none":
         raise AcxPlanError(
             f"benchmark {bench.id!r} runs tasks itself and must be paired with harness `none`, not {req.harness.id!r}",

@@ -555,7 +555,7 @@ class _Resolver:
             cls = info.load() if info is not None else None
         except (ImportError, AttributeError):
             return  # the planner reports a harness that does not load
-        if not (getattr(cls, "requires_model", False) or getattr(cls, "calls_model", False)):
+        if cls is None or not (cls.requires_model or cls.calls_model):
             return
         id_frag = next((f for f in reversed(frags) if "id" in f.data), None)
         span = id_frag.span(("id",)) if id_frag is not None else None
