@@ -21,6 +21,7 @@ PUBLIC_API: dict[str, list[str]] = {
     ],
     "acx.api": [
         "PlannedRequest",
+        "RunOptions",
         "build_programs",
         "compile",
         "compile_async",
