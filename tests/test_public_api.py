@@ -377,6 +377,8 @@ PUBLIC_API: dict[str, list[str]] = {
         "MappedHarness",
         "RefusedHarness",
         "SCORERS",
+        "harness_alias",
+        "mapped_harness",
         "registry",
     ],
     "acx.components.harnesses": [

@@ -421,11 +421,11 @@ class _RequestRun:
         primary = prog.benchmark.metric_contract.primary_id()
         done: dict[int, RunResult] = {}
         written: list[Any] = []  # queued result.json writes, required by the final rename
-        previous = self.store.completed_attempts(task.task_id) if self.resumed else {}
+        previous = self.store.records.completed_attempts(task.task_id) if self.resumed else {}
         for n, data in previous.items():
             done[n] = decode(msgspec.json.encode(_result_fields(data)), RunResult)
         if previous:  # taken over from the interrupted run: journaled if its line was lost
-            self.store.journal_adopted(task.task_id, previous)
+            self.store.records.journal_adopted(task.task_id, previous)
 
         async def one(n: int) -> RunResult:
             plan = self.first_plans.get(task.task_id) if n == 1 else None
@@ -547,7 +547,7 @@ class _RequestRun:
         find their own sandboxes) listed by the driver under this run's session ids and not known
         to be closed or kept."""
         driver = self.prog.driver
-        records = self.store.session_records()
+        records = self.store.records.session_records()
         self.store.kept_sessions.update(sid for sid, rec in records.items() if rec.get("state") == "kept")
         stale = {
             sid: rec
@@ -578,7 +578,7 @@ class _RequestRun:
                         if getattr(exc, "code", None) != "session_not_found":
                             raise
                         # Already gone (removed by hand, by gc, or it never came up): say so once.
-                    self.store.drop_session(sid)
+                    self.store.records.drop_session(sid)
                     self.store.session_closed(sid, "reaped")
                     reaped += 1
             except Exception as exc:  # leave the record for `acx env` / `acx gc`
@@ -630,7 +630,7 @@ class _RequestRun:
     def load_finished(self) -> set[str]:
         """Tasks already final in this run dir (resume) or copied from a reuse source."""
         finished: set[str] = set()
-        for task_id, (state, d) in self.store.finished_tasks().items():
+        for task_id, (state, d) in self.store.records.finished_tasks().items():
             attempts = []
             numbers: list[int] = []
             reused = False
@@ -648,7 +648,7 @@ class _RequestRun:
             self.outcomes[task_id] = TaskOutcome(task_id, cat, attempts, state)
             finished.add(task_id)
             if self.resumed and not reused:  # a reused task is journaled by `reuse_loaded`
-                self.store.journal_adopted(task_id, numbers, state)
+                self.store.records.journal_adopted(task_id, numbers, state)
         return finished
 
     # ---- the model gateway ----------------------------------------------------------------------
@@ -914,7 +914,7 @@ def _reopen_for_recovery(run: _RequestRun) -> None:
     evaluation when a checkpoint allows it (A9)."""
     policy = _checkpoint.RecoveryPolicy(run.store.run_dir, "resume", run.store.run_id)
     selected = {t.task_id for t in run.prog.tasks}
-    for task_id, (_state, d) in run.store.finished_tasks().items():
+    for task_id, (_state, d) in run.store.records.finished_tasks().items():
         if task_id not in selected:
             continue
         for n in _checkpoint.reopen_for_recovery(d, run.store.running_dir(task_id)):
@@ -972,7 +972,7 @@ def _reuse_into(run: _RequestRun, prog: RequestProgram, source: Path, *, recover
     copied = with_errors = 0
     outcomes: Counter[str] = Counter()
     policy = _checkpoint.RecoveryPolicy(source, "reuse", str(info.get("run_id"))) if recover else None
-    for task_id, (state, d) in src_store.finished_tasks().items():
+    for task_id, (state, d) in src_store.records.finished_tasks().items():
         if task_id not in selected:
             continue
         if policy is not None:

@@ -55,7 +55,7 @@ def _components() -> tuple[dict[str, Any], dict[str, Any]]:
         OutputSpec,
         EnvironmentSpec,
     ]
-    from acx.components._harness_aliases import HARNESS_ALIASES, MappedHarness
+    from acx.components import HARNESS_ALIASES, MappedHarness
     from acx.registry import import_ref
 
     infos = [*BENCHMARKS.values(), *HARNESSES.values(), *DRIVERS.values()]
@@ -201,7 +201,7 @@ def _component_defs(defs: dict[str, Any], registries: dict[str, Any]) -> dict[st
             defs[name]["title"] = f"{kind} {cid}: {info.description}"
             names[kind][cid] = name
     # AgentCompass harness ids acx maps (issue 23 item 5) take their AgentCompass params.
-    from acx.components._harness_aliases import HARNESS_ALIASES, MappedHarness
+    from acx.components import HARNESS_ALIASES, MappedHarness
 
     for cid, alias in HARNESS_ALIASES.items():
         if isinstance(alias, MappedHarness) and "harness" in names:
