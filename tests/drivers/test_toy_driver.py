@@ -54,3 +54,57 @@ def test_registering_the_toy_driver_adds_only_its_own_fields(monkeypatch: pytest
     config = jsonschema.Draft202012Validator(after["run_config"])
     assert config.is_valid({"environments": {"toy": {"root": "/x", "setup": {"workdir": "/w"}}}})
     assert not config.is_valid({"environments": {"toy": {"id": "toy"}}})
+
+
+def _doc_block(heading: str) -> str:
+    """The first ```python block after ``heading`` in docs/plugins.md."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "plugins.md").read_text(encoding="utf-8")
+    after = text.split(heading, 1)[1]
+    return after.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_harness_skeleton_runs_on_the_toy_driver(tmp_path: Path) -> None:
+    """The harness skeleton in docs/plugins.md is complete: it runs an agent command in a session
+    and turns a non-zero exit into the documented issue (contract H5)."""
+    import trio
+
+    from acx.components import BaseHarness, HarnessContext
+    from acx.drivers import OpenRequest
+    from acx.ir import (
+        BenchmarkSpec,
+        EnvironmentSpec,
+        ExecutionPlan,
+        HarnessSpec,
+        ModelSpec,
+        PreparedTask,
+        RunRequest,
+        TaskInput,
+    )
+
+    namespace: dict[str, object] = {}
+    exec(compile(_doc_block("### A harness"), "docs/plugins.md", "exec"), namespace)
+    agent_cls, config_cls = namespace["MyAgent"], namespace["MyAgentConfig"]
+    assert isinstance(agent_cls, type) and issubclass(agent_cls, BaseHarness)
+    req = RunRequest(
+        model=ModelSpec(id="m"),
+        benchmark=BenchmarkSpec(id="exact_match"),
+        harness=HarnessSpec(id="mine"),
+        environment=EnvironmentSpec(id="toy"),
+    )
+    plan = ExecutionPlan(task_id="t", attempt=1, environment=EnvironmentSpec(id="toy"), run_timeout_seconds=30)
+    prepared = PreparedTask(task_id="t", input=TaskInput(prompt="hello agent"))
+
+    async def main() -> list[object]:
+        driver = ToyDriver(ToyConfig(root=str(tmp_path)))
+        async with await driver.open(OpenRequest(session_id="harness-skeleton")) as session:
+            results = []
+            for command in ("tr a-z A-Z", "cat; exit 3"):
+                harness = agent_cls(config_cls(command=command))  # type: ignore[operator]
+                ctx = HarnessContext.for_test(session, prepared, req, plan, budget=30)
+                results.append(await harness.execute_task(ctx))
+            return results
+
+    ok, failed = trio.run(main)
+    assert ok.final_answer == "HELLO AGENT" and ok.issues == []  # type: ignore[attr-defined]
+    assert failed.final_answer == "hello agent"  # type: ignore[attr-defined]
+    assert [i.code for i in failed.issues] == ["agent_exit_nonzero"]  # type: ignore[attr-defined]
