@@ -71,6 +71,12 @@ class BaseBenchmark:
         model gateway for the attempt even when the harness calls none. Default: False."""
         return False
 
+    def aggregate_metrics(self, outcomes: list[Any], request: RunRequest, report: Any) -> Any:
+        """The run's metrics report after the standard aggregation (``report``, over the finished
+        tasks' ``outcomes`` in dataset order): return a replacement to aggregate differently, or
+        None to keep it. Default: None."""
+        return None
+
     def recovery_inputs(self, task: TaskSpec) -> dict[str, str]:
         """Files and directories the evaluation of ``task`` reads besides the agent's output (kind
         → host path, e.g. Harbor's ``task_files`` and ``tests``): an evaluation checkpoint (A9)

@@ -477,6 +477,10 @@ class Driver(ABC):
     #: (:attr:`Session.infrastructure_lost`) and run again outside ``max_retries``; 0 for a
     #: driver whose sandboxes live on this machine (a cluster's ``runtime.cluster.max_node_losses``).
     max_infrastructure_losses: int = 0
+    #: The defaults of ``runtime.provider_limits`` / ``runtime.env_open_qps`` for this driver's id
+    #: when its class stands for its registry entry (a plugin; built-ins set them on the entry).
+    default_concurrency: ClassVar[int] = 128
+    default_open_qps: ClassVar[float] = 0.0
 
     def __init__(self, config: EnvironmentConfig | None = None) -> None:
         self.config = config if config is not None else self.config_class()

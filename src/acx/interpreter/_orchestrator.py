@@ -475,11 +475,7 @@ class _RequestRun:
             )
             return result
 
-        parallel = (
-            strategy == "avg"
-            and prog.benchmark.parallel_attempts_safe
-            and getattr(prog.harness, "parallel_attempts_safe", False)
-        )
+        parallel = strategy == "avg" and prog.benchmark.parallel_attempts_safe and prog.harness.parallel_attempts_safe
         if parallel:
 
             async def store_one(n: int) -> None:
@@ -755,7 +751,7 @@ class _RunFinish:
         ctx.emit("summary_started")
         ordered = [self.c.outcomes[t.task_id] for t in prog.tasks if t.task_id in self.c.outcomes]
         ex = prog.request.execution
-        aggregation = getattr(prog.benchmark.config, "aggregation_mode", "micro_weighted")
+        aggregation = prog.benchmark.config.aggregation_mode
         report = build_report(
             ordered,
             prog.benchmark.metric_contract,
@@ -763,9 +759,7 @@ class _RunFinish:
             strategy=ex.attempts.strategy,
             aggregation=aggregation,
         )
-        custom = getattr(prog.benchmark, "aggregate_metrics", None)
-        if callable(custom):
-            report = custom(ordered, prog.request, report) or report
+        report = prog.benchmark.aggregate_metrics(ordered, prog.request, report) or report
         if status == "completed" and report.evaluation_failed:
             status = "failed"
             self.c.error = f"final FATAL issues invalidate the score; results: {self.c.store.run_dir}"
@@ -898,7 +892,7 @@ def _check_models(prog: RequestProgram, environ: Mapping[str, str]) -> None:
         return
     from acx.models import PROTOCOLS, roles_for
 
-    default = getattr(prog.harness, "default_protocol", "openai-chat")
+    default = prog.harness.default_protocol
     roles_for(prog.request, environ, default_protocol=default if default in PROTOCOLS else "openai-chat")
 
 
