@@ -21,6 +21,7 @@ PUBLIC_API: dict[str, list[str]] = {
     ],
     "acx.api": [
         "PlannedRequest",
+        "RunOptions",
         "build_programs",
         "compile",
         "compile_async",
@@ -376,7 +377,14 @@ PUBLIC_API: dict[str, list[str]] = {
         "MappedHarness",
         "RefusedHarness",
         "SCORERS",
+        "harness_alias",
+        "mapped_harness",
         "registry",
+    ],
+    "acx.components.harnesses": [
+        "agent_exit_issues",
+        "has_agent_model",
+        "tail",
     ],
     "acx.registry": [
         "ComponentInfo",

@@ -226,7 +226,7 @@ def test_dotdot_tar_is_a_collection_error(run_label: str, tmp_path: Path, docker
     import io
     import tarfile
 
-    from acx.drivers.docker import DockerSession
+    from acx.drivers.docker._files import DockerFiles
 
     def evil_fetch(self: Any, path: str, max_raw: Any, transfer: Any = None) -> Any:
         buf = io.BytesIO()
@@ -244,7 +244,7 @@ def test_dotdot_tar_is_a_collection_error(run_label: str, tmp_path: Path, docker
         agent = await _open(docker_driver(), run_label)
         try:
             await agent.exec(SEED, shell=True)
-            monkeypatch.setattr(DockerSession, "_fetch", evil_fetch)
+            monkeypatch.setattr(DockerFiles, "_fetch", evil_fetch)
             return await _artifacts.collect(agent, plan, tmp_path)
         finally:
             await agent.close()

@@ -225,7 +225,7 @@ def test_sigkill_then_resume_runs_every_task_exactly_once(tmp_path: Path) -> Non
         assert ran.count(task_id) == 1, f"{task_id} was run again after resume"
     assert not any(_alive(p) for p in orphans)  # reaped on resume
     assert list((d / ".env-resources").iterdir()) == []
-    assert RunStore.open_existing(d).live_session_records() == []  # reaped: closed in the journal
+    assert RunStore.open_existing(d).records.live_session_records() == []  # reaped: closed in the journal
     assert trio.run(driver.list_sessions) == []
     metrics = json.loads((d / "metrics.json").read_text())
     assert metrics["counts"]["tasks"] == 8 and metrics["metrics"]["correct.avg@1"] == 1.0

@@ -19,16 +19,14 @@ from acx.components._configs import (
     CommandHarnessConfig,
     ExactMatchConfig,
     HarborConfig,
-    OpenAIChatConfig,
-    OracleHarnessConfig,
 )
 from acx.components.benchmarks._exact_match_runtime import normalize_answer
 from acx.components.benchmarks._harbor_runtime import RewardError, parse_reward
 from acx.components.benchmarks.exact_match import ExactMatchBenchmark
 from acx.components.benchmarks.harbor import HarborBenchmark
 from acx.components.harnesses.command import CommandHarness
-from acx.components.harnesses.openai_chat import OpenAIChatHarness
-from acx.components.harnesses.oracle import OracleHarness
+from acx.components.harnesses.openai_chat import OpenAIChatConfig, OpenAIChatHarness
+from acx.components.harnesses.oracle import OracleHarness, OracleHarnessConfig
 from acx.drivers._base import OpenRequest
 from acx.drivers.fake import FakeDriver, FakeProcess
 from acx.ir import (

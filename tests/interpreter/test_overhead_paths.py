@@ -74,7 +74,7 @@ def test_start_attempt_is_lazy_and_a_resumed_run_archives_leftovers(tmp_path: Pa
     resumed.write_attempt("t/1", 2, {"status": "normal"})
     assert (store.attempt_dir("t/1", 2) / "result.json").is_file()
     resumed.close()
-    kinds = [(e["kind"], e["attempt"]) for e in resumed.read_journal()]
+    kinds = [(e["kind"], e["attempt"]) for e in resumed.records.read_journal()]
     assert kinds == [("attempt_started", 1), ("attempt_started", 1), ("attempt_started", 2), ("attempt_finished", 2)]
 
 

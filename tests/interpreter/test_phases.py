@@ -382,7 +382,7 @@ def test_resume_reaps_journaled_and_listed_leftovers_but_not_closed_or_kept_ones
     driver = _ListingDriver(listed)
     run([program(FakeBench(), PyHarness(), tasks(2), driver=driver)], tmp_path, resume_dirs={"req": str(d)})
     assert sorted(driver.reaped) == sorted([f"{rid}-journaled", f"{rid}-unjournaled"])
-    states = RunStore.open_existing(d).session_records()
+    states = RunStore.open_existing(d).records.session_records()
     assert states[f"{rid}-journaled"]["state"] == "closed" and states[f"{rid}-kept"]["state"] == "kept"
     assert states[f"{rid}-gone"]["state"] == "closed"  # already gone counts as released, once
 

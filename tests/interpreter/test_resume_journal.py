@@ -105,7 +105,7 @@ def test_adopted_lines_compare_task_ids_as_journaled(tmp_path: Path) -> None:  #
     for _ in range(3):  # the run, then two resumes
         store = RunStore(tmp_path, run_id="r")
         store.scrub.add_secret(["sk-secret-9911"])
-        store.journal_adopted(task_id, [1], "normal")
+        store.records.journal_adopted(task_id, [1], "normal")
         store.close()
     text = (tmp_path / "journal.jsonl").read_text()
     assert "sk-secret-9911" not in text

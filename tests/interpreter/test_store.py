@@ -226,7 +226,7 @@ def test_journal_records_are_json_lines_with_utc_seconds(tmp_path: Path) -> None
     store.journal("attempt_started", fsync=False, task_id="tâche/1", attempt=1, where=tmp_path)
     store.journal("attempt_finished", task_id="tâche/1", attempt=1, status="normal")
     store.close()
-    records = store.read_journal()
+    records = store.records.read_journal()
     assert [r["kind"] for r in records] == ["attempt_started", "attempt_finished"]
     assert records[0]["task_id"] == "tâche/1" and records[0]["where"] == str(tmp_path)
     assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", r["t"]) for r in records)

@@ -11,9 +11,9 @@
     # trio users:
     result = await acx.run_async("eval.acx", tasks="hello-*")
 
-Keyword arguments mirror the command-line flags: ``configs`` (``--config``), ``environment``
-(``--env``), ``task_concurrency``, ``execution`` (``--execution-params``), ``runtime``
-(``--runtime-params``), ``tasks`` (``--tasks``), ``run_id``, ``reuse``. Bad input raises
+Keyword arguments mirror the command-line flags; the one list of them, with their meaning, is
+:class:`RunOptions` (``configs`` = ``--config``, ``environment`` = ``--env``, ``execution`` =
+``--execution-params``, ``runtime`` = ``--runtime-params``, ``tasks`` = ``--tasks``, …). Bad input raises
 :class:`acx.AcxUserError` (with diagnostics: code, span or field path, help) before anything
 runs; task failures never raise — they are in the returned
 :class:`acx.interpreter.OrchestrationResult`.
@@ -39,14 +39,16 @@ from acx.api._build import (
     plan_one,
     program_from_plans,
 )
+from acx.api._options import RunOptions
 from acx.api._run import prepare_drivers, reuse_map, run_async, run_programs
 
 if TYPE_CHECKING:
-    from acx.interpreter import OrchestrationResult, ProgressEvent
+    from acx.interpreter import OrchestrationResult
     from acx.ir import CompiledProgram
 
 __all__ = [
     "PlannedRequest",
+    "RunOptions",
     "build_programs",
     "compile",
     "compile_async",
@@ -103,55 +105,18 @@ async def compile_async(spec: str | os.PathLike[str], **options: Any) -> Compile
     return await trio.to_thread.run_sync(functools.partial(compile, spec, **options))
 
 
-def run(
-    source: str | os.PathLike[str] | CompiledProgram,
-    *,
-    configs: Sequence[str | os.PathLike[str]] = (),
-    environment: str | None = None,
-    task_concurrency: int | None = None,
-    execution: Mapping[str, Any] | None = None,
-    runtime: Mapping[str, Any] | None = None,
-    tasks: str | None = None,
-    run_id: str | None = None,
-    reuse: bool | str = False,
-    environ: Mapping[str, str] | None = None,
-    progress: Callable[[ProgressEvent], None] | None = None,
-    report: Callable[[str], None] | None = None,
-    cluster: str | None = None,
-    replay: str | os.PathLike[str] | None = None,
-) -> OrchestrationResult:
+def run(source: str | os.PathLike[str] | CompiledProgram, **options: Any) -> OrchestrationResult:
     """Run a spec (compiled here) or a compiled program (a :class:`CompiledProgram` or a
     ``plan.json`` path; it runs exactly as compiled, so only ``runtime``, ``run_id``, ``reuse``
     and ``cluster`` apply) and write results under ``runtime.results_dir``.
 
-    ``cluster``: ``"ray"`` or ``"ray://HEAD_HOST:GCS_PORT"`` opens the sandboxes on the nodes of a
-    Ray cluster (as ``acx run --cluster``; overrides ``runtime.cluster.address``; docs/cluster.md).
-
-    ``reuse``: ``True`` copies verified finished tasks of the newest earlier run, ``"RUN_ID"``
-    of that run. ``replay``: a run directory whose own transcripts answer every model call of
-    the request of that run's name (as ``acx run --replay``; docs/models.md). ``environ``
-    (default ``os.environ``) supplies ``${VAR}`` references and
-    secrets. ``progress`` receives progress events; ``report`` warnings and notes (default: the
-    ``acx`` logger). Returns the :class:`~acx.interpreter.OrchestrationResult` (``exit_code``:
-    0 all completed, 1 a request failed or timed out).
+    The keyword arguments are the fields of :class:`RunOptions` (an unknown one is a
+    ``TypeError``): ``configs``, ``environment``, ``task_concurrency``, ``execution``,
+    ``runtime``, ``tasks``, ``run_id``, ``reuse``, ``environ``, ``progress``, ``report``,
+    ``cluster``, ``replay``. Returns the :class:`~acx.interpreter.OrchestrationResult`
+    (``exit_code``: 0 all completed, 1 a request failed or timed out).
     """
     import trio
 
-    return trio.run(
-        lambda: run_async(
-            source,
-            configs=configs,
-            environment=environment,
-            task_concurrency=task_concurrency,
-            execution=execution,
-            runtime=runtime,
-            tasks=tasks,
-            run_id=run_id,
-            reuse=reuse,
-            environ=environ,
-            progress=progress,
-            report=report,
-            cluster=cluster,
-            replay=replay,
-        )
-    )
+    opts = RunOptions(**options)
+    return trio.run(lambda: run_async(source, **vars(opts)))

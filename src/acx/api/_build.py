@@ -20,6 +20,7 @@ import msgspec
 from acx.errors import AcxConfigError
 
 if TYPE_CHECKING:
+    from acx.api._options import RunOptions
     from acx.compiler import Compiled, RequestPlan
     from acx.interpreter import RequestProgram
     from acx.ir import CompiledProgram, ExecutionPlan, OrchestratedRun, Orchestration, TaskSpec
@@ -185,84 +186,54 @@ def load_program(path: str | os.PathLike[str]) -> CompiledProgram:
 
 
 def build_programs(
-    source: str | os.PathLike[str] | CompiledProgram,
-    *,
-    configs: Sequence[str | os.PathLike[str]] = (),
-    environment: str | None = None,
-    task_concurrency: int | None = None,
-    execution: Mapping[str, Any] | None = None,
-    runtime: Mapping[str, Any] | None = None,
-    tasks: str | None = None,
-    run_id: str | None = None,
-    environ: Mapping[str, str] | None = None,
-    report: Reporter | None = None,
-    benchmark_params: Mapping[str, Any] | None = None,
-    cluster: str | None = None,
+    source: str | os.PathLike[str] | CompiledProgram, **options: Any
 ) -> tuple[Orchestration, list[RequestProgram]]:
     """``(orchestration, [RequestProgram])`` from a spec (compile + plan here) or a compiled
-    program (its plans as compiled). A compiled program runs exactly as compiled: compile-time
-    options with one are E0614; only ``runtime`` (process options), ``run_id`` and ``cluster``
-    apply. Secret references are resolved from ``environ`` (default ``os.environ``) for the
-    components; the requests that get persisted keep the references. ``cluster`` (``ray`` or
-    ``ray://HOST:PORT``, as ``--cluster``) or else ``runtime.cluster.address`` opens the sandboxes
-    on a Ray cluster's nodes (:func:`acx.cluster.attach`)."""
-    orch, programs = _build(
-        source,
-        configs=configs,
-        environment=environment,
-        task_concurrency=task_concurrency,
-        execution=execution,
-        runtime=runtime,
-        tasks=tasks,
-        run_id=run_id,
-        environ=environ,
-        report=report,
-        benchmark_params=benchmark_params,
-    )
-    if cluster or orch.runtime.cluster.address:
+    program (its plans as compiled). The keyword arguments are the fields of
+    :class:`acx.api.RunOptions` (``progress``, ``reuse`` and ``replay`` are the run's, unused
+    here). A compiled program runs exactly as compiled: compile-time options with one are E0614;
+    only ``runtime`` (process options), ``run_id`` and ``cluster`` apply. Secret references are
+    resolved from ``environ`` (default ``os.environ``) for the components; the requests that get
+    persisted keep the references. ``cluster`` (``ray`` or ``ray://HOST:PORT``, as ``--cluster``)
+    or else ``runtime.cluster.address`` opens the sandboxes on a Ray cluster's nodes
+    (:func:`acx.cluster.attach`)."""
+    from acx.api._options import RunOptions
+
+    opts = RunOptions(**options)
+    orch, programs = _build(source, opts)
+    if opts.cluster or orch.runtime.cluster.address:
         from acx.cluster import attach
 
-        attach(programs, cluster, orch.runtime)
+        attach(programs, opts.cluster, orch.runtime)
     return orch, programs
 
 
 def _build(
-    source: str | os.PathLike[str] | CompiledProgram,
-    *,
-    configs: Sequence[str | os.PathLike[str]],
-    environment: str | None,
-    task_concurrency: int | None,
-    execution: Mapping[str, Any] | None,
-    runtime: Mapping[str, Any] | None,
-    tasks: str | None,
-    run_id: str | None,
-    environ: Mapping[str, str] | None,
-    report: Reporter | None,
-    benchmark_params: Mapping[str, Any] | None,
+    source: str | os.PathLike[str] | CompiledProgram, opts: RunOptions
 ) -> tuple[Orchestration, list[RequestProgram]]:
-    env = os.environ if environ is None else environ
+    env = os.environ if opts.environ is None else opts.environ
     if isinstance(source, str | os.PathLike) and not is_program_file(source):
         compiled = compile_spec(
             source,
-            configs=configs,
-            environment=environment,
-            task_concurrency=task_concurrency,
-            execution=execution,
-            runtime=runtime,
-            report=report,
+            configs=opts.configs,
+            environment=opts.environment,
+            task_concurrency=opts.task_concurrency,
+            execution=opts.execution,
+            runtime=opts.runtime,
+            report=opts.report,
         )
-        if benchmark_params:
-            compiled = _with_benchmark_params(compiled, benchmark_params)
-        return compiled.orchestration, _from_compiled(compiled, tasks=tasks, run_id=run_id, environ=env)
+        if opts.benchmark_params:
+            compiled = _with_benchmark_params(compiled, opts.benchmark_params)
+        return compiled.orchestration, _from_compiled(compiled, tasks=opts.tasks, run_id=opts.run_id, environ=env)
     program = load_program(source) if isinstance(source, str | os.PathLike) else source
-    if configs or execution or task_concurrency or tasks or environment or benchmark_params:
+    if opts.compile_time():
         raise AcxConfigError(
             "a compiled program runs exactly as compiled",
             code="E0614",
             path=os.fspath(source) if isinstance(source, str | os.PathLike) else "program",
             help="pass configs/environment/execution/task concurrency/tasks when compiling, or run the spec instead",
         )
-    return _from_program(program, runtime=runtime, run_id=run_id, environ=env, report=report)
+    return _from_program(program, runtime=opts.runtime, run_id=opts.run_id, environ=env, report=opts.report)
 
 
 def _with_benchmark_params(compiled: Compiled, params: Mapping[str, Any]) -> Compiled:

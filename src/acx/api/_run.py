@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from acx.api._build import Reporter, build_programs
+from acx.api._options import RunOptions
 
 if TYPE_CHECKING:
     import trio
@@ -97,45 +98,21 @@ async def run_programs(
         )
 
 
-async def run_async(
-    source: str | os.PathLike[str] | CompiledProgram,
-    *,
-    configs: Sequence[str | os.PathLike[str]] = (),
-    environment: str | None = None,
-    task_concurrency: int | None = None,
-    execution: Mapping[str, Any] | None = None,
-    runtime: Mapping[str, Any] | None = None,
-    tasks: str | None = None,
-    run_id: str | None = None,
-    reuse: bool | str = False,
-    environ: Mapping[str, str] | None = None,
-    progress: Callable[[ProgressEvent], None] | None = None,
-    report: Reporter | None = None,
-    cluster: str | None = None,
-    replay: str | os.PathLike[str] | None = None,
-) -> OrchestrationResult:
-    """See :func:`acx.run` (this is its trio-native form; cancel it with a cancel scope)."""
-    orchestration, programs = build_programs(
-        source,
-        configs=configs,
-        environment=environment,
-        task_concurrency=task_concurrency,
-        execution=execution,
-        runtime=runtime,
-        tasks=tasks,
-        run_id=run_id,
-        environ=environ,
-        report=report or _log_report,
-        cluster=cluster,
-    )
+async def run_async(source: str | os.PathLike[str] | CompiledProgram, **options: Any) -> OrchestrationResult:
+    """See :func:`acx.run` (this is its trio-native form; cancel it with a cancel scope). The
+    keyword arguments are the fields of :class:`acx.api.RunOptions`."""
+    opts = RunOptions(**options)
+    if opts.benchmark_params is not None:
+        raise TypeError("run_async() got an unexpected keyword argument 'benchmark_params'")
+    orchestration, programs = build_programs(source, **{**vars(opts), "report": opts.report or _log_report})
     return await run_programs(
         orchestration,
         programs,
-        environ=environ,
-        progress=progress,
-        reuse=reuse_map(programs, reuse),
-        report=report,
-        replay=replay_map(programs, replay, reuse),
+        environ=opts.environ,
+        progress=opts.progress,
+        reuse=reuse_map(programs, opts.reuse),
+        report=opts.report,
+        replay=replay_map(programs, opts.replay, opts.reuse),
     )
 
 

@@ -77,7 +77,7 @@ def check_file(path: str) -> list[Any]:
         doc = load_document(path)
     except AcxUserError as exc:
         return list(exc.diagnostics)
-    from acx.compiler._validate import validate_document
+    from acx.compiler import validate_document
 
     return list(validate_document(doc))
 

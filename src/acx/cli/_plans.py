@@ -433,7 +433,7 @@ def render_text(out: TextIO, planned: Iterable[PlannedRequest], *, full: bool) -
             + (f"; recipes: {', '.join(f'{r} ({c})' for r, c in recipes.items())}" if recipes else "")
             + "\n"
         )
-        harness_free = bool(getattr(p.rp.benchmark, "harness_free", False))
+        harness_free = bool(p.rp.benchmark.harness_free)
         for task, plans, warnings, _prov in p.rows:
             first = plans[1]
             out.write(f"\n  + {task.task_id}" + (f"  [{task.category}]" if task.category != "all" else "") + "\n")

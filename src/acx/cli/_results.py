@@ -139,7 +139,7 @@ def _show(args: argparse.Namespace) -> int:
     progress = _load(store.run_dir / "progress.json") or {}
     tasks = {state: len(list((store.details / state).glob("*/task.json"))) for state in ("normal", "error", "fatal")}
     tasks["running"] = len([d for d in (store.details / "running").glob("*") if d.is_dir()])
-    live = store.live_session_records()
+    live = store.records.live_session_records()
     if args.format == "json":
         payload = {
             "run_dir": str(store.run_dir),

@@ -46,8 +46,8 @@ def validate_files(paths: list[str]) -> tuple[list[dict[str, Any]], list[Any], d
 def _validate_one(path: str, entry: dict[str, Any], sources: dict[str, str]) -> list[Any]:
     """Diagnostics of one file; fills ``entry`` (kind, request count) and ``sources``."""
     from acx.cli._lang import check_library, is_library
+    from acx.compiler import validate_document
     from acx.compiler._frontends import load_document
-    from acx.compiler._validate import validate_document
     from acx.errors import AcxUserError
 
     try:

@@ -194,6 +194,32 @@ def _merge_resources(*layers: ResourceRequirements | None) -> ResourceRequiremen
     return ResourceRequirements(**merged)
 
 
+def _stage_budgets(
+    ex: ExecutionSpec, bplan: Any, hplan: HarnessPlan, run_value: Any, evaluation_value: Any
+) -> tuple[Budget, Budget]:
+    """The run and evaluation budgets (T2) of a task, or of one step of it: ``run_value`` /
+    ``evaluation_value`` are the task's (or step's) own, else UNSET."""
+    run_b = resolve_budget(
+        task_value=run_value,
+        benchmark_value=bplan.run_timeout_seconds,
+        harness_fallback=hplan.default_run_timeout_seconds,
+        override=ex.run_timeout_seconds,
+        common_multiplier=ex.timeout_multiplier,
+        stage_multiplier=ex.run_timeout_multiplier,
+        stage_multiplier_field="run_timeout_multiplier",
+    )
+    eval_b = resolve_budget(
+        task_value=evaluation_value,
+        benchmark_value=bplan.evaluation_timeout_seconds,
+        harness_fallback=None,
+        override=ex.evaluation_timeout_seconds,
+        common_multiplier=ex.timeout_multiplier,
+        stage_multiplier=ex.evaluation_timeout_multiplier,
+        stage_multiplier_field="evaluation_timeout_multiplier",
+    )
+    return run_b, eval_b
+
+
 def _merge_env(base: dict[str, str], over: dict[str, str]) -> dict[str, str]:
     # Return a shared input when possible: plans of one request then share their env maps
     # (memory, and the required-names cache hits).
@@ -229,6 +255,14 @@ class RequestPlan:
     _harness_plan: HarnessPlan | None = None
     _bench_mode: str = "none"
     _run_follows_baseline: bool = False
+    #: The phases of ``_plan`` that live in their own classes (composed, sharing this state).
+    _envs: _EnvironmentPlanner = field(init=False, repr=False, compare=False)
+    _details: _PlanDetails = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        """Builds the phase helpers."""
+        self._envs = _EnvironmentPlanner(self)
+        self._details = _PlanDetails(self)
 
     # ---- public API ------------------------------------------------------------------------
     def plan_attempt(self, task: TaskSpec, attempt: int, *, warnings: list[str] | None = None) -> ExecutionPlan:
@@ -347,33 +381,16 @@ class RequestPlan:
                 )
 
         # (3) the task-local environment (a new struct; the request is never mutated)
-        env = self._environment(task, baseline, prov)
+        env = self._envs._environment(task, baseline, prov)
 
         # (4) benchmark plan, (5) harness plan
         bplan = self.benchmark.build_plan(task, req)
         hplan = self._harness_plan or self.harness.build_plan(task, req)
 
-        run_b = resolve_budget(
-            task_value=task.run_timeout_seconds,
-            benchmark_value=bplan.run_timeout_seconds,
-            harness_fallback=hplan.default_run_timeout_seconds,
-            override=ex.run_timeout_seconds,
-            common_multiplier=ex.timeout_multiplier,
-            stage_multiplier=ex.run_timeout_multiplier,
-            stage_multiplier_field="run_timeout_multiplier",
-        )
-        eval_b = resolve_budget(
-            task_value=task.evaluation_timeout_seconds,
-            benchmark_value=bplan.evaluation_timeout_seconds,
-            harness_fallback=None,
-            override=ex.evaluation_timeout_seconds,
-            common_multiplier=ex.timeout_multiplier,
-            stage_multiplier=ex.evaluation_timeout_multiplier,
-            stage_multiplier_field="evaluation_timeout_multiplier",
-        )
+        run_b, eval_b = _stage_budgets(ex, bplan, hplan, task.run_timeout_seconds, task.evaluation_timeout_seconds)
         if prov.enabled:
-            self._budget_prov(prov, "run_timeout_seconds", run_b, tid)
-            self._budget_prov(prov, "evaluation_timeout_seconds", eval_b, tid)
+            self._details._budget_prov(prov, "run_timeout_seconds", run_b, tid)
+            self._details._budget_prov(prov, "evaluation_timeout_seconds", eval_b, tid)
             for f in (
                 "run_timer_compensation_seconds",
                 "runresult_collect_timeout_seconds",
@@ -415,17 +432,17 @@ class RequestPlan:
             run_timer_compensation_seconds=ex.run_timer_compensation_seconds,
             run_timeout_seconds=run_b.seconds,
             evaluation_timeout_seconds=eval_b.seconds,
-            install_timeout_seconds=self._install_budget(hplan, ex, prov),
-            install_cache_key=self._install_cache(hplan, prov),
+            install_timeout_seconds=self._details._install_budget(hplan, ex, prov),
+            install_cache_key=self._details._install_cache(hplan, prov),
             run_user=task.run_user,
             evaluation_user=task.evaluation_user,
         )
         if prov.enabled:
-            self._artifact_prov(prov, task, supported)
+            self._details._artifact_prov(prov, task, supported)
 
         # (6) recipes, in registry order (RC2, RC3)
         scale = {"run_timeout_seconds": run_b, "evaluation_timeout_seconds": eval_b}
-        plan = self._apply_recipes(plan, task, prov, scale)
+        plan = self._details._apply_recipes(plan, task, prov, scale)
 
         # A3: the benchmark may resolve artifact paths after all recipes; explicit request wins.
         if supported and ex.artifacts is None:
@@ -437,21 +454,48 @@ class RequestPlan:
         plan = self._allow_model_endpoint(plan, prov)
 
         # (7) missing policies → public
-        plan = self._default_policies(plan, prov)
+        plan = self._envs._default_policies(plan, prov)
 
         # (8) evaluation environment per the final mode; then normalisation and checks
-        plan = self._evaluation_environment(plan, task, prov)
-        plan = self._finalize(plan, task, mode, warnings, prov)
+        plan = self._envs._evaluation_environment(plan, task, prov)
+        plan = self._details._finalize(plan, task, mode, warnings, prov)
         if task.steps:
-            plan = self._with_steps(plan, task, bplan, hplan, prov)
-        plan = self._drop_storage(plan, warnings, prov)
+            plan = self._envs._with_steps(plan, task, bplan, hplan, prov)
+        plan = self._envs._drop_storage(plan, warnings, prov)
         check_capabilities(
             plan,
             self.capabilities,
-            requires_isolated_filesystem=bool(getattr(self.benchmark, "requires_isolated_filesystem", False)),
+            requires_isolated_filesystem=self.benchmark.requires_isolated_filesystem,
             benchmark_id=self.benchmark.id,
         )
         return PlannedAttempt(plan, prov.data, warnings)
+
+    def _allow_model_endpoint(self, plan: ExecutionPlan, prov: _Prov) -> ExecutionPlan:
+        policy = plan.run_network_policy
+        if policy is None or policy.network_mode not in ("no-network", "allowlist"):
+            return plan
+        if self.request.harness.id == "none":
+            return plan
+        location = self.harness.model_location(self.request) if self.harness is not None else "none"
+        # Host-side harnesses call the model from acx's process: the sandbox gets no egress for it.
+        # An agent inside the sandbox reaches models only through the run's gateway: exactly that
+        # address is allowed (bound to its real address:port when the run starts), never the model host.
+        if location != "sandbox":
+            return plan
+        new = allow_model_endpoint(policy, MODEL_GATEWAY_HOST)
+        if new is policy:
+            return plan
+        prov.add("run_network_policy", "planner", "planner", MODEL_ENDPOINT_SOURCE, new)
+        return replace(plan, run_network_policy=new)
+
+
+class _EnvironmentPlanner:
+    """The environment half of planning an attempt: the run environment, the evaluation
+    environment per mode, default network policies, storage the driver cannot limit, and the
+    steps of a multi-step task."""
+
+    def __init__(self, c: RequestPlan) -> None:
+        self.c = c
 
     def _with_steps(
         self, plan: ExecutionPlan, task: TaskSpec, bplan: Any, hplan: HarnessPlan, prov: _Prov
@@ -467,41 +511,23 @@ class RequestPlan:
                 help="remove the evaluation_environment_mode override for this request (multi-step tasks "
                 "need `reuse`), or leave the task out (--tasks, task_names)",
             )
-        ex = self.request.execution
+        ex = self.c.request.execution
         steps: list[StepPlan] = []
         extra_env: list[dict[str, str] | None] = []
         for i, step in enumerate(task.steps):
-            run_b = resolve_budget(
-                task_value=step.run_timeout_seconds
-                if step.run_timeout_seconds is not UNSET
-                else task.run_timeout_seconds,
-                benchmark_value=bplan.run_timeout_seconds,
-                harness_fallback=hplan.default_run_timeout_seconds,
-                override=ex.run_timeout_seconds,
-                common_multiplier=ex.timeout_multiplier,
-                stage_multiplier=ex.run_timeout_multiplier,
-                stage_multiplier_field="run_timeout_multiplier",
-            )
-            eval_b = resolve_budget(
-                task_value=step.evaluation_timeout_seconds,
-                benchmark_value=bplan.evaluation_timeout_seconds,
-                harness_fallback=None,
-                override=ex.evaluation_timeout_seconds,
-                common_multiplier=ex.timeout_multiplier,
-                stage_multiplier=ex.evaluation_timeout_multiplier,
-                stage_multiplier_field="evaluation_timeout_multiplier",
-            )
+            step_run = step.run_timeout_seconds if step.run_timeout_seconds is not UNSET else task.run_timeout_seconds
+            run_b, eval_b = _stage_budgets(ex, bplan, hplan, step_run, step.evaluation_timeout_seconds)
             if prov.enabled:
-                self._budget_prov(prov, f"steps.{i}.run_timeout_seconds", run_b, task.task_id)
-                self._budget_prov(prov, f"steps.{i}.evaluation_timeout_seconds", eval_b, task.task_id)
+                self.c._details._budget_prov(prov, f"steps.{i}.run_timeout_seconds", run_b, task.task_id)
+                self.c._details._budget_prov(prov, f"steps.{i}.evaluation_timeout_seconds", eval_b, task.task_id)
             env = None
             if step.evaluation_env_variables is not None:
-                env = _merge_env(step.evaluation_env_variables, self.request.environment.evaluation_env_variables)
+                env = _merge_env(step.evaluation_env_variables, self.c.request.environment.evaluation_env_variables)
                 extra_env.append(env)
             run_policy, eval_policy = self._step_policies(plan, step, i, prov)
             # A step's artifacts and collection commands add to the task's, unless the request
             # replaced the task's (A3: the explicit request value wins).
-            collects = bool(self.benchmark.collect_artifacts)
+            collects = bool(self.c.benchmark.collect_artifacts)
             artifacts = step.artifacts if collects and ex.artifacts is None else []
             collect = step.artifact_collect if collects and ex.artifact_collect is None else []
             steps.append(
@@ -527,11 +553,11 @@ class RequestPlan:
     ) -> tuple[NetworkPolicy | None, NetworkPolicy | None]:
         """A step's own phase policies (a task hint: the request's explicit policy wins, P6), the
         run one with the model gateway allowed as for the task's; None = the plan's."""
-        renv = self.request.environment
+        renv = self.c.request.environment
         run = None if renv.run_network_policy is not None else step.run_network_policy
         ev = None if renv.evaluation_network_policy is not None else step.evaluation_network_policy
         if run is not None:
-            run = self._allow_model_endpoint(
+            run = self.c._allow_model_endpoint(
                 replace(plan, run_network_policy=run), _Prov(False, None)
             ).run_network_policy
             prov.add(f"steps.{i}.run_network_policy", "task", "task", f"task {plan.task_id} step {step.name}", run)
@@ -545,7 +571,7 @@ class RequestPlan:
         )
 
     def _drop_storage(self, plan: ExecutionPlan, warnings: list[str], prov: _Prov) -> ExecutionPlan:
-        dropped = drop_unenforced_storage(plan, self.capabilities, warnings)
+        dropped = drop_unenforced_storage(plan, self.c.capabilities, warnings)
         if dropped is not plan and prov.enabled:
             for key in ("environment", "evaluation_environment"):
                 env = getattr(dropped, key)
@@ -555,7 +581,7 @@ class RequestPlan:
         return dropped
 
     def _environment(self, task: TaskSpec, baseline: NetworkPolicy | None, prov: _Prov) -> EnvironmentSpec:
-        renv = self.request.environment
+        renv = self.c.request.environment
         setup = _merge_setup(task.environment_setup, renv.setup)
         resources = _merge_resources(task.resources, task.run_resources, renv.resources, renv.run_resources)
         env = replace(
@@ -589,137 +615,6 @@ class RequestPlan:
                     prov.request("environment.resources", f"environment.{f}", getattr(renv, f))
         return env
 
-    def _install_budget(self, hplan: HarnessPlan, ex: Any, prov: _Prov) -> float | None:
-        """The ``install_agent`` phase's budget: the harness's (its config), scaled by the common
-        ``timeout_multiplier`` like the other stage budgets; None when the harness installs nothing."""
-        base = hplan.install_timeout_seconds
-        if base is None:
-            return None
-        seconds = float(base) * float(ex.timeout_multiplier)
-        if prov.enabled:
-            source = f"{self.request.harness.id} harness (install_timeout_seconds)"
-            prov.add("install_timeout_seconds", "harness", "harness", source, base)
-            if ex.timeout_multiplier != 1.0:
-                mult = f"× {ex.timeout_multiplier:g} (execution.timeout_multiplier)"
-                prov.add("install_timeout_seconds", "planner", "planner", mult, seconds)
-        return seconds
-
-    def _install_cache(self, hplan: HarnessPlan, prov: _Prov) -> str | None:
-        """The install cache's key when the harness installs, its config allows the cache and the
-        driver has it (``DriverCapabilities.install_cache``); a driver without it installs in every
-        attempt (or is refused when the config requires the cache: check_capabilities, E0459)."""
-        key = hplan.install_cache_key
-        if key is None or not self.capabilities.install_cache:
-            return None
-        if prov.enabled:
-            source = f"{self.request.harness.id} harness (install, upload, agent_dir, definition env)"
-            prov.add("install_cache_key", "harness", "harness", source, key)
-        return key
-
-    def _budget_prov(self, prov: _Prov, path: str, b: Budget, tid: str) -> None:
-        kind = {"task": "task", "benchmark": "benchmark", "harness": "harness"}.get(b.default_source, "default")
-        source = {
-            "task": f"task {tid}",
-            "benchmark": f"{self.benchmark.id} benchmark plan",
-            "harness": f"{self.request.harness.id} harness fallback",
-        }.get(b.default_source, "no task, benchmark or harness default (no deadline)")
-        prov.add(path, b.default_source if b.default_source != "none" else "default", kind, source, b.default)
-        if b.override is not None:
-            prov.request(path, f"execution.{path}", b.override)
-        if b.multiplier != 1.0 and b.seconds is not None:
-            mult_path = f"execution.{b.multiplier_field}"
-            prov.add(path, "planner", "planner", f"× {b.multiplier:g} ({mult_path})", b.seconds)
-
-    def _artifact_prov(self, prov: _Prov, task: TaskSpec, supported: bool) -> None:
-        ex = self.request.execution
-        if not supported:
-            prov.add("artifacts", "benchmark", "benchmark", f"{self.benchmark.id}: collect_artifacts = false", [])
-            prov.add(
-                "collect_artifacts",
-                "benchmark",
-                "benchmark",
-                f"{self.benchmark.id}: collect_artifacts = false",
-                False,
-            )
-            return
-        prov.add("artifacts", "benchmark", "benchmark", "convention dir (A1)", ["/logs/artifacts"])
-        if task.artifacts is not None:
-            prov.add("artifacts", "task", "task", task.task_id, task.artifacts)
-        if ex.artifacts is not None:
-            prov.request("artifacts", "execution.artifacts", ex.artifacts)
-        if task.artifact_collect is not None:
-            prov.add("artifact_collect", "task", "task", task.task_id, task.artifact_collect)
-        if ex.artifact_collect is not None:
-            prov.request("artifact_collect", "execution.artifact_collect", ex.artifact_collect)
-
-    def _apply_recipes(
-        self, plan: ExecutionPlan, task: TaskSpec, prov: _Prov, scale: dict[str, Budget]
-    ) -> ExecutionPlan:
-        if not self._candidates:
-            return plan
-        applied: list[str] = []
-        explicit = self._explicit_for(task)
-        for recipe in self._candidates:
-            if not _run_recipe(recipe, recipe.matches, self.request, task, plan):
-                continue
-            before = plan
-            if isinstance(recipe, DeclarativeRecipeAdapter):
-                plan = recipe.apply_explicit(plan, explicit)
-            else:
-                plan = _run_recipe(recipe, recipe.apply, plan, self.request, task)
-            if not isinstance(plan, ExecutionPlan):
-                raise _recipe_error(
-                    recipe,
-                    f"returned {type(plan).__name__}, not an ExecutionPlan",
-                    f"fix {recipe.origin}: apply() must return a (copied) ExecutionPlan",
-                )
-            if plan.task_id != before.task_id or plan.attempt != before.attempt:
-                raise _recipe_error(
-                    recipe,
-                    "changed the plan's task_id/attempt",
-                    f"fix {recipe.origin}: recipes adjust a plan, they never retarget it",
-                )
-            applied.append(recipe.id)
-            if prov.enabled:
-                _diff_prov(prov, before, plan, recipe)
-            if isinstance(recipe, DeclarativeRecipeAdapter):
-                plan = _scale_recipe_defaults(before, plan, recipe, scale, prov)
-        if applied:
-            plan = replace(plan, applied_recipes=[*plan.applied_recipes, *applied])
-        return plan
-
-    def _explicit_for(self, task: TaskSpec) -> frozenset[str]:
-        extra = []
-        if task.run_timeout_seconds is not UNSET:
-            extra.append("run_timeout_seconds")
-        if task.evaluation_timeout_seconds is not UNSET:
-            extra.append("evaluation_timeout_seconds")
-        if task.evaluation_environment_mode is not None:
-            extra.append("evaluation_environment_mode")
-        if task.artifacts is not None:  # an explicit [] is a declaration too
-            extra.append("artifacts")
-        if task.artifact_collect is not None:
-            extra.append("artifact_collect")
-        return self._explicit.union(extra) if extra else self._explicit
-
-    def _allow_model_endpoint(self, plan: ExecutionPlan, prov: _Prov) -> ExecutionPlan:
-        policy = plan.run_network_policy
-        if policy is None or policy.network_mode not in ("no-network", "allowlist"):
-            return plan
-        if self.request.harness.id == "none":
-            return plan
-        location = getattr(self.harness, "model_location", lambda req: "none")(self.request)
-        # Host-side harnesses call the model from acx's process: the sandbox gets no egress for it.
-        # An agent inside the sandbox reaches models only through the run's gateway: exactly that
-        # address is allowed (bound to its real address:port when the run starts), never the model host.
-        if location != "sandbox":
-            return plan
-        new = allow_model_endpoint(policy, MODEL_GATEWAY_HOST)
-        if new is policy:
-            return plan
-        prov.add("run_network_policy", "planner", "planner", MODEL_ENDPOINT_SOURCE, new)
-        return replace(plan, run_network_policy=new)
-
     def _default_policies(self, plan: ExecutionPlan, prov: _Prov) -> ExecutionPlan:
         changes: dict[str, Any] = {}
         if plan.run_network_policy is None:
@@ -736,7 +631,7 @@ class RequestPlan:
         return replace(plan, **changes) if changes else plan
 
     def _evaluation_environment(self, plan: ExecutionPlan, task: TaskSpec, prov: _Prov) -> ExecutionPlan:
-        renv = self.request.environment
+        renv = self.c.request.environment
         if plan.evaluation_environment_mode != "fresh":
             for f in _FRESH_ONLY:
                 if getattr(renv, f) is not None:
@@ -809,10 +704,131 @@ class RequestPlan:
             )
         return replace(plan, evaluation_environment=evaluation)
 
+
+class _PlanDetails:
+    """Budgets and their provenance, the install budget and cache, artifacts, recipes and the
+    final normalisation of a plan."""
+
+    def __init__(self, c: RequestPlan) -> None:
+        self.c = c
+
+    def _install_budget(self, hplan: HarnessPlan, ex: Any, prov: _Prov) -> float | None:
+        """The ``install_agent`` phase's budget: the harness's (its config), scaled by the common
+        ``timeout_multiplier`` like the other stage budgets; None when the harness installs nothing."""
+        base = hplan.install_timeout_seconds
+        if base is None:
+            return None
+        seconds = float(base) * float(ex.timeout_multiplier)
+        if prov.enabled:
+            source = f"{self.c.request.harness.id} harness (install_timeout_seconds)"
+            prov.add("install_timeout_seconds", "harness", "harness", source, base)
+            if ex.timeout_multiplier != 1.0:
+                mult = f"× {ex.timeout_multiplier:g} (execution.timeout_multiplier)"
+                prov.add("install_timeout_seconds", "planner", "planner", mult, seconds)
+        return seconds
+
+    def _install_cache(self, hplan: HarnessPlan, prov: _Prov) -> str | None:
+        """The install cache's key when the harness installs, its config allows the cache and the
+        driver has it (``DriverCapabilities.install_cache``); a driver without it installs in every
+        attempt (or is refused when the config requires the cache: check_capabilities, E0459)."""
+        key = hplan.install_cache_key
+        if key is None or not self.c.capabilities.install_cache:
+            return None
+        if prov.enabled:
+            source = f"{self.c.request.harness.id} harness (install, upload, agent_dir, definition env)"
+            prov.add("install_cache_key", "harness", "harness", source, key)
+        return key
+
+    def _budget_prov(self, prov: _Prov, path: str, b: Budget, tid: str) -> None:
+        kind = {"task": "task", "benchmark": "benchmark", "harness": "harness"}.get(b.default_source, "default")
+        source = {
+            "task": f"task {tid}",
+            "benchmark": f"{self.c.benchmark.id} benchmark plan",
+            "harness": f"{self.c.request.harness.id} harness fallback",
+        }.get(b.default_source, "no task, benchmark or harness default (no deadline)")
+        prov.add(path, b.default_source if b.default_source != "none" else "default", kind, source, b.default)
+        if b.override is not None:
+            prov.request(path, f"execution.{path}", b.override)
+        if b.multiplier != 1.0 and b.seconds is not None:
+            mult_path = f"execution.{b.multiplier_field}"
+            prov.add(path, "planner", "planner", f"× {b.multiplier:g} ({mult_path})", b.seconds)
+
+    def _artifact_prov(self, prov: _Prov, task: TaskSpec, supported: bool) -> None:
+        ex = self.c.request.execution
+        if not supported:
+            prov.add("artifacts", "benchmark", "benchmark", f"{self.c.benchmark.id}: collect_artifacts = false", [])
+            prov.add(
+                "collect_artifacts",
+                "benchmark",
+                "benchmark",
+                f"{self.c.benchmark.id}: collect_artifacts = false",
+                False,
+            )
+            return
+        prov.add("artifacts", "benchmark", "benchmark", "convention dir (A1)", ["/logs/artifacts"])
+        if task.artifacts is not None:
+            prov.add("artifacts", "task", "task", task.task_id, task.artifacts)
+        if ex.artifacts is not None:
+            prov.request("artifacts", "execution.artifacts", ex.artifacts)
+        if task.artifact_collect is not None:
+            prov.add("artifact_collect", "task", "task", task.task_id, task.artifact_collect)
+        if ex.artifact_collect is not None:
+            prov.request("artifact_collect", "execution.artifact_collect", ex.artifact_collect)
+
+    def _apply_recipes(
+        self, plan: ExecutionPlan, task: TaskSpec, prov: _Prov, scale: dict[str, Budget]
+    ) -> ExecutionPlan:
+        if not self.c._candidates:
+            return plan
+        applied: list[str] = []
+        explicit = self._explicit_for(task)
+        for recipe in self.c._candidates:
+            if not _run_recipe(recipe, recipe.matches, self.c.request, task, plan):
+                continue
+            before = plan
+            if isinstance(recipe, DeclarativeRecipeAdapter):
+                plan = recipe.apply_explicit(plan, explicit)
+            else:
+                plan = _run_recipe(recipe, recipe.apply, plan, self.c.request, task)
+            if not isinstance(plan, ExecutionPlan):
+                raise _recipe_error(
+                    recipe,
+                    f"returned {type(plan).__name__}, not an ExecutionPlan",
+                    f"fix {recipe.origin}: apply() must return a (copied) ExecutionPlan",
+                )
+            if plan.task_id != before.task_id or plan.attempt != before.attempt:
+                raise _recipe_error(
+                    recipe,
+                    "changed the plan's task_id/attempt",
+                    f"fix {recipe.origin}: recipes adjust a plan, they never retarget it",
+                )
+            applied.append(recipe.id)
+            if prov.enabled:
+                _diff_prov(prov, before, plan, recipe)
+            if isinstance(recipe, DeclarativeRecipeAdapter):
+                plan = _scale_recipe_defaults(before, plan, recipe, scale, prov)
+        if applied:
+            plan = replace(plan, applied_recipes=[*plan.applied_recipes, *applied])
+        return plan
+
+    def _explicit_for(self, task: TaskSpec) -> frozenset[str]:
+        extra = []
+        if task.run_timeout_seconds is not UNSET:
+            extra.append("run_timeout_seconds")
+        if task.evaluation_timeout_seconds is not UNSET:
+            extra.append("evaluation_timeout_seconds")
+        if task.evaluation_environment_mode is not None:
+            extra.append("evaluation_environment_mode")
+        if task.artifacts is not None:  # an explicit [] is a declaration too
+            extra.append("artifacts")
+        if task.artifact_collect is not None:
+            extra.append("artifact_collect")
+        return self.c._explicit.union(extra) if extra else self.c._explicit
+
     def _finalize(
         self, plan: ExecutionPlan, task: TaskSpec, initial_mode: str, warnings: list[str], prov: _Prov
     ) -> ExecutionPlan:
-        ex = self.request.execution
+        ex = self.c.request.execution
         tid = task.task_id
         mode = plan.evaluation_environment_mode
         changes: dict[str, Any] = {}
@@ -822,10 +838,10 @@ class RequestPlan:
         check_seconds(plan.artifact_collect_timeout_seconds, "artifact_collect_timeout_seconds", tid)
         _check_workdirs(plan)
         if plan.artifact_collection_supported:
-            if not self.benchmark.collect_artifacts:
+            if not self.c.benchmark.collect_artifacts:
                 raise AcxPlanError(
                     f"task {tid!r}: a recipe re-enabled artifact collection, but benchmark "
-                    f"{self.benchmark.id!r} does not collect artifacts",
+                    f"{self.c.benchmark.id!r} does not collect artifacts",
                     code="E0423",
                     path="artifact_collection_supported",
                     help="recipes cannot enable artifacts when the benchmark disables collection",
@@ -1074,7 +1090,7 @@ def _plan_request(
         _explicit=_explicit_paths(req, request_provenance),
         _harness_plan=harness_plan,
         _bench_mode=bench.resolve_evaluation_environment_mode(req),
-        _run_follows_baseline=bool(getattr(bench, "run_policy_follows_baseline", False)),
+        _run_follows_baseline=bench.run_policy_follows_baseline,
     )
 
 
@@ -1106,7 +1122,7 @@ def _check_request(req: RunRequest) -> None:
 
 
 def _check_pairing(req: RunRequest, bench: Any) -> None:
-    harness_free = bool(getattr(bench, "harness_free", False))
+    harness_free = bench.harness_free
     if harness_free and req.harness.id != "none":
         raise AcxPlanError(
             f"benchmark {bench.id!r} runs tasks itself and must be paired with harness `none`, not {req.harness.id!r}",

@@ -75,7 +75,7 @@ from acx.ir import (
 )
 
 if TYPE_CHECKING:
-    from acx.components._harness_aliases import MappedHarness
+    from acx.components import MappedHarness
 
 __all__ = [
     "Compiled",
@@ -262,6 +262,8 @@ class _Resolver:
         self.harness_alias: str | None = None
         #: single-run mode: the spec is synthesised from explicit arguments; section → flag name.
         self.cli_sections = cli_sections
+        self.components = _ComponentResolver(self)
+        self.checks = _RequestChecks(self)
 
     def cli_json(self, params: Mapping[str, Any] | None, section: str, flag: str) -> dict[str, Any]:
         """A JSON override with its whole-field ``${VAR}`` values substituted, as in files (R6)."""
@@ -470,16 +472,16 @@ class _Resolver:
         model, p = self.simple(ModelSpec, "model", model_frags, label, req_span)
         prov.update(p)
         if model is not None:
-            self.check_cache_used(model, model_frags, label, req_span)
-        benchmark, p = self.component("benchmark", section("benchmark"), label, req_span, used)
+            self.checks.check_cache_used(model, model_frags, label, req_span)
+        benchmark, p = self.components.component("benchmark", section("benchmark"), label, req_span, used)
         prov.update(p)
         harness_frags = section("harness")
         self.harness_alias = None
-        harness, p = self.component("harness", harness_frags, label, req_span, used)
+        harness, p = self.components.component("harness", harness_frags, label, req_span, used)
         prov.update(p)
         if model is not None and harness is not None:
-            self.require_model(model, harness, harness_frags, label, req_span, format_path((*base, "model")))
-        environment, p = self.environment(section("environment"), label, req_span, used)
+            self.checks.require_model(model, harness, harness_frags, label, req_span, format_path((*base, "model")))
+        environment, p = self.components.environment(section("environment"), label, req_span, used)
         prov.update(p)
         execution, p = self.execution(section("execution"), tc, label, req_span, used)
         prov.update(p)
@@ -511,64 +513,6 @@ class _Resolver:
             metadata=metadata,
         )
         return name, request, prov
-
-    def check_cache_used(self, model: ModelSpec, frags: list[_Frag], label: str, fallback: Span | None) -> None:
-        """W0306: a cache directory or size bound while every role's ``cache`` is ``off`` is
-        accepted but does nothing (nothing silently ignored: say so where it is written)."""
-        if model.cache != "off" or any(r.cache != "off" for r in model.roles.values()):
-            return
-        for key in ("cache_dir", "cache_max_bytes"):
-            if getattr(model, key) is None:
-                continue
-            span = next((f.key_span((key,)) for f in reversed(frags) if key in f.data), None)
-            self.diagnostics.append(
-                Diagnostic(
-                    code="W0306",
-                    severity="warning",
-                    message=f"{label}: `model.{key}` is set but no model role uses the model-call cache "
-                    "(every `cache` is `off`), so it has no effect",
-                    span=span or fallback,
-                    path=f"model.{key}",
-                    help="set `cache: read-write` (or read, write, replay) on `model` or a `model.roles` entry, "
-                    f"or remove `{key}`",
-                )
-            )
-
-    def require_model(
-        self,
-        model: ModelSpec,
-        harness: HarnessSpec,
-        frags: list[_Frag],
-        label: str,
-        fallback: Span | None,
-        path: str,
-    ) -> None:
-        """E0306 for a harness that cannot run without a model when the request configures none:
-        compiled, it would fail every task at run time. An endpoint given as ``${VAR}`` counts as
-        configured (resolved when the run starts)."""
-        from acx.components import HARNESSES
-
-        if model.id or model.base_url or "agent" in model.roles:
-            return
-        info = HARNESSES.get(harness.id)
-        try:
-            cls = info.load() if info is not None else None
-        except (ImportError, AttributeError):
-            return  # the planner reports a harness that does not load
-        if not (getattr(cls, "requires_model", False) or getattr(cls, "calls_model", False)):
-            return
-        id_frag = next((f for f in reversed(frags) if "id" in f.data), None)
-        span = id_frag.span(("id",)) if id_frag is not None else None
-        by = "" if span is not None or id_frag is None else f" (set by {id_frag.source(('id',))})"
-        self.diagnostics.append(
-            Diagnostic(
-                code="E0306",
-                message=f"{label}: harness `{harness.id}` needs a model{by}, but no model is configured",
-                span=span or fallback,
-                path=path,
-                help=_model_help(self.spec.path),
-            )
-        )
 
     def _recipe_dirs(self) -> list[str]:
         dirs: list[str] = []
@@ -607,268 +551,6 @@ class _Resolver:
             return None, {}
         return value, _chains(merger, msgspec.to_builtins(value), (key,))
 
-    def select_id(
-        self, key: str, frags: list[_Frag], default: str | None, label: str, fallback: Span | None
-    ) -> tuple[str | None, list[Contribution], list[_Frag]]:
-        """The component id (request beats defaults) and the fragments whose params apply."""
-        chain: list[Contribution] = []
-        cid: str | None = None
-        if default is not None:
-            cid = default
-            chain.append(Contribution(layer="default", kind="default", source="default", value=default))
-        for f in frags:
-            if "id" in f.data:
-                cid = f.data["id"]
-                chain.append(Contribution(layer=f.layer, kind=f.kind, source=f.source(("id",)), value=cid))
-        if cid is None:
-            kind = "harness" if key == "harness" else key
-            self.diagnostics.append(
-                Diagnostic(
-                    code="E0305",
-                    message=f"{label} selects no {kind}",
-                    span=fallback,
-                    help=select_help(key, self.spec.path),
-                )
-            )
-            return None, chain, []
-        # `defaults.<section>` params apply only when it selects the same id (or none).
-        applied = [f for f in frags if f.data.get("id", cid) == cid]
-        return cid, chain, applied
-
-    def component(
-        self, key: str, frags: list[_Frag], label: str, fallback: Span | None, used: list[_Frag]
-    ) -> tuple[Any, dict[str, list[Contribution]]]:
-        from acx.components import registry
-
-        cid, id_chain, applied = self.select_id(key, frags, None, label, fallback)
-        if cid is None:
-            return None, {}
-        if key == "harness":
-            from acx.components._harness_aliases import mapped_harness
-
-            alias = mapped_harness(cid)
-            if alias is not None:
-                return self.agentcompass_harness(alias, id_chain, applied, label, fallback, used)
-        info = registry(key).get(cid)
-        if info is None:
-            return None, {}  # reported by validate_document
-        section = {"benchmark": "benchmarks", "harness": "harnesses"}[key]
-        merger = _Merger(lambda rel: (key, "params", *rel), lambda p: False)
-        merger.add(_Frag("default", "default", field_defaults(info.config_class), flag=f"{cid} default"))
-        for f in self.component_config_frags(section, cid):
-            used.append(f)
-            merger.add(f)
-        for f in applied:
-            merger.add(_without(f, ("id",)))
-        params = self.convert(merger, info.config_class, (key, "params"), f"{label} {key} `{cid}`", fallback)
-        if params is None:
-            return None, {}
-        if key == "benchmark":
-            self.refuse_unsupported(params, merger, (key, "params"), UNSUPPORTED_BENCHMARK, f"{label} {key} `{cid}`")
-        builtins = msgspec.to_builtins(params)
-        spec_cls = BenchmarkSpec if key == "benchmark" else HarnessSpec
-        prov = {f"{key}.id": id_chain, **_chains(merger, builtins, (key, "params"))}
-        return spec_cls(id=cid, params=builtins), prov
-
-    def agentcompass_harness(
-        self,
-        alias: MappedHarness,
-        id_chain: list[Contribution],
-        applied: list[_Frag],
-        label: str,
-        fallback: Span | None,
-        used: list[_Frag],
-    ) -> tuple[Any, dict[str, list[Contribution]]]:
-        """An AgentCompass harness id acx maps (issue 23 item 5): its AgentCompass params are
-        layered like any component's (config ``harnesses.<id>`` → defaults → request), typed by
-        their AgentCompass class, refused where acx has no meaning for the value (E0311), and
-        translated into the acx harness's params. Provenance shows the mapping; the request's
-        ``metadata.harness_alias`` keeps the id."""
-        from acx.components import HARNESSES
-
-        cid = alias.id
-        prefix: Path_ = ("harness", "params")
-        merger = _Merger(lambda rel: (*prefix, *rel), lambda p: False)
-        merger.add(_Frag("default", "default", field_defaults(alias.config), flag=f"{cid} (AgentCompass) default"))
-        for f in self.component_config_frags("harnesses", cid):
-            used.append(f)
-            merger.add(f)
-        for f in applied:
-            merger.add(_without(f, ("id",)))
-        where = f"{label} harness `{cid}`"
-        ac_params = self.convert(merger, alias.config, prefix, where, fallback)
-        if ac_params is None:
-            return None, {}
-        self.refuse_agentcompass(ac_params, alias, merger, label)
-        translated = alias.translate(ac_params)
-        data = {**alias.fixed, **{name: t.value for name, t in translated.items()}}
-        info = HARNESSES[alias.target]
-        params = self.convert_data(data, info.config_class, merger, prefix, where, fallback)
-        if params is None:
-            return None, {}
-        self.harness_alias = cid
-        mapping = f"harness `{cid}` (AgentCompass id) → {alias.summary}"
-        via = "AgentCompass alias"
-        ac_chains = _chains(merger, msgspec.to_builtins(ac_params), prefix)
-        defaults = field_defaults(info.config_class)
-        builtins = msgspec.to_builtins(params)
-        prov: dict[str, list[Contribution]] = {
-            "harness.id": [*id_chain, Contribution(layer=via, kind="harness", source=mapping, value=alias.target)]
-        }
-        for name, value in builtins.items():
-            chain = [
-                Contribution(
-                    layer="default", kind="default", source=f"{alias.target} default", value=defaults.get(name)
-                )
-            ]
-            if name in alias.fixed:
-                chain.append(Contribution(layer=via, kind="harness", source=mapping, value=value))
-            elif name in translated:
-                sources = translated[name].sources
-                for src in sources:
-                    chain.extend(c for c in ac_chains.get(format_path((*prefix, src)), []) if c.kind != "default")
-                names = ", ".join(f"`{s}`" for s in sources)
-                chain.append(
-                    Contribution(layer=via, kind="harness", source=f"{mapping}; from {cid} {names}", value=value)
-                )
-            prov[format_path((*prefix, name))] = chain
-        return HarnessSpec(id=alias.target, params=builtins), prov
-
-    def refuse_agentcompass(self, params: Any, alias: MappedHarness, merger: _Merger, label: str) -> None:
-        """E0311 for an AgentCompass param set (by some layer) to a value acx cannot honour."""
-        for name, (accepted, instead) in alias.unsupported.items():
-            value = msgspec.to_builtins(getattr(params, name))
-            if value in accepted:
-                continue
-            rec = merger.winner(("harness", "params", name))
-            if rec is None or rec.kind == "default":
-                continue
-            span = rec.key_span or rec.span
-            by = "" if span is not None else f" (set by {rec.source})"
-            shown = f"`{value}`" if value is not None else "null"
-            self.diagnostics.append(
-                Diagnostic(
-                    code="E0311",
-                    message=f"{label}: AgentCompass harness `{alias.id}` param `harness.{name}` = {shown} has no "
-                    f"acx meaning (it maps to {alias.summary}){by}",
-                    span=span,
-                    path=f"harness.{name}",
-                    help=instead or f"remove `{name}`",
-                )
-            )
-
-    def environment(
-        self, frags: list[_Frag], label: str, fallback: Span | None, used: list[_Frag]
-    ) -> tuple[Any, dict[str, list[Contribution]]]:
-        from acx.drivers import DRIVERS as ENVIRONMENTS
-
-        cid, id_chain, applied = self.select_id("environment", frags, DEFAULT_ENVIRONMENT, label, fallback)
-        if self.environment_override is not None:
-            cid, applied = self.override_environment(cid, frags, id_chain, label)
-        if cid is None or cid not in ENVIRONMENTS:
-            return None, {}
-        info = ENVIRONMENTS[cid]
-
-        def prefix(rel: Path_) -> Path_:
-            if rel and rel[0] in ENVIRONMENT_SPEC_FIELDS:
-                return ("environment", *rel)
-            return ("environment", "params", *rel)
-
-        def atomic(full: Path_) -> bool:
-            return len(full) == 2 and full[1] in NETWORK_POLICY_FIELDS
-
-        merger = _Merger(prefix, atomic)
-        spec_defaults = field_defaults(EnvironmentSpec)
-        shared = {k: v for k, v in spec_defaults.items() if k in ENVIRONMENT_SPEC_FIELDS}
-        merger.add(_Frag("default", "default", shared, flag="EnvironmentSpec default"))
-        merger.add(_Frag("default", "default", field_defaults(info.config_class), flag=f"{cid} default"))
-        for f in self.component_config_frags("environments", cid):
-            used.append(f)
-            merger.add(_policies(f))
-        for f in applied:
-            merger.add(_policies(_without(f, ("id",))))
-        flat = merger.data
-        spec_part = {k: v for k, v in flat.items() if k in ENVIRONMENT_SPEC_FIELDS}
-        param_part = {k: v for k, v in flat.items() if k not in ENVIRONMENT_SPEC_FIELDS}
-        where = f"{label} environment `{cid}`"
-        params = self.convert_data(param_part, info.config_class, merger, ("environment", "params"), where, fallback)
-        if params is not None:
-            self.config_warnings(params, merger, label, fallback)
-        spec_data = {
-            "id": cid,
-            "params": msgspec.to_builtins(params) if params is not None else {},
-            **spec_part,
-        }
-        spec = self.convert_data(spec_data, EnvironmentSpec, merger, ("environment",), where, fallback)
-        if params is None or spec is None:
-            return None, {}
-        self.check_fresh_only(spec, merger, label)
-        final = {k: v for k, v in msgspec.to_builtins(spec).items() if k != "id"}
-        prov = {"environment.id": id_chain, **_chains(merger, final, ("environment",))}
-        return spec, prov
-
-    def config_warnings(self, params: Any, merger: _Merger, label: str, fallback: Span | None) -> None:
-        """W0304 for each risky-but-valid provider setting (the driver's config says which)."""
-        hook = getattr(params, "config_warnings", None)
-        for field_name, message in hook() if callable(hook) else []:
-            rec = merger.winner(("environment", field_name))
-            self.diagnostics.append(
-                Diagnostic(
-                    code="W0304",
-                    severity="warning",
-                    message=f"{label}: {message}",
-                    span=rec.span if rec is not None and rec.span is not None else fallback,
-                    path=f"environment.{field_name}",
-                    help="leave it unset: commands get PATH, HOME, LANG, TMPDIR and the variables the plan "
-                    "declares (env_variables, run_env_variables, ...); pass what an agent needs there",
-                )
-            )
-
-    def override_environment(
-        self, selected: str | None, frags: list[_Frag], id_chain: list[Contribution], label: str
-    ) -> tuple[str, list[_Frag]]:
-        """``--env ID`` replaces the provider. Shared EnvironmentSpec fields (mode, network
-        policies, setup, env maps) written for the replaced provider still apply; its
-        provider-native params do not (they belong to another provider), with a warning."""
-        cid = self.environment_override
-        assert cid is not None
-        id_chain.append(Contribution(layer="--env", kind="cli", source="--env", value=cid))
-        applied: list[_Frag] = []
-        dropped: list[str] = []
-        for f in frags:
-            if f.data.get("id", cid) == cid:
-                applied.append(f)
-                continue
-            shared = {k: v for k, v in f.data.items() if k in ENVIRONMENT_SPEC_FIELDS}
-            dropped.extend(sorted(k for k in f.data if k not in ENVIRONMENT_SPEC_FIELDS and k != "id"))
-            applied.append(replace(f, data=shared))
-        if dropped:
-            self.diagnostics.append(
-                Diagnostic(
-                    code="W0303",
-                    severity="warning",
-                    message=f"{label}: --env {cid} replaces environment `{selected}`; its provider params "
-                    f"{', '.join(f'`{k}`' for k in dropped)} are not applied",
-                    path="--env",
-                    help=f"set params for `{cid}` under `environments.{cid}` in a run config",
-                )
-            )
-        return cid, applied
-
-    def component_config_frags(self, table: str, cid: str) -> list[_Frag]:
-        """Config layers of component ``cid`` in ``table`` (``benchmarks``, ``harnesses``,
-        ``environments``); a later ``<table>: null`` or ``<table>.<id>: null`` drops the earlier
-        ones (reference §3.1 for environments; R5 — a later null replaces — for the others)."""
-        out: list[_Frag] = []
-        for cfg in self.configs:
-            if _present(cfg.doc.data, (table, cid)) and value_at(cfg.doc.data, (table, cid)) is None:
-                out = []
-                continue
-            f = self.frag(cfg.layer, cfg.doc, (table, cid))
-            if f is not None:
-                out.append(f)
-        return out
-
     def refuse_unsupported(
         self, value: Any, merger: _Merger, prefix: Path_, fields: Mapping[str, tuple[Any, str]], label: str
     ) -> None:
@@ -890,26 +572,6 @@ class _Resolver:
                     span=span,
                     path=where,
                     help=instead,
-                )
-            )
-
-    def check_fresh_only(self, spec: EnvironmentSpec, merger: _Merger, label: str) -> None:
-        mode = spec.evaluation_environment_mode
-        if mode in (None, "fresh"):
-            return
-        for name in _EVALUATION_ONLY_FIELDS:
-            if getattr(spec, name) is None:
-                continue
-            rec = merger.winner(("environment", name))
-            if rec is None or rec.kind == "default":
-                continue
-            self.diagnostics.append(
-                Diagnostic(
-                    code="E0308",
-                    message=f"{label}: `environment.{name}` requires evaluation_environment_mode `fresh`, "
-                    f"but the mode is `{mode}`",
-                    span=rec.key_span or rec.span,
-                    help="set `evaluation_environment_mode: fresh`, or remove the evaluation-only field",
                 )
             )
 
@@ -1049,6 +711,362 @@ class _Resolver:
                 Diagnostic(code="E0204", message=f"{label}: `{where}`: {problem}", span=span, path=where, help=help)
             )
         return None if bad else value
+
+
+class _ComponentResolver:
+    """The benchmark, harness and environment sections of a request: the id each layer selects,
+    its params through the config layers, AgentCompass harness ids, and ``--env``."""
+
+    def __init__(self, c: _Resolver) -> None:
+        self.c = c
+
+    def select_id(
+        self, key: str, frags: list[_Frag], default: str | None, label: str, fallback: Span | None
+    ) -> tuple[str | None, list[Contribution], list[_Frag]]:
+        """The component id (request beats defaults) and the fragments whose params apply."""
+        chain: list[Contribution] = []
+        cid: str | None = None
+        if default is not None:
+            cid = default
+            chain.append(Contribution(layer="default", kind="default", source="default", value=default))
+        for f in frags:
+            if "id" in f.data:
+                cid = f.data["id"]
+                chain.append(Contribution(layer=f.layer, kind=f.kind, source=f.source(("id",)), value=cid))
+        if cid is None:
+            kind = "harness" if key == "harness" else key
+            self.c.diagnostics.append(
+                Diagnostic(
+                    code="E0305",
+                    message=f"{label} selects no {kind}",
+                    span=fallback,
+                    help=select_help(key, self.c.spec.path),
+                )
+            )
+            return None, chain, []
+        # `defaults.<section>` params apply only when it selects the same id (or none).
+        applied = [f for f in frags if f.data.get("id", cid) == cid]
+        return cid, chain, applied
+
+    def component(
+        self, key: str, frags: list[_Frag], label: str, fallback: Span | None, used: list[_Frag]
+    ) -> tuple[Any, dict[str, list[Contribution]]]:
+        from acx.components import registry
+
+        cid, id_chain, applied = self.select_id(key, frags, None, label, fallback)
+        if cid is None:
+            return None, {}
+        if key == "harness":
+            from acx.components import mapped_harness
+
+            alias = mapped_harness(cid)
+            if alias is not None:
+                return self.agentcompass_harness(alias, id_chain, applied, label, fallback, used)
+        info = registry(key).get(cid)
+        if info is None:
+            return None, {}  # reported by validate_document
+        section = {"benchmark": "benchmarks", "harness": "harnesses"}[key]
+        merger = _Merger(lambda rel: (key, "params", *rel), lambda p: False)
+        merger.add(_Frag("default", "default", field_defaults(info.config_class), flag=f"{cid} default"))
+        for f in self.component_config_frags(section, cid):
+            used.append(f)
+            merger.add(f)
+        for f in applied:
+            merger.add(_without(f, ("id",)))
+        params = self.c.convert(merger, info.config_class, (key, "params"), f"{label} {key} `{cid}`", fallback)
+        if params is None:
+            return None, {}
+        if key == "benchmark":
+            self.c.refuse_unsupported(params, merger, (key, "params"), UNSUPPORTED_BENCHMARK, f"{label} {key} `{cid}`")
+        builtins = msgspec.to_builtins(params)
+        spec_cls = BenchmarkSpec if key == "benchmark" else HarnessSpec
+        prov = {f"{key}.id": id_chain, **_chains(merger, builtins, (key, "params"))}
+        return spec_cls(id=cid, params=builtins), prov
+
+    def agentcompass_harness(
+        self,
+        alias: MappedHarness,
+        id_chain: list[Contribution],
+        applied: list[_Frag],
+        label: str,
+        fallback: Span | None,
+        used: list[_Frag],
+    ) -> tuple[Any, dict[str, list[Contribution]]]:
+        """An AgentCompass harness id acx maps (issue 23 item 5): its AgentCompass params are
+        layered like any component's (config ``harnesses.<id>`` → defaults → request), typed by
+        their AgentCompass class, refused where acx has no meaning for the value (E0311), and
+        translated into the acx harness's params. Provenance shows the mapping; the request's
+        ``metadata.harness_alias`` keeps the id."""
+        from acx.components import HARNESSES
+
+        cid = alias.id
+        prefix: Path_ = ("harness", "params")
+        merger = _Merger(lambda rel: (*prefix, *rel), lambda p: False)
+        merger.add(_Frag("default", "default", field_defaults(alias.config), flag=f"{cid} (AgentCompass) default"))
+        for f in self.component_config_frags("harnesses", cid):
+            used.append(f)
+            merger.add(f)
+        for f in applied:
+            merger.add(_without(f, ("id",)))
+        where = f"{label} harness `{cid}`"
+        ac_params = self.c.convert(merger, alias.config, prefix, where, fallback)
+        if ac_params is None:
+            return None, {}
+        self.refuse_agentcompass(ac_params, alias, merger, label)
+        translated = alias.translate(ac_params)
+        data = {**alias.fixed, **{name: t.value for name, t in translated.items()}}
+        info = HARNESSES[alias.target]
+        params = self.c.convert_data(data, info.config_class, merger, prefix, where, fallback)
+        if params is None:
+            return None, {}
+        self.c.harness_alias = cid
+        mapping = f"harness `{cid}` (AgentCompass id) → {alias.summary}"
+        via = "AgentCompass alias"
+        ac_chains = _chains(merger, msgspec.to_builtins(ac_params), prefix)
+        defaults = field_defaults(info.config_class)
+        builtins = msgspec.to_builtins(params)
+        prov: dict[str, list[Contribution]] = {
+            "harness.id": [*id_chain, Contribution(layer=via, kind="harness", source=mapping, value=alias.target)]
+        }
+        for name, value in builtins.items():
+            chain = [
+                Contribution(
+                    layer="default", kind="default", source=f"{alias.target} default", value=defaults.get(name)
+                )
+            ]
+            if name in alias.fixed:
+                chain.append(Contribution(layer=via, kind="harness", source=mapping, value=value))
+            elif name in translated:
+                sources = translated[name].sources
+                for src in sources:
+                    chain.extend(c for c in ac_chains.get(format_path((*prefix, src)), []) if c.kind != "default")
+                names = ", ".join(f"`{s}`" for s in sources)
+                chain.append(
+                    Contribution(layer=via, kind="harness", source=f"{mapping}; from {cid} {names}", value=value)
+                )
+            prov[format_path((*prefix, name))] = chain
+        return HarnessSpec(id=alias.target, params=builtins), prov
+
+    def refuse_agentcompass(self, params: Any, alias: MappedHarness, merger: _Merger, label: str) -> None:
+        """E0311 for an AgentCompass param set (by some layer) to a value acx cannot honour."""
+        for name, (accepted, instead) in alias.unsupported.items():
+            value = msgspec.to_builtins(getattr(params, name))
+            if value in accepted:
+                continue
+            rec = merger.winner(("harness", "params", name))
+            if rec is None or rec.kind == "default":
+                continue
+            span = rec.key_span or rec.span
+            by = "" if span is not None else f" (set by {rec.source})"
+            shown = f"`{value}`" if value is not None else "null"
+            self.c.diagnostics.append(
+                Diagnostic(
+                    code="E0311",
+                    message=f"{label}: AgentCompass harness `{alias.id}` param `harness.{name}` = {shown} has no "
+                    f"acx meaning (it maps to {alias.summary}){by}",
+                    span=span,
+                    path=f"harness.{name}",
+                    help=instead or f"remove `{name}`",
+                )
+            )
+
+    def environment(
+        self, frags: list[_Frag], label: str, fallback: Span | None, used: list[_Frag]
+    ) -> tuple[Any, dict[str, list[Contribution]]]:
+        from acx.drivers import DRIVERS as ENVIRONMENTS
+
+        cid, id_chain, applied = self.select_id("environment", frags, DEFAULT_ENVIRONMENT, label, fallback)
+        if self.c.environment_override is not None:
+            cid, applied = self.override_environment(cid, frags, id_chain, label)
+        if cid is None or cid not in ENVIRONMENTS:
+            return None, {}
+        info = ENVIRONMENTS[cid]
+
+        def prefix(rel: Path_) -> Path_:
+            if rel and rel[0] in ENVIRONMENT_SPEC_FIELDS:
+                return ("environment", *rel)
+            return ("environment", "params", *rel)
+
+        def atomic(full: Path_) -> bool:
+            return len(full) == 2 and full[1] in NETWORK_POLICY_FIELDS
+
+        merger = _Merger(prefix, atomic)
+        spec_defaults = field_defaults(EnvironmentSpec)
+        shared = {k: v for k, v in spec_defaults.items() if k in ENVIRONMENT_SPEC_FIELDS}
+        merger.add(_Frag("default", "default", shared, flag="EnvironmentSpec default"))
+        merger.add(_Frag("default", "default", field_defaults(info.config_class), flag=f"{cid} default"))
+        for f in self.component_config_frags("environments", cid):
+            used.append(f)
+            merger.add(_policies(f))
+        for f in applied:
+            merger.add(_policies(_without(f, ("id",))))
+        flat = merger.data
+        spec_part = {k: v for k, v in flat.items() if k in ENVIRONMENT_SPEC_FIELDS}
+        param_part = {k: v for k, v in flat.items() if k not in ENVIRONMENT_SPEC_FIELDS}
+        where = f"{label} environment `{cid}`"
+        params = self.c.convert_data(param_part, info.config_class, merger, ("environment", "params"), where, fallback)
+        if params is not None:
+            self.config_warnings(params, merger, label, fallback)
+        spec_data = {
+            "id": cid,
+            "params": msgspec.to_builtins(params) if params is not None else {},
+            **spec_part,
+        }
+        spec = self.c.convert_data(spec_data, EnvironmentSpec, merger, ("environment",), where, fallback)
+        if params is None or spec is None:
+            return None, {}
+        self.check_fresh_only(spec, merger, label)
+        final = {k: v for k, v in msgspec.to_builtins(spec).items() if k != "id"}
+        prov = {"environment.id": id_chain, **_chains(merger, final, ("environment",))}
+        return spec, prov
+
+    def config_warnings(self, params: Any, merger: _Merger, label: str, fallback: Span | None) -> None:
+        """W0304 for each risky-but-valid provider setting (the driver's config says which)."""
+        hook = getattr(params, "config_warnings", None)
+        for field_name, message in hook() if callable(hook) else []:
+            rec = merger.winner(("environment", field_name))
+            self.c.diagnostics.append(
+                Diagnostic(
+                    code="W0304",
+                    severity="warning",
+                    message=f"{label}: {message}",
+                    span=rec.span if rec is not None and rec.span is not None else fallback,
+                    path=f"environment.{field_name}",
+                    help="leave it unset: commands get PATH, HOME, LANG, TMPDIR and the variables the plan "
+                    "declares (env_variables, run_env_variables, ...); pass what an agent needs there",
+                )
+            )
+
+    def override_environment(
+        self, selected: str | None, frags: list[_Frag], id_chain: list[Contribution], label: str
+    ) -> tuple[str, list[_Frag]]:
+        """``--env ID`` replaces the provider. Shared EnvironmentSpec fields (mode, network
+        policies, setup, env maps) written for the replaced provider still apply; its
+        provider-native params do not (they belong to another provider), with a warning."""
+        cid = self.c.environment_override
+        assert cid is not None
+        id_chain.append(Contribution(layer="--env", kind="cli", source="--env", value=cid))
+        applied: list[_Frag] = []
+        dropped: list[str] = []
+        for f in frags:
+            if f.data.get("id", cid) == cid:
+                applied.append(f)
+                continue
+            shared = {k: v for k, v in f.data.items() if k in ENVIRONMENT_SPEC_FIELDS}
+            dropped.extend(sorted(k for k in f.data if k not in ENVIRONMENT_SPEC_FIELDS and k != "id"))
+            applied.append(replace(f, data=shared))
+        if dropped:
+            self.c.diagnostics.append(
+                Diagnostic(
+                    code="W0303",
+                    severity="warning",
+                    message=f"{label}: --env {cid} replaces environment `{selected}`; its provider params "
+                    f"{', '.join(f'`{k}`' for k in dropped)} are not applied",
+                    path="--env",
+                    help=f"set params for `{cid}` under `environments.{cid}` in a run config",
+                )
+            )
+        return cid, applied
+
+    def component_config_frags(self, table: str, cid: str) -> list[_Frag]:
+        """Config layers of component ``cid`` in ``table`` (``benchmarks``, ``harnesses``,
+        ``environments``); a later ``<table>: null`` or ``<table>.<id>: null`` drops the earlier
+        ones (reference §3.1 for environments; R5 — a later null replaces — for the others)."""
+        out: list[_Frag] = []
+        for cfg in self.c.configs:
+            if _present(cfg.doc.data, (table, cid)) and value_at(cfg.doc.data, (table, cid)) is None:
+                out = []
+                continue
+            f = self.c.frag(cfg.layer, cfg.doc, (table, cid))
+            if f is not None:
+                out.append(f)
+        return out
+
+    def check_fresh_only(self, spec: EnvironmentSpec, merger: _Merger, label: str) -> None:
+        mode = spec.evaluation_environment_mode
+        if mode in (None, "fresh"):
+            return
+        for name in _EVALUATION_ONLY_FIELDS:
+            if getattr(spec, name) is None:
+                continue
+            rec = merger.winner(("environment", name))
+            if rec is None or rec.kind == "default":
+                continue
+            self.c.diagnostics.append(
+                Diagnostic(
+                    code="E0308",
+                    message=f"{label}: `environment.{name}` requires evaluation_environment_mode `fresh`, "
+                    f"but the mode is `{mode}`",
+                    span=rec.key_span or rec.span,
+                    help="set `evaluation_environment_mode: fresh`, or remove the evaluation-only field",
+                )
+            )
+
+
+class _RequestChecks:
+    """Whole-request checks that need the resolved sections: a model for a harness that needs
+    one (E0306), a model cache some role uses (W0306)."""
+
+    def __init__(self, c: _Resolver) -> None:
+        self.c = c
+
+    def check_cache_used(self, model: ModelSpec, frags: list[_Frag], label: str, fallback: Span | None) -> None:
+        """W0306: a cache directory or size bound while every role's ``cache`` is ``off`` is
+        accepted but does nothing (nothing silently ignored: say so where it is written)."""
+        if model.cache != "off" or any(r.cache != "off" for r in model.roles.values()):
+            return
+        for key in ("cache_dir", "cache_max_bytes"):
+            if getattr(model, key) is None:
+                continue
+            span = next((f.key_span((key,)) for f in reversed(frags) if key in f.data), None)
+            self.c.diagnostics.append(
+                Diagnostic(
+                    code="W0306",
+                    severity="warning",
+                    message=f"{label}: `model.{key}` is set but no model role uses the model-call cache "
+                    "(every `cache` is `off`), so it has no effect",
+                    span=span or fallback,
+                    path=f"model.{key}",
+                    help="set `cache: read-write` (or read, write, replay) on `model` or a `model.roles` entry, "
+                    f"or remove `{key}`",
+                )
+            )
+
+    def require_model(
+        self,
+        model: ModelSpec,
+        harness: HarnessSpec,
+        frags: list[_Frag],
+        label: str,
+        fallback: Span | None,
+        path: str,
+    ) -> None:
+        """E0306 for a harness that cannot run without a model when the request configures none:
+        compiled, it would fail every task at run time. An endpoint given as ``${VAR}`` counts as
+        configured (resolved when the run starts)."""
+        from acx.components import HARNESSES
+
+        if model.id or model.base_url or "agent" in model.roles:
+            return
+        info = HARNESSES.get(harness.id)
+        try:
+            cls = info.load() if info is not None else None
+        except (ImportError, AttributeError):
+            return  # the planner reports a harness that does not load
+        if cls is None or not (cls.requires_model or cls.calls_model):
+            return
+        id_frag = next((f for f in reversed(frags) if "id" in f.data), None)
+        span = id_frag.span(("id",)) if id_frag is not None else None
+        by = "" if span is not None or id_frag is None else f" (set by {id_frag.source(('id',))})"
+        self.c.diagnostics.append(
+            Diagnostic(
+                code="E0306",
+                message=f"{label}: harness `{harness.id}` needs a model{by}, but no model is configured",
+                span=span or fallback,
+                path=path,
+                help=_model_help(self.c.spec.path),
+            )
+        )
 
 
 # ---- helpers ----------------------------------------------------------------------------------

@@ -86,9 +86,9 @@ def validate_document(doc: SourceDoc) -> list[Diagnostic]:
     checker.check_interpolation(doc.data, ())
     checker.check_scalars(doc.data, ())
     if doc.kind == "orchestration":
-        checker.check_orchestration(doc.data)
+        checker.orchestration.check_orchestration(doc.data)
     else:
-        checker.check_run_config(doc.data)
+        checker.components.check_run_config(doc.data)
     checker.check_unsupported(doc.data, doc.kind)
     return checker.sorted()
 
@@ -173,9 +173,8 @@ def check_cli_params(
 
 def component_config_class(kind: str, component_id: str) -> type[Any] | None:
     """The config class of a registered component's params; for an AgentCompass harness id acx
-    maps (acx.components._harness_aliases), the class of its AgentCompass params. None: unknown."""
-    from acx.components import registry
-    from acx.components._harness_aliases import mapped_harness
+    maps (acx.components.HARNESS_ALIASES), the class of its AgentCompass params. None: unknown."""
+    from acx.components import mapped_harness, registry
 
     alias = mapped_harness(component_id) if kind == "harness" else None
     if alias is not None:
@@ -202,6 +201,8 @@ class Checker:
         self.doc = doc
         self.cli_flag = cli_flag
         self.diagnostics: list[Diagnostic] = []
+        self.components = _ComponentChecks(self)
+        self.orchestration = _OrchestrationChecks(self)
 
     # ---- reporting ------------------------------------------------------------------------
 
@@ -594,15 +595,20 @@ class Checker:
             span = None if self.cli_flag else self.doc.span_of(path)
             self.diagnostics.append(embedded_ref_diagnostic(value, span, self.where(path)))
 
-    # ---- run config -----------------------------------------------------------------------
+
+class _ComponentChecks:
+    """Component sections and run-config tables: ids (built-in, plugin, AgentCompass) and their params."""
+
+    def __init__(self, c: Checker) -> None:
+        self.c = c
 
     def check_run_config(self, data: Any) -> None:
-        if not self.is_mapping(data, (), "a run config"):
+        if not self.c.is_mapping(data, (), "a run config"):
             return
         for key, value in data.items():
             path = (key,)
             if key == "models":
-                self.err(
+                self.c.err(
                     "E0206",
                     "a run config cannot declare `models` (there is no model registry)",
                     path,
@@ -612,24 +618,24 @@ class Checker:
                 )
             elif key in RUN_CONFIG_STRUCT_SECTIONS:
                 if value is not None:
-                    self.check_struct(value, RUN_CONFIG_STRUCT_SECTIONS[key], path, where=f"`{key}`")
+                    self.c.check_struct(value, RUN_CONFIG_STRUCT_SECTIONS[key], path, where=f"`{key}`")
             elif key in ("benchmarks", "harnesses", "environments"):
                 self.check_component_table(key, value, path)
             else:
-                self.unknown_key(key, (), RUN_CONFIG_KEYS, "the run config")
+                self.c.unknown_key(key, (), RUN_CONFIG_KEYS, "the run config")
 
     def check_component_table(self, section: str, value: Any, path: Path_) -> None:
         kind = {"benchmarks": "benchmark", "harnesses": "harness", "environments": "environment"}[section]
         if value is None:
             return  # `environments: null` drops earlier layers
-        if not self.is_mapping(value, path, f"{kind} id → params"):
+        if not self.c.is_mapping(value, path, f"{kind} id → params"):
             return
         for cid, params in value.items():
             if not self.known_id(kind, cid, (*path, cid), key=True):
                 continue
             if params is None:
                 continue  # `<id>: null` drops earlier layers of this component
-            if self.is_mapping(params, (*path, cid), f"params of {kind} `{cid}`"):
+            if self.c.is_mapping(params, (*path, cid), f"params of {kind} `{cid}`"):
                 self.check_params(kind, cid, params, (*path, cid), skip_id=False)
 
     def known_id(self, kind: str, cid: Any, path: Path_, *, key: bool = False) -> bool:
@@ -637,20 +643,22 @@ class Checker:
 
         ids = registry(kind)
         if not isinstance(cid, str):
-            self.err("E0204", f"`{self.where(path)}`: expected a {kind} id string, got {_type_name(cid)}", path)
+            self.c.err("E0204", f"`{self.c.where(path)}`: expected a {kind} id string, got {_type_name(cid)}", path)
             return False
         if cid in ids:
             return True
         if kind == "harness" and self.agentcompass_harness(cid, path, key=key):
             return self.harness_is_mapped(cid)
         if ":" in cid:  # a `module:Class` id: say why it does not import (plugins)
-            self.err("E0301", ids.why_missing(cid), path, key=key, help="a `module:Class` id names an installed class")
+            self.c.err(
+                "E0301", ids.why_missing(cid), path, key=key, help="a `module:Class` id names an installed class"
+            )
             return False
         if kind == "benchmark" and self.refused_benchmark(cid, path, key=key):
             return False
         guess = did_you_mean(cid, list(ids))
         listing = "acx list " + ("env" if kind == "environment" else kind)
-        self.err(
+        self.c.err(
             "E0301",
             f"unknown {kind} id `{cid}`",
             path,
@@ -661,7 +669,7 @@ class Checker:
 
     @staticmethod
     def harness_is_mapped(cid: str) -> bool:
-        from acx.components._harness_aliases import mapped_harness
+        from acx.components import mapped_harness
 
         return mapped_harness(cid) is not None
 
@@ -669,13 +677,13 @@ class Checker:
         """An AgentCompass harness id (issue 23 item 5): True when it is one. A mapped id is valid
         (its params are checked against its AgentCompass params); a refused one is E0301 naming
         the nearest acx harness, what differs and what to use."""
-        from acx.components._harness_aliases import RefusedHarness, harness_alias
+        from acx.components import RefusedHarness, harness_alias
 
         entry = harness_alias(cid)
         if entry is None:
             return False
         if isinstance(entry, RefusedHarness):
-            self.err(
+            self.c.err(
                 "E0301",
                 f"AgentCompass harness `{cid}` has no acx equivalent; the nearest acx harness is "
                 f"`{entry.nearest}`: {entry.differs}",
@@ -692,7 +700,7 @@ class Checker:
         reason = UNSUPPORTED.get(cid)
         if reason is None:
             return False
-        self.err(
+        self.c.err(
             "E0309",
             f"AgentCompass benchmark `{cid}` is not supported by acx: {reason}",
             path,
@@ -710,35 +718,69 @@ class Checker:
             if key == "id" and skip_id:
                 continue
             if key == "params":
-                self.err(
+                self.c.err(
                     "E0207",
-                    f"`{self.where(at)}`: component sections have no `params:` layer",
+                    f"`{self.c.where(at)}`: component sections have no `params:` layer",
                     at,
                     key=True,
                     help=_PARAMS_HELP,
                 )
             elif key in legacy and key not in types:
-                self.err(
+                self.c.err(
                     "E0214",
-                    f"`{self.where(at)}` is not supported; use {legacy[key]}",
+                    f"`{self.c.where(at)}` is not supported; use {legacy[key]}",
                     at,
                     key=True,
                     help=f"move the value to {legacy[key]}",
                 )
             elif key not in types:
-                self.unknown_key(key, path, types, f"{kind} `{cid}` params")
+                self.c.unknown_key(key, path, types, f"{kind} `{cid}` params")
             else:
                 owner = (
                     EnvironmentSpec if (kind == "environment" and key in environment_field_types()) else config_class
                 )
-                self.check_value(value, types[key], at, cls=owner, name=key)
+                self.c.check_value(value, types[key], at, cls=owner, name=key)
 
-    # ---- orchestration --------------------------------------------------------------------
+    def check_component_section(self, section: str, value: Any, path: Path_, *, hint: str | None) -> str | None:
+        kind = COMPONENT_SECTIONS[section][0]
+        if value is None:
+            return None
+        if not self.c.is_mapping(value, path, f"`{{id: ..., <{kind} params>}}`"):
+            return None
+        cid = value.get("id")
+        if cid is not None:
+            if not self.known_id(kind, cid, (*path, "id")):
+                return None
+            effective: str | None = cid
+        else:
+            effective = hint
+        if effective is None:
+            if "params" in value:
+                self.check_params_layer(value, path)
+            return None  # params of an id chosen elsewhere: checked after layering
+        self.check_params(kind, effective, value, path, skip_id=True)
+        return cid if isinstance(cid, str) else None
+
+    def check_params_layer(self, value: dict[str, Any], path: Path_) -> None:
+        self.c.err(
+            "E0207",
+            f"`{self.c.where((*path, 'params'))}`: component sections have no `params:` layer",
+            (*path, "params"),
+            key=True,
+            help=_PARAMS_HELP,
+        )
+
+
+class _OrchestrationChecks:
+    """An orchestration document: version, task concurrency, defaults and the requests."""
+
+    def __init__(self, c: Checker) -> None:
+        self.c = c
 
     def check_orchestration(self, data: dict[str, Any]) -> None:
         for key in data:
             if key == "models":
-                self.err(
+                self.c.err(
                     "E0206",
                     "an orchestration cannot declare `models` (there is no model registry)",
                     (key,),
@@ -746,17 +788,17 @@ class Checker:
                     help="give each request's model in `defaults.model` or `requests[].model`",
                 )
             elif key not in ORCHESTRATION_KEYS:
-                self.unknown_key(key, (), ORCHESTRATION_KEYS, "the orchestration")
+                self.c.unknown_key(key, (), ORCHESTRATION_KEYS, "the orchestration")
         self.check_version(data)
         if "name" in data and not (isinstance(data["name"], str) and data["name"].strip()):
-            self.err("E0204", "`name`: expected a non-empty string", ("name",))
+            self.c.err("E0204", "`name`: expected a non-empty string", ("name",))
         if "task_concurrency" in data:
             self.check_task_concurrency(data["task_concurrency"])
         runtime = data.get("runtime")
         if isinstance(runtime, dict):
             for key in RUNTIME_REUSE_KEYS:
                 if key in runtime:
-                    self.err(
+                    self.c.err(
                         "E0203",
                         f"`runtime.{key}` is a per-request setting, not an orchestration runtime option",
                         ("runtime", key),
@@ -764,25 +806,25 @@ class Checker:
                         help=f"set `defaults.runtime.{key}` (or a request's `runtime.{key}`)",
                     )
             rest = {k: v for k, v in runtime.items() if k not in RUNTIME_REUSE_KEYS}
-            self.check_struct(rest, ResolvedRuntimeOptions, ("runtime",), where="orchestration `runtime`")
+            self.c.check_struct(rest, ResolvedRuntimeOptions, ("runtime",), where="orchestration `runtime`")
         elif runtime is not None:
-            self.is_mapping(runtime, ("runtime",), "runtime options")
+            self.c.is_mapping(runtime, ("runtime",), "runtime options")
         defaults = data.get("defaults")
         ids: dict[str, str | None] = {}
-        if defaults is not None and self.is_mapping(defaults, ("defaults",), "request defaults"):
+        if defaults is not None and self.c.is_mapping(defaults, ("defaults",), "request defaults"):
             ids = self.check_request(defaults, ("defaults",), hints={}, is_defaults=True)
         self.check_requests(data, ids)
 
     def check_version(self, data: dict[str, Any]) -> None:
         if "version" not in data:
-            self.err(
+            self.c.err(
                 "E0211",
                 "the orchestration has no `version`",
                 (),
                 help="add `version: 1` at the top of the file",
             )
         elif data["version"] != 1 or isinstance(data["version"], bool):
-            self.err(
+            self.c.err(
                 "E0211",
                 f"unsupported orchestration version `{data['version']}`",
                 ("version",),
@@ -791,10 +833,10 @@ class Checker:
 
     def check_task_concurrency(self, value: Any) -> None:
         if env_ref_name(value) is not None:
-            self.check_secret_ref(value, int, ("task_concurrency",))
+            self.c.check_secret_ref(value, int, ("task_concurrency",))
             return
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            self.err(
+            self.c.err(
                 "E0204",
                 f"`task_concurrency`: expected an integer >= 1, got {_describe(value)}",
                 ("task_concurrency",),
@@ -804,7 +846,7 @@ class Checker:
     def check_requests(self, data: dict[str, Any], default_ids: dict[str, str | None]) -> None:
         requests = data.get("requests")
         if requests is None:
-            self.err(
+            self.c.err(
                 "E0210",
                 "the orchestration has no `requests`",
                 (),
@@ -812,16 +854,16 @@ class Checker:
             )
             return
         if not isinstance(requests, list):
-            self.err("E0204", f"`requests`: expected a list, got {_type_name(requests)}", ("requests",))
+            self.c.err("E0204", f"`requests`: expected a list, got {_type_name(requests)}", ("requests",))
             return
         if not requests:
-            self.err("E0210", "`requests` is empty", ("requests",), help="add at least one named request")
+            self.c.err("E0210", "`requests` is empty", ("requests",), help="add at least one named request")
         names: dict[str, Path_] = {}
         namespaces: dict[tuple[str, str], tuple[Path_, str]] = {}
         replaced: dict[tuple[str, str], list[Path_]] = {}
         for i, request in enumerate(requests):
             path: Path_ = ("requests", i)
-            if not self.is_mapping(request, path, "a request"):
+            if not self.c.is_mapping(request, path, "a request"):
                 continue
             self.check_request(request, path, hints=default_ids, is_defaults=False)
             self.check_selects(request, path, data.get("defaults"))
@@ -829,23 +871,23 @@ class Checker:
                 replaced.setdefault((section, rid), []).append(path)
             name = request.get("name")
             if name is None:
-                self.err("E0208", f"request #{i} has no `name`", path, help="give every request a unique `name`")
+                self.c.err("E0208", f"request #{i} has no `name`", path, help="give every request a unique `name`")
                 continue
             if not isinstance(name, str) or not name.strip():
-                self.err("E0204", f"`{self.where((*path, 'name'))}`: expected a non-empty string", (*path, "name"))
+                self.c.err("E0204", f"`{self.c.where((*path, 'name'))}`: expected a non-empty string", (*path, "name"))
                 continue
             if name in names:
-                first_span = self.doc.span_of((*names[name], "name"))
-                if first_span is not None and first_span == self.doc.span_of((*path, "name")):
+                first_span = self.c.doc.span_of((*names[name], "name"))
+                if first_span is not None and first_span == self.c.doc.span_of((*path, "name")):
                     # Both runs come from one `.acx` `for` loop: pointing twice at it says nothing.
-                    self.err(
+                    self.c.err(
                         "E0303",
                         f"duplicate request name `{name}`: two iterations of this loop produce it",
                         (*path, "name"),
                         help="make the loop's values distinct, or interpolate the loop name into the run label",
                     )
                     continue
-                self.err(
+                self.c.err(
                     "E0303",
                     f"duplicate request name `{name}`",
                     (*path, "name"),
@@ -858,8 +900,8 @@ class Checker:
             ns_key = (run_name, output_namespace(name))
             if ns_key in namespaces:
                 other_path, other = namespaces[ns_key]
-                first = self.doc.span_of((*other_path, "name"))
-                self.err(
+                first = self.c.doc.span_of((*other_path, "name"))
+                self.c.err(
                     "E0304",
                     f"requests `{other}` and `{name}` write to the same output namespace `{ns_key[1]}`",
                     (*path, "name"),
@@ -879,20 +921,20 @@ class Checker:
         for (section, rid), paths in replaced.items():
             dropped = sorted(k for k in defaults[section] if k != "id")
             did = defaults[section]["id"]
-            names = [str(value_at(self.doc.data, p).get("name", f"#{p[-1]}")) for p in paths]
+            names = [str(value_at(self.c.doc.data, p).get("name", f"#{p[-1]}")) for p in paths]
             shown = ", ".join(f"`{n}`" for n in names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
             related = tuple(
                 Related(span, f"request `{n}` selects {section} `{rid}`")
                 for p, n in zip(paths[:3], names[:3], strict=True)
-                if (span := self.doc.span_of((*p, section, "id"))) is not None
+                if (span := self.c.doc.span_of((*p, section, "id"))) is not None
             )
-            self.diagnostics.append(
+            self.c.diagnostics.append(
                 Diagnostic(
                     code="W0301",
                     severity="warning",
                     message=f"`defaults.{section}` params for `{did}` ({', '.join(f'`{k}`' for k in dropped)}) "
                     f"are not applied to request(s) {shown}, which select {section} `{rid}`",
-                    span=None if self.cli_flag else self.doc.key_span_of(("defaults", section)),
+                    span=None if self.c.cli_flag else self.c.doc.key_span_of(("defaults", section)),
                     path=f"defaults.{section}",
                     help=f"params in `defaults.{section}` apply only to requests that use `{did}`; set them "
                     f"in the requests that need them, or in a run config under "
@@ -907,9 +949,9 @@ class Checker:
             sources = (request.get(section), defaults.get(section) if isinstance(defaults, dict) else None)
             if any(isinstance(s, dict) and "id" in s for s in sources):
                 continue
-            noun = "run" if self.doc.path.endswith(".acx") else "request"
+            noun = "run" if self.c.doc.path.endswith(".acx") else "request"
             label = f"{noun} `{request['name']}`" if isinstance(request.get("name"), str) else f"this {noun}"
-            self.err("E0305", f"{label} selects no {section}", path, help=select_help(section, self.doc.path))
+            self.c.err("E0305", f"{label} selects no {section}", path, help=select_help(section, self.c.doc.path))
 
     def check_request(
         self, request: dict[str, Any], path: Path_, *, hints: dict[str, str | None], is_defaults: bool
@@ -921,7 +963,7 @@ class Checker:
             at = (*path, key)
             if key not in allowed:
                 if is_defaults and key == "name":
-                    self.err(
+                    self.c.err(
                         "E0203",
                         "`defaults` cannot set `name`",
                         at,
@@ -929,51 +971,22 @@ class Checker:
                         help="name each request instead",
                     )
                 else:
-                    self.unknown_key(key, path, allowed, "defaults" if is_defaults else "a request")
+                    self.c.unknown_key(key, path, allowed, "defaults" if is_defaults else "a request")
             elif key in COMPONENT_SECTIONS:
-                ids[key] = self.check_component_section(key, value, at, hint=hints.get(key))
+                ids[key] = self.c.components.check_component_section(key, value, at, hint=hints.get(key))
             elif key in REQUEST_STRUCT_SECTIONS and value is not None:
                 skip = ("task_concurrency",) if key == "execution" else ()
                 if key == "execution" and isinstance(value, dict) and "task_concurrency" in value:
-                    self.err(
+                    self.c.err(
                         "E0213",
-                        f"`{self.where((*at, 'task_concurrency'))}` is not allowed",
+                        f"`{self.c.where((*at, 'task_concurrency'))}` is not allowed",
                         (*at, "task_concurrency"),
                         key=True,
                         help="set the orchestration's top-level `task_concurrency` (or --task-concurrency): "
                         "it is one global limit shared by all requests",
                     )
-                self.check_struct(value, REQUEST_STRUCT_SECTIONS[key], at, where=f"`{self.where(at)}`", skip=skip)
+                self.c.check_struct(value, REQUEST_STRUCT_SECTIONS[key], at, where=f"`{self.c.where(at)}`", skip=skip)
         return ids
-
-    def check_component_section(self, section: str, value: Any, path: Path_, *, hint: str | None) -> str | None:
-        kind = COMPONENT_SECTIONS[section][0]
-        if value is None:
-            return None
-        if not self.is_mapping(value, path, f"`{{id: ..., <{kind} params>}}`"):
-            return None
-        cid = value.get("id")
-        if cid is not None:
-            if not self.known_id(kind, cid, (*path, "id")):
-                return None
-            effective: str | None = cid
-        else:
-            effective = hint
-        if effective is None:
-            if "params" in value:
-                self.check_params_layer(value, path)
-            return None  # params of an id chosen elsewhere: checked after layering
-        self.check_params(kind, effective, value, path, skip_id=True)
-        return cid if isinstance(cid, str) else None
-
-    def check_params_layer(self, value: dict[str, Any], path: Path_) -> None:
-        self.err(
-            "E0207",
-            f"`{self.where((*path, 'params'))}`: component sections have no `params:` layer",
-            (*path, "params"),
-            key=True,
-            help=_PARAMS_HELP,
-        )
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

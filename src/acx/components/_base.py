@@ -64,6 +64,26 @@ class BaseBenchmark:
         #: Directory relative paths in the config resolve against (the spec file's directory).
         self.base_dir = base_dir or Path.cwd()
 
+    # ---- hooks the interpreter reads ----------------------------------------------------------
+    @property
+    def calls_model(self) -> bool:
+        """The benchmark itself calls the run's models (a model-graded scorer): the run starts its
+        model gateway for the attempt even when the harness calls none. Default: False."""
+        return False
+
+    def aggregate_metrics(self, outcomes: list[Any], request: RunRequest, report: Any) -> Any:
+        """The run's metrics report after the standard aggregation (``report``, over the finished
+        tasks' ``outcomes`` in dataset order): return a replacement to aggregate differently, or
+        None to keep it. Default: None."""
+        return None
+
+    def recovery_inputs(self, task: TaskSpec) -> dict[str, str]:
+        """Files and directories the evaluation of ``task`` reads besides the agent's output (kind
+        → host path, e.g. Harbor's ``task_files`` and ``tests``): an evaluation checkpoint (A9)
+        fingerprints them, so ``--resume``/``--reuse``/``acx regrade`` notice when they changed.
+        Default: none (the task and the benchmark params are always fingerprinted)."""
+        return {}
+
     # ---- plan time -------------------------------------------------------------------------
     def resolve_evaluation_environment_mode(self, req: RunRequest) -> str:
         return self.evaluation_environment_mode

@@ -23,9 +23,6 @@ __all__ = [
     "FieldMapping",
     "HarborConfig",
     "HarnessConfig",
-    "NoneHarnessConfig",
-    "OpenAIChatConfig",
-    "OracleHarnessConfig",
     "TerminusConfig",
 ]
 
@@ -159,16 +156,6 @@ class HarnessConfig(ComponentConfig, frozen=True):
     inject_network_restriction_notice: Annotated[
         bool, _d("append a network-restriction notice to the prompt when egress is restricted")
     ] = True
-
-
-class NoneHarnessConfig(HarnessConfig, frozen=True, kw_only=True):
-    """Placeholder for harness-free benchmarks."""
-
-
-class OracleHarnessConfig(HarnessConfig, frozen=True, kw_only=True):
-    """Runs a Harbor task's `solution/solve.sh`."""
-
-    solve_script: Annotated[str, _d("path of the solution script inside the task dir")] = "solution/solve.sh"
 
 
 class CommandHarnessConfig(HarnessConfig, frozen=True, kw_only=True):
@@ -358,12 +345,3 @@ class TerminusConfig(HarnessConfig, frozen=True, kw_only=True):
         int, msgspec.Meta(ge=1, description="bytes of the final terminal scrollback kept in agent_logs")
     ] = 65536
     cwd: Annotated[str | None, _d("directory the terminal starts in; default the environment workdir")] = None
-
-
-class OpenAIChatConfig(HarnessConfig, frozen=True, kw_only=True):
-    """A single OpenAI-compatible chat completion per task."""
-
-    system_prompt: Annotated[str | None, _d("system message")] = None
-    max_tokens: Annotated[Annotated[int, msgspec.Meta(ge=1)] | None, _d("completion token cap")] = None
-    temperature: Annotated[Annotated[float, msgspec.Meta(ge=0)] | None, _d("sampling temperature")] = None
-    request_timeout_seconds: Annotated[float, msgspec.Meta(gt=0, description="HTTP request timeout")] = 600.0

@@ -73,7 +73,7 @@ HARNESSES.register(
         "harness",
         "none",
         "No harness: selects a harness-free benchmark.",
-        f"{_CONFIGS}:NoneHarnessConfig",
+        "acx.components.harnesses.none:NoneHarnessConfig",
         "acx.components.harnesses.none:NoneHarness",
     )
 )
@@ -82,7 +82,7 @@ HARNESSES.register(
         "harness",
         "oracle",
         "Runs a Harbor task's solution/solve.sh (reference solution).",
-        f"{_CONFIGS}:OracleHarnessConfig",
+        "acx.components.harnesses.oracle:OracleHarnessConfig",
         "acx.components.harnesses.oracle:OracleHarness",
     )
 )
@@ -100,7 +100,7 @@ HARNESSES.register(
         "harness",
         "openai_chat",
         "One OpenAI-compatible chat completion per task.",
-        f"{_CONFIGS}:OpenAIChatConfig",
+        "acx.components.harnesses.openai_chat:OpenAIChatConfig",
         "acx.components.harnesses.openai_chat:OpenAIChatHarness",
     )
 )

@@ -260,6 +260,12 @@ class Session(ABC):
         stdin: bytes | None = None,
         max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
     ) -> ExecResult:
+        """Run ``command`` in the sandbox and return its exit code and output (E2, H5, V2, T3).
+
+        Raises :class:`DriverError` on a closed session, and when ``cwd`` does not exist in the
+        sandbox (never a silent fallback to another directory); a missing executable is exit code
+        127, not an exception. ``TypeError``/``ValueError`` for a malformed ``command``/``timeout``.
+        """
         if self.closed:
             raise DriverError(f"session {self.id} is closed")
         if shell:
@@ -298,15 +304,27 @@ class Session(ABC):
         timeout: float | None,
         stdin: bytes | None,
         max_output_bytes: int,
-    ) -> ExecResult: ...
+    ) -> ExecResult:
+        """The driver's half of :meth:`exec` (``argv`` already checked, ``env`` already merged).
+
+        Contract (each a conformance check): a relative ``cwd`` is under :attr:`workdir`; a ``cwd``
+        that does not exist raises :class:`DriverError`; an executable that does not exist returns
+        127; stdout and stderr are captured separately, each cut at ``max_output_bytes``
+        (``output_truncated``); ``stdin`` None means EOF at once; past ``timeout`` the command's
+        whole process group is killed and ``timed_out=True`` returned promptly; cancelling the
+        caller kills the command too."""
 
     # ---- files (E1) ------------------------------------------------------------------------
     @abstractmethod
-    async def write_bytes(self, path: str, data: bytes, *, mode: int = 0o644) -> None: ...
+    async def write_bytes(self, path: str, data: bytes, *, mode: int = 0o644) -> None:
+        """Write ``data`` to ``path`` (relative: under :attr:`workdir`) with ``mode``, creating
+        missing parent directories."""
 
     @abstractmethod
     async def read_bytes(self, path: str, *, max_bytes: int | None = None) -> bytes:
-        """Raises FileNotFoundError when ``path`` is missing."""
+        """The file's bytes (a relative ``path`` is under :attr:`workdir`). Raises
+        FileNotFoundError when ``path`` is missing, and :class:`DriverError` when the file is
+        larger than ``max_bytes`` (never a silently truncated read)."""
 
     async def write_text(self, path: str, text: str) -> None:
         await self.write_bytes(path, text.encode("utf-8"))
@@ -435,7 +453,17 @@ class Session(ABC):
 
 
 class Driver(ABC):
-    """A sandbox provider. One instance per request; ``open`` may run concurrently."""
+    """A sandbox provider. One instance per request; ``open`` may run concurrently.
+
+    A driver sets ``id`` and ``config_class`` (an :class:`EnvironmentConfig` subclass whose fields
+    are the provider's own params), implements :meth:`capabilities` and :meth:`open` (returning a
+    :class:`Session` subclass), and overrides the defaulted hooks below only where the provider
+    needs them. Errors: ``open`` raises :class:`DriverError` (or
+    :class:`acx.errors.EnvironmentSetupError`) when no sandbox could be made; a session's methods
+    raise :class:`DriverError` for what the sandbox refused (see :meth:`Session.exec` and
+    :meth:`Session.read_bytes`), never a provider SDK's exception. ``docs/plugins.md`` has a
+    skeleton; :mod:`acx.testing.driver_conformance` checks every contract.
+    """
 
     id: ClassVar[str]
     config_class: ClassVar[type[EnvironmentConfig]]
@@ -449,6 +477,10 @@ class Driver(ABC):
     #: (:attr:`Session.infrastructure_lost`) and run again outside ``max_retries``; 0 for a
     #: driver whose sandboxes live on this machine (a cluster's ``runtime.cluster.max_node_losses``).
     max_infrastructure_losses: int = 0
+    #: The defaults of ``runtime.provider_limits`` / ``runtime.env_open_qps`` for this driver's id
+    #: when its class stands for its registry entry (a plugin; built-ins set them on the entry).
+    default_concurrency: ClassVar[int] = 128
+    default_open_qps: ClassVar[float] = 0.0
 
     def __init__(self, config: EnvironmentConfig | None = None) -> None:
         self.config = config if config is not None else self.config_class()

@@ -50,11 +50,12 @@ class DriverInfo(ComponentInfo):
 
 
 def _from_driver_class(cls: type[Any]) -> Mapping[str, Any]:
-    """A plugin Driver class may set ``default_concurrency`` / ``default_open_qps`` attributes."""
+    """A plugin Driver class's ``default_concurrency`` / ``default_open_qps`` (declared on
+    :class:`acx.drivers.Driver`; the registry has checked ``cls`` subclasses it)."""
     return {
         "probe": None,
-        "default_concurrency": int(getattr(cls, "default_concurrency", 128)),
-        "default_open_qps": float(getattr(cls, "default_open_qps", 0.0)),
+        "default_concurrency": int(cls.default_concurrency),
+        "default_open_qps": float(cls.default_open_qps),
     }
 
 

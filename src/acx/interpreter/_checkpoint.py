@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -31,6 +31,9 @@ from acx.interpreter._fs import PRIVATE, atomic_write_bytes, encode_scrubbed_jso
 from acx.interpreter._store import FINAL_STATES, read_json
 from acx.ir import ExecutionPlan, PreparedTask, RunResult, TaskSpec, content_hash, to_builtins
 from acx.secrets import Scrubber
+
+if TYPE_CHECKING:
+    from acx.components import BaseBenchmark
 
 __all__ = [
     "CHECKPOINT_NAME",
@@ -87,7 +90,7 @@ def _tree(root: Path, skip: tuple[Path, ...]) -> dict[str, str]:
     return out
 
 
-def fingerprints(benchmark: Any, task: TaskSpec, benchmark_params: Any) -> dict[str, Any]:
+def fingerprints(benchmark: BaseBenchmark, task: TaskSpec, benchmark_params: Any) -> dict[str, Any]:
     """What the evaluation of ``task`` depends on besides the agent's output: the task as loaded,
     the benchmark params, and the files the benchmark names (``recovery_inputs(task)`` → kind →
     path, e.g. Harbor's ``task_files`` and ``tests``)."""
@@ -95,8 +98,7 @@ def fingerprints(benchmark: Any, task: TaskSpec, benchmark_params: Any) -> dict[
         "task": content_hash(task),
         "benchmark_params": content_hash(benchmark_params),
     }
-    hook = getattr(benchmark, "recovery_inputs", None)
-    paths: Mapping[str, str] = hook(task) if callable(hook) else {}
+    paths: Mapping[str, str] = benchmark.recovery_inputs(task)
     resolved = {kind: Path(p).resolve() for kind, p in paths.items() if p}
     for kind, root in sorted(resolved.items()):
         others = tuple(r for k, r in resolved.items() if k != kind and r != root)

@@ -9,12 +9,15 @@ import contextlib
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import trio
 
 from acx.ir import MODEL_GATEWAY_HOST, ExecutionIssue, NetworkPolicy, RunRequest, RunResult
+
+if TYPE_CHECKING:
+    from acx.components import BaseBenchmark, BaseHarness
 
 __all__ = [
     "RunModels",
@@ -35,7 +38,7 @@ class RunModels:
     def __init__(
         self,
         req: RunRequest,
-        harness: Any,
+        harness: BaseHarness | None,
         environ: Mapping[str, str],
         run_dir: str,
         on_stop: Callable[[str], None],
@@ -48,7 +51,7 @@ class RunModels:
         from acx.models import PROTOCOLS, Gateway, roles_for
 
         self.location: str = harness.model_location(req) if harness is not None else "none"
-        default = getattr(harness, "default_protocol", "openai-chat")
+        default = harness.default_protocol if harness is not None else "openai-chat"
         roles = roles_for(
             req,
             environ,
@@ -66,13 +69,13 @@ class RunModels:
         self.sandbox_host: str | None = None
 
     @staticmethod
-    def needed(req: RunRequest, harness: Any, benchmark: Any = None) -> bool:
+    def needed(req: RunRequest, harness: BaseHarness | None, benchmark: BaseBenchmark | None = None) -> bool:
         """The harness calls models, or the benchmark's scorers grade with the run's models."""
         from acx.models import uses_models
 
         if not uses_models(req):
             return False
-        if benchmark is not None and getattr(benchmark, "calls_model", False):
+        if benchmark is not None and benchmark.calls_model:
             return True
         return harness is not None and bool(harness.model_location(req) != "none")
 

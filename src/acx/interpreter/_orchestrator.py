@@ -311,6 +311,8 @@ class _RequestRun:
         self.not_run: list[str] = []
         self._log_handler: logging.Handler | None = None
         self._kept_info: dict[str, Any] | None = None
+        self.recovery = _RunRecovery(self)
+        self.finishing = _RunFinish(self)
 
     def _write_failed(self, exc: OSError, path: Path) -> None:
         """A log or progress write failed: a full disk stops the run (noted here; the next result
@@ -421,11 +423,11 @@ class _RequestRun:
         primary = prog.benchmark.metric_contract.primary_id()
         done: dict[int, RunResult] = {}
         written: list[Any] = []  # queued result.json writes, required by the final rename
-        previous = self.store.completed_attempts(task.task_id) if self.resumed else {}
+        previous = self.store.records.completed_attempts(task.task_id) if self.resumed else {}
         for n, data in previous.items():
             done[n] = decode(msgspec.json.encode(_result_fields(data)), RunResult)
         if previous:  # taken over from the interrupted run: journaled if its line was lost
-            self.store.journal_adopted(task.task_id, previous)
+            self.store.records.journal_adopted(task.task_id, previous)
 
         async def one(n: int) -> RunResult:
             plan = self.first_plans.get(task.task_id) if n == 1 else None
@@ -473,11 +475,7 @@ class _RequestRun:
             )
             return result
 
-        parallel = (
-            strategy == "avg"
-            and prog.benchmark.parallel_attempts_safe
-            and getattr(prog.harness, "parallel_attempts_safe", False)
-        )
+        parallel = strategy == "avg" and prog.benchmark.parallel_attempts_safe and prog.harness.parallel_attempts_safe
         if parallel:
 
             async def store_one(n: int) -> None:
@@ -541,62 +539,6 @@ class _RequestRun:
             counts[task_outcome(o.state, (a.metrics for a in o.attempts), self.primary)] += 1
         return dict(counts)
 
-    async def reap_stale(self) -> int:
-        """On resume: release sandboxes the interrupted run left behind — opened by another process
-        and neither closed nor kept per the journal, recorded as failed to release, or (drivers that
-        find their own sandboxes) listed by the driver under this run's session ids and not known
-        to be closed or kept."""
-        driver = self.prog.driver
-        records = self.store.session_records()
-        self.store.kept_sessions.update(sid for sid, rec in records.items() if rec.get("state") == "kept")
-        stale = {
-            sid: rec
-            for sid, rec in records.items()
-            if rec.get("state") in ("active", "release_failed")
-            and rec.get("pid") != os.getpid()
-            and rec.get("provider") == driver.id
-        }
-        if driver.sessions_discoverable:
-            prefix = f"{self.store.run_id}-{self.store.run_key}-"  # this run's, not another's
-            with trio.move_on_after(self.orch.runtime.cleanup_grace_seconds):
-                try:
-                    listed = await driver.list_sessions({"acx.run_id": self.store.run_id})
-                except Exception as exc:
-                    listed = []
-                    log.warning("could not list sandboxes: %s", exc, extra={"request": self.prog.name})
-                for rec in listed:
-                    known = records.get(rec.id, {}).get("state")
-                    if rec.id.startswith(prefix) and known not in ("closed", "kept"):
-                        stale.setdefault(rec.id, {"id": rec.id})
-        reaped = 0
-        for sid in stale:
-            try:
-                with trio.move_on_after(self.orch.runtime.cleanup_grace_seconds):
-                    try:
-                        await driver.close_session(sid)
-                    except DriverError as exc:
-                        if getattr(exc, "code", None) != "session_not_found":
-                            raise
-                        # Already gone (removed by hand, by gc, or it never came up): say so once.
-                    self.store.drop_session(sid)
-                    self.store.session_closed(sid, "reaped")
-                    reaped += 1
-            except Exception as exc:  # leave the record for `acx env` / `acx gc`
-                log.warning("could not release %s: %s", sid, exc, extra={"request": self.prog.name})
-        if reaped:
-            log.info("released %d sandbox(es) left by the interrupted run", reaped, extra={"request": self.prog.name})
-        return reaped
-
-    async def end_driver_run(self) -> None:
-        """Let the driver release what outlives this run's sessions (host_process: processes that
-        left their command's process group), within the cleanup grace period; never fails the run."""
-        prefix = f"{self.store.run_id}-{self.store.run_key}-"
-        with trio.move_on_after(self.orch.runtime.cleanup_grace_seconds):
-            try:
-                await self.prog.driver.end_run(prefix, frozenset(self.store.kept_sessions))
-            except Exception as exc:
-                log.warning("releasing the run's leftovers failed: %s", exc, extra={"request": self.prog.name})
-
     def detach_log(self) -> None:
         """Stop writing this run's ``run.log`` (at the end of the run, or when it is refused)."""
         if self._log_handler is not None:
@@ -626,30 +568,6 @@ class _RequestRun:
         }
         self.store.queue(self.store.finalize_task, task.task_id, "fatal", task_json)
         self.ctx.emit("task_finished", task_id=task.task_id, category=task.category, status="fatal")
-
-    def load_finished(self) -> set[str]:
-        """Tasks already final in this run dir (resume) or copied from a reuse source."""
-        finished: set[str] = set()
-        for task_id, (state, d) in self.store.finished_tasks().items():
-            attempts = []
-            numbers: list[int] = []
-            reused = False
-            for res in sorted(d.glob("attempt-*/result.json")):
-                try:
-                    data = read_json(res)
-                    if not isinstance(data, dict):  # damaged like undecodable JSON: skipped the same way
-                        raise ValueError(f"{res} is not a JSON object")
-                    attempts.append(decode(msgspec.json.encode(_result_fields(data)), RunResult))
-                    numbers.append(int(res.parent.name.split("-", 1)[1]))
-                except (msgspec.ValidationError, ValueError):
-                    continue
-                reused = reused or "reuse_history" in (data.get("artifacts") or {})
-            cat = next((t.category for t in self.prog.tasks if t.task_id == task_id), "all")
-            self.outcomes[task_id] = TaskOutcome(task_id, cat, attempts, state)
-            finished.add(task_id)
-            if self.resumed and not reused:  # a reused task is journaled by `reuse_loaded`
-                self.store.journal_adopted(task_id, numbers, state)
-        return finished
 
     # ---- the model gateway ----------------------------------------------------------------------
     async def start_models(self, nursery: trio.Nursery) -> bool:
@@ -700,44 +618,140 @@ class _RequestRun:
             self.stopped = message
             log.warning("run stopped: %s", message, extra={"request": self.prog.name})
 
+
+class _RunRecovery:
+    """What a request run finds of earlier ones and leaves for later ones: stale sandboxes of the
+    run it resumes, the tasks it already finished, and the driver's end-of-run sweep."""
+
+    def __init__(self, c: _RequestRun) -> None:
+        self.c = c
+
+    async def reap_stale(self) -> int:
+        """On resume: release sandboxes the interrupted run left behind — opened by another process
+        and neither closed nor kept per the journal, recorded as failed to release, or (drivers that
+        find their own sandboxes) listed by the driver under this run's session ids and not known
+        to be closed or kept."""
+        driver = self.c.prog.driver
+        records = self.c.store.records.session_records()
+        self.c.store.kept_sessions.update(sid for sid, rec in records.items() if rec.get("state") == "kept")
+        stale = {
+            sid: rec
+            for sid, rec in records.items()
+            if rec.get("state") in ("active", "release_failed")
+            and rec.get("pid") != os.getpid()
+            and rec.get("provider") == driver.id
+        }
+        if driver.sessions_discoverable:
+            prefix = f"{self.c.store.run_id}-{self.c.store.run_key}-"  # this run's, not another's
+            with trio.move_on_after(self.c.orch.runtime.cleanup_grace_seconds):
+                try:
+                    listed = await driver.list_sessions({"acx.run_id": self.c.store.run_id})
+                except Exception as exc:
+                    listed = []
+                    log.warning("could not list sandboxes: %s", exc, extra={"request": self.c.prog.name})
+                for rec in listed:
+                    known = records.get(rec.id, {}).get("state")
+                    if rec.id.startswith(prefix) and known not in ("closed", "kept"):
+                        stale.setdefault(rec.id, {"id": rec.id})
+        reaped = 0
+        for sid in stale:
+            try:
+                with trio.move_on_after(self.c.orch.runtime.cleanup_grace_seconds):
+                    try:
+                        await driver.close_session(sid)
+                    except DriverError as exc:
+                        if getattr(exc, "code", None) != "session_not_found":
+                            raise
+                        # Already gone (removed by hand, by gc, or it never came up): say so once.
+                    self.c.store.records.drop_session(sid)
+                    self.c.store.session_closed(sid, "reaped")
+                    reaped += 1
+            except Exception as exc:  # leave the record for `acx env` / `acx gc`
+                log.warning("could not release %s: %s", sid, exc, extra={"request": self.c.prog.name})
+        if reaped:
+            log.info("released %d sandbox(es) left by the interrupted run", reaped, extra={"request": self.c.prog.name})
+        return reaped
+
+    async def end_driver_run(self) -> None:
+        """Let the driver release what outlives this run's sessions (host_process: processes that
+        left their command's process group), within the cleanup grace period; never fails the run."""
+        prefix = f"{self.c.store.run_id}-{self.c.store.run_key}-"
+        with trio.move_on_after(self.c.orch.runtime.cleanup_grace_seconds):
+            try:
+                await self.c.prog.driver.end_run(prefix, frozenset(self.c.store.kept_sessions))
+            except Exception as exc:
+                log.warning("releasing the run's leftovers failed: %s", exc, extra={"request": self.c.prog.name})
+
+    def load_finished(self) -> set[str]:
+        """Tasks already final in this run dir (resume) or copied from a reuse source."""
+        finished: set[str] = set()
+        for task_id, (state, d) in self.c.store.records.finished_tasks().items():
+            attempts = []
+            numbers: list[int] = []
+            reused = False
+            for res in sorted(d.glob("attempt-*/result.json")):
+                try:
+                    data = read_json(res)
+                    if not isinstance(data, dict):  # damaged like undecodable JSON: skipped the same way
+                        raise ValueError(f"{res} is not a JSON object")
+                    attempts.append(decode(msgspec.json.encode(_result_fields(data)), RunResult))
+                    numbers.append(int(res.parent.name.split("-", 1)[1]))
+                except (msgspec.ValidationError, ValueError):
+                    continue
+                reused = reused or "reuse_history" in (data.get("artifacts") or {})
+            cat = next((t.category for t in self.c.prog.tasks if t.task_id == task_id), "all")
+            self.c.outcomes[task_id] = TaskOutcome(task_id, cat, attempts, state)
+            finished.add(task_id)
+            if self.c.resumed and not reused:  # a reused task is journaled by `reuse_loaded`
+                self.c.store.records.journal_adopted(task_id, numbers, state)
+        return finished
+
+
+class _RunFinish:
+    """The end of a request run: its status and exit code, ``run_info.json``, metrics and
+    summary, and the stop on a full results disk."""
+
+    def __init__(self, c: _RequestRun) -> None:
+        self.c = c
+
     # ---- finishing ---------------------------------------------------------------------------
     def finish_disk_full(self) -> RequestOutcome:
         """The end of a run stopped by a full results disk: the reserve is freed to record that
         (``run_info.json`` status ``disk_full``, the journal's tail); no metrics or summary — the
         run is not over, ``--resume`` finishes it once there is space."""
-        fault = self.store.fault
+        fault = self.c.store.fault
         assert fault is not None
-        self.store.release_reserve()
-        self.error = f"{fault}; free space there, then resume: acx run --resume {self.store.run_dir}"
-        log.error("%s", self.error, extra={"request": self.prog.name})
+        self.c.store.release_reserve()
+        self.c.error = f"{fault}; free space there, then resume: acx run --resume {self.c.store.run_dir}"
+        log.error("%s", self.c.error, extra={"request": self.c.prog.name})
         try:
-            self._write_run_info("disk_full", finished_at=_iso(), error=self.error)
+            self.c._write_run_info("disk_full", finished_at=_iso(), error=self.c.error)
         except OSError as exc:
-            log.error("run_info.json not updated: %s", exc, extra={"request": self.prog.name})
-        self.store.journal("run_finished", status="disk_full")
+            log.error("run_info.json not updated: %s", exc, extra={"request": self.c.prog.name})
+        self.c.store.journal("run_finished", status="disk_full")
         with contextlib.suppress(OSError):
-            self.store.close()
-        self.ctx.emit("run_finished", status="disk_full", payload={"run_dir": str(self.store.run_dir)})
+            self.c.store.close()
+        self.c.ctx.emit("run_finished", status="disk_full", payload={"run_dir": str(self.c.store.run_dir)})
         with contextlib.suppress(OSError):
-            self.progress.close()
-        self.detach_log()
+            self.c.progress.close()
+        self.c.detach_log()
         return RequestOutcome(
-            name=self.prog.name,
+            name=self.c.prog.name,
             status="disk_full",
-            run_dir=str(self.store.run_dir.resolve()),
-            run_id=self.store.run_id,
-            error=self.error,
+            run_dir=str(self.c.store.run_dir.resolve()),
+            run_id=self.c.store.run_id,
+            error=self.c.error,
         )
 
     def finish(self, status: str) -> RequestOutcome:
-        if self.store.fault is not None:
+        if self.c.store.fault is not None:
             return self.finish_disk_full()
-        prog = self.prog
-        ctx = self.ctx
+        prog = self.c.prog
+        ctx = self.c.ctx
         ctx.emit("summary_started")
-        ordered = [self.outcomes[t.task_id] for t in prog.tasks if t.task_id in self.outcomes]
+        ordered = [self.c.outcomes[t.task_id] for t in prog.tasks if t.task_id in self.c.outcomes]
         ex = prog.request.execution
-        aggregation = getattr(prog.benchmark.config, "aggregation_mode", "micro_weighted")
+        aggregation = prog.benchmark.config.aggregation_mode
         report = build_report(
             ordered,
             prog.benchmark.metric_contract,
@@ -745,15 +759,13 @@ class _RequestRun:
             strategy=ex.attempts.strategy,
             aggregation=aggregation,
         )
-        custom = getattr(prog.benchmark, "aggregate_metrics", None)
-        if callable(custom):
-            report = custom(ordered, prog.request, report) or report
+        report = prog.benchmark.aggregate_metrics(ordered, prog.request, report) or report
         if status == "completed" and report.evaluation_failed:
             status = "failed"
-            self.error = f"final FATAL issues invalidate the score; results: {self.store.run_dir}"
-        if self.stopped is not None:
+            self.c.error = f"final FATAL issues invalidate the score; results: {self.c.store.run_dir}"
+        if self.c.stopped is not None:
             status = "failed"
-            self.error = f"run stopped: {self.stopped}; {len(self.not_run)} task(s) not run"
+            self.c.error = f"run stopped: {self.c.stopped}; {len(self.c.not_run)} task(s) not run"
         finished_at = _iso()
         from acx.interpreter._models import render_usage, usage_summary
 
@@ -761,46 +773,46 @@ class _RequestRun:
         metrics_json = report.to_json()
         if usage is not None:
             metrics_json = {**metrics_json, "model_usage": usage}
-        self.store.write_json("metrics.json", metrics_json)
+        self.c.store.write_json("metrics.json", metrics_json)
         header = {
-            "run_id": self.store.run_id,
+            "run_id": self.c.store.run_id,
             "request": prog.name,
             "status": status,
             "benchmark": prog.request.benchmark.id,
             "harness": prog.request.harness.id,
             "model": prog.request.model.id,
             "environment": prog.request.environment.id,
-            "started_at": self.started_at,
+            "started_at": self.c.started_at,
             "finished_at": finished_at,
         }
         summary_md = render_summary(report, header)
         if usage is not None:
             summary_md = summary_md.rstrip("\n") + "\n" + render_usage(usage)
-        if self.stopped is not None:
-            summary_md = summary_md.rstrip("\n") + f"\n\n**{self.error}**\n"
-        self.store.write_text("summary.md", summary_md)
-        self._write_run_info(
+        if self.c.stopped is not None:
+            summary_md = summary_md.rstrip("\n") + f"\n\n**{self.c.error}**\n"
+        self.c.store.write_text("summary.md", summary_md)
+        self.c._write_run_info(
             status,
             finished_at=finished_at,
-            error=self.ctx.scrub(self.error) if self.error else self.error,
+            error=self.c.ctx.scrub(self.c.error) if self.c.error else self.c.error,
             metric_artifacts={
                 "generated_at": finished_at,
                 "source": "evaluation",
                 "report": {"k": report.k, "strategy": report.strategy, "aggregation": report.aggregation},
             },
         )
-        self.store.journal("run_finished", status=status)
-        self.store.close()
-        ctx.emit("run_finished", status=status, payload={"run_dir": str(self.store.run_dir)})
-        self.progress.close()
-        self.detach_log()
+        self.c.store.journal("run_finished", status=status)
+        self.c.store.close()
+        ctx.emit("run_finished", status=status, payload={"run_dir": str(self.c.store.run_dir)})
+        self.c.progress.close()
+        self.c.detach_log()
         head = report.headline()
         return RequestOutcome(
             name=prog.name,
             status=status,
-            run_dir=str(self.store.run_dir.resolve()),
-            run_id=self.store.run_id,
-            error=self.ctx.scrub(self.error) if self.error else self.error,
+            run_dir=str(self.c.store.run_dir.resolve()),
+            run_id=self.c.store.run_id,
+            error=self.c.ctx.scrub(self.c.error) if self.c.error else self.c.error,
             headline={
                 "series_id": head.series_id,
                 "value": head.value,
@@ -880,7 +892,7 @@ def _check_models(prog: RequestProgram, environ: Mapping[str, str]) -> None:
         return
     from acx.models import PROTOCOLS, roles_for
 
-    default = getattr(prog.harness, "default_protocol", "openai-chat")
+    default = prog.harness.default_protocol
     roles_for(prog.request, environ, default_protocol=default if default in PROTOCOLS else "openai-chat")
 
 
@@ -914,7 +926,7 @@ def _reopen_for_recovery(run: _RequestRun) -> None:
     evaluation when a checkpoint allows it (A9)."""
     policy = _checkpoint.RecoveryPolicy(run.store.run_dir, "resume", run.store.run_id)
     selected = {t.task_id for t in run.prog.tasks}
-    for task_id, (_state, d) in run.store.finished_tasks().items():
+    for task_id, (_state, d) in run.store.records.finished_tasks().items():
         if task_id not in selected:
             continue
         for n in _checkpoint.reopen_for_recovery(d, run.store.running_dir(task_id)):
@@ -972,7 +984,7 @@ def _reuse_into(run: _RequestRun, prog: RequestProgram, source: Path, *, recover
     copied = with_errors = 0
     outcomes: Counter[str] = Counter()
     policy = _checkpoint.RecoveryPolicy(source, "reuse", str(info.get("run_id"))) if recover else None
-    for task_id, (state, d) in src_store.finished_tasks().items():
+    for task_id, (state, d) in src_store.records.finished_tasks().items():
         if task_id not in selected:
             continue
         if policy is not None:
@@ -1075,6 +1087,88 @@ async def run_orchestration(
     if fd_warning is not None:
         _tell_stderr(f"acx: warning: {fd_warning}")
     limits = Limits(concurrency, runtime.provider_limits, runtime.env_open_qps)
+    runs = _open_runs(
+        orch,
+        programs,
+        environ=environ,
+        console=console,
+        first=first,
+        scrub=scrub,
+        limits=limits,
+        fd_warning=fd_warning,
+        resume_dirs=resume_dirs,
+        reuse=reuse,
+        regrade=regrade,
+        run_dirs=run_dirs,
+        replay=replay,
+        checkpoint_resume=checkpoint_resume,
+        recovery=recovery,
+        invocation=invocation,
+        io_threads=io_threads,
+    )
+    for run in runs:
+        if run.resumed:
+            await run.recovery.reap_stale()
+    status = "completed"
+    slots = trio.Semaphore(max(1, concurrency))
+    deadline = runtime.timeout_seconds if runtime.timeout_seconds and runtime.timeout_seconds > 0 else math.inf
+    outer = trio.CancelScope()
+    if cancel_scope_ready is not None:
+        cancel_scope_ready(outer)
+    disk_full: ResultsDiskFull | None = None
+    try:
+        with outer:
+            with trio.move_on_after(deadline) as timer:
+                await _dispatch(runs, slots)
+            if timer.cancelled_caught:
+                status = "timed_out"
+    except* ResultsDiskFull as group:
+        # Every task was cancelled (their sandboxes released in their cleanup scopes); the ones
+        # not finished stay unrecorded, so `--resume` runs them (issue 11 item 11).
+        raised = group.exceptions[0]
+        disk_full = next((r.store.fault for r in runs if r.store.fault is not None), None) or (
+            raised if isinstance(raised, ResultsDiskFull) else None
+        )
+    if outer.cancelled_caught:
+        status = "cancelled"
+    if disk_full is None:  # noted by a log or progress write only: still a run to resume
+        disk_full = next((r.store.fault for r in runs if r.store.fault is not None), None)
+    if disk_full is not None:
+        status = "disk_full"
+    outcomes = await _finish_runs(runs, status)
+    return OrchestrationResult(
+        orchestration_id=orch.id,
+        name=orch.name,
+        status=_overall(status, outcomes),
+        requests=outcomes,
+        started_at=started,
+        finished_at=_iso(),
+    )
+
+
+def _open_runs(
+    orch: Orchestration,
+    programs: Sequence[RequestProgram],
+    *,
+    environ: Mapping[str, str],
+    console: Callable[[ProgressEvent], None],
+    first: Mapping[str, Any],
+    scrub: Scrubber,
+    limits: Limits,
+    fd_warning: str | None,
+    resume_dirs: Mapping[str, str] | None,
+    reuse: Mapping[str, str | None] | None,
+    regrade: Mapping[str, str] | None,
+    run_dirs: Mapping[str, str] | None,
+    replay: Mapping[str, str] | None,
+    checkpoint_resume: bool | None,
+    recovery: str,
+    invocation: dict[str, Any] | None,
+    io_threads: bool,
+) -> list[_RequestRun]:
+    """The run of every request, its run directory opened, locked and started (with what it reuses,
+    regrades or recovers); on a refusal before any task ran, the directories it created are gone."""
+    runtime = orch.runtime
     runs: list[_RequestRun] = []
     created: list[RunStore] = []
     try:
@@ -1143,117 +1237,93 @@ async def run_orchestration(
             help="free space on that filesystem (or choose another --results-dir), then run again",
         ) from None
 
-    for run in runs:
-        if run.resumed:
-            await run.reap_stale()
-    status = "completed"
-    slots = trio.Semaphore(max(1, concurrency))
-    deadline = runtime.timeout_seconds if runtime.timeout_seconds and runtime.timeout_seconds > 0 else math.inf
-    outer = trio.CancelScope()
-    if cancel_scope_ready is not None:
-        cancel_scope_ready(outer)
-    disk_full: ResultsDiskFull | None = None
-    try:
-        with outer:
-            with trio.move_on_after(deadline) as timer:
-                async with _logs_kept_live(runs), trio.open_nursery() as nursery:
-                    for run in runs:
-                        finished = run.load_finished()
-                        if run.resumed and finished:
-                            # Finished before the interruption: loaded from this run's own results.
-                            errors = sum(run.outcomes[t].state in ("error", "fatal") for t in finished)
-                            run.ctx.emit(
-                                "reuse_loaded",
-                                payload={
-                                    "tasks": len(finished),
-                                    "errors": errors,
-                                    "outcomes": run.outcome_counts(finished),
-                                    "source_run": run.store.run_id,
-                                    "resumed": True,
-                                },
-                            )
-                        pending = [t for t in run.prog.tasks if t.task_id not in finished]
-                        dispatched = trio.Event()
+    return runs
 
-                        async def task_slot(r: _RequestRun, task: TaskSpec) -> None:
-                            held = [True]
 
-                            def free_slot() -> None:
-                                if held[0]:
-                                    held[0] = False
-                                    slots.release()
+async def _dispatch(runs: list[_RequestRun], slots: trio.Semaphore) -> None:
+    """Every request's pending tasks, in declaration order, each waiting for a global slot (a
+    request starts dispatching once the one before it has handed all its tasks to workers)."""
+    async with _logs_kept_live(runs), trio.open_nursery() as nursery:
+        for run in runs:
+            finished = run.recovery.load_finished()
+            if run.resumed and finished:
+                # Finished before the interruption: loaded from this run's own results.
+                errors = sum(run.outcomes[t].state in ("error", "fatal") for t in finished)
+                run.ctx.emit(
+                    "reuse_loaded",
+                    payload={
+                        "tasks": len(finished),
+                        "errors": errors,
+                        "outcomes": run.outcome_counts(finished),
+                        "source_run": run.store.run_id,
+                        "resumed": True,
+                    },
+                )
+            pending = [t for t in run.prog.tasks if t.task_id not in finished]
+            dispatched = trio.Event()
 
+            async def task_slot(r: _RequestRun, task: TaskSpec) -> None:
+                held = [True]
+
+                def free_slot() -> None:
+                    if held[0]:
+                        held[0] = False
+                        slots.release()
+
+                try:
+                    await r.run_task(task, free_slot)
+                except Exception as exc:
+                    # A full results disk stops the whole run (ResultsDiskFull); the task is
+                    # not recorded, so a resume runs it. Any other task-level failure (not an
+                    # attempt failure) fails its request only.
+                    r.store.check_full(exc, r.store.run_dir)
+                    r.task_crashed(task, exc)
+                finally:
+                    free_slot()
+
+            async def run_request(r: _RequestRun, tasks: list[TaskSpec], handed: trio.Event) -> None:
+                ok = False
+                try:
+                    async with trio.open_nursery() as gateway_nursery:
+                        if await r.start_models(gateway_nursery):
+                            ok = True
                             try:
-                                await r.run_task(task, free_slot)
-                            except Exception as exc:
-                                # A full results disk stops the whole run (ResultsDiskFull); the task is
-                                # not recorded, so a resume runs it. Any other task-level failure (not an
-                                # attempt failure) fails its request only.
-                                r.store.check_full(exc, r.store.run_dir)
-                                r.task_crashed(task, exc)
+                                async with trio.open_nursery() as rn:
+                                    for task in tasks:
+                                        if r.stopped is not None:
+                                            r.not_run.append(task.task_id)
+                                            continue
+                                        await slots.acquire()
+                                        rn.start_soon(task_slot, r, task)
+                                    handed.set()
                             finally:
-                                free_slot()
+                                await r.stop_models()
+                finally:
+                    handed.set()
+                if ok and r.stopped is None:
+                    r.done.set()
 
-                        async def run_request(r: _RequestRun, tasks: list[TaskSpec], handed: trio.Event) -> None:
-                            ok = False
-                            try:
-                                async with trio.open_nursery() as gateway_nursery:
-                                    if await r.start_models(gateway_nursery):
-                                        ok = True
-                                        try:
-                                            async with trio.open_nursery() as rn:
-                                                for task in tasks:
-                                                    if r.stopped is not None:
-                                                        r.not_run.append(task.task_id)
-                                                        continue
-                                                    await slots.acquire()
-                                                    rn.start_soon(task_slot, r, task)
-                                                handed.set()
-                                        finally:
-                                            await r.stop_models()
-                            finally:
-                                handed.set()
-                            if ok and r.stopped is None:
-                                r.done.set()
+            nursery.start_soon(run_request, run, pending, dispatched)
+            # Declaration order: the next request starts dispatching only after this one
+            # has handed all its tasks to workers.
+            await dispatched.wait()
 
-                        nursery.start_soon(run_request, run, pending, dispatched)
-                        # Declaration order: the next request starts dispatching only after this one
-                        # has handed all its tasks to workers.
-                        await dispatched.wait()
-            if timer.cancelled_caught:
-                status = "timed_out"
-    except* ResultsDiskFull as group:
-        # Every task was cancelled (their sandboxes released in their cleanup scopes); the ones
-        # not finished stay unrecorded, so `--resume` runs them (issue 11 item 11).
-        raised = group.exceptions[0]
-        disk_full = next((r.store.fault for r in runs if r.store.fault is not None), None) or (
-            raised if isinstance(raised, ResultsDiskFull) else None
-        )
-    if outer.cancelled_caught:
-        status = "cancelled"
-    if disk_full is None:  # noted by a log or progress write only: still a run to resume
-        disk_full = next((r.store.fault for r in runs if r.store.fault is not None), None)
-    if disk_full is not None:
-        status = "disk_full"
-    outcomes = []
+
+async def _finish_runs(runs: list[_RequestRun], status: str) -> list[RequestOutcome]:
+    """Every request's outcome under the orchestration's ``status``, after the drivers' end-of-run
+    sweeps (shielded: this runs after cancellation too)."""
+    outcomes: list[RequestOutcome] = []
     with trio.CancelScope(shield=True):
         for run in runs:
-            await run.end_driver_run()
+            await run.recovery.end_driver_run()
         for run in runs:
             st = status if status != "completed" else "completed"
             if status == "completed" and (not run.done.is_set() or run.crashed):
                 st = "failed"
             if status == "disk_full" and run.store.fault is None:
                 st = "cancelled"  # stopped because another request's results disk filled
-            outcomes.append(run.finish(st))
-    return OrchestrationResult(
-        orchestration_id=orch.id,
-        name=orch.name,
-        status=_overall(status, outcomes),
-        requests=outcomes,
-        started_at=started,
-        finished_at=_iso(),
-    )
+            outcomes.append(run.finishing.finish(st))
+    return outcomes
 
 
 def _may_hold_secret(scrub: Scrubber, event: ProgressEvent) -> bool:

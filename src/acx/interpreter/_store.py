@@ -107,6 +107,7 @@ class RunStore:
         #: The first "results disk full" seen at any write edge: the run stops (issue 11 item 11).
         self.fault: ResultsDiskFull | None = None
         self._reserve = run_dir / ".acx" / "reserve"
+        self.records = _RunRecords(self)
 
     # ---- creation ----------------------------------------------------------------------------
     @classmethod
@@ -446,48 +447,6 @@ class RunStore:
             self.check_full(exc, self.run_dir)
             raise
 
-    def read_journal(self) -> list[dict[str, Any]]:
-        if not self.journal_path.exists():
-            return []
-        out = []
-        for line in self.journal_path.read_text(encoding="utf-8").splitlines():
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue  # a torn last line after SIGKILL
-        return out
-
-    def _journaled_finishes(self) -> tuple[set[str], set[tuple[str, int]]]:
-        """Tasks and attempts the journal shows finished, as they were written (scrubbed ids).
-        Read once per store (a resume adopts many results; the lines it adds are added here)."""
-        if self._finishes is None:
-            tasks: set[str] = set()
-            attempts: set[tuple[str, int]] = set()
-            for rec in self.read_journal():
-                kind, task_id = rec.get("kind"), rec.get("task_id")
-                if kind == "task_finished" and isinstance(task_id, str):
-                    tasks.add(task_id)
-                elif kind == "attempt_finished" and isinstance(task_id, str) and isinstance(rec.get("attempt"), int):
-                    attempts.add((task_id, rec["attempt"]))
-            self._finishes = (tasks, attempts)
-        return self._finishes
-
-    def journal_adopted(self, task_id: str, attempts: Iterable[int], state: str | None = None) -> None:
-        """Resume: journal the finish of each result it takes over that the journal does not show
-        (``adopted: true``). A SIGKILL right after a result's write loses its buffered
-        ``attempt_finished``/``task_finished`` lines while the file, the truth on resume, stays;
-        without this the journal would never show that task finish. Idempotent: a line already
-        there (from the run, or an earlier resume) is not written again."""
-        tasks, done = self._journaled_finishes()
-        shown = self.scrub.text(task_id)  # journal lines are scrubbed: compare as written
-        for n in sorted(attempts):
-            if (shown, n) not in done:
-                self.journal("attempt_finished", fsync=False, task_id=task_id, attempt=n, adopted=True)
-                done.add((shown, n))
-        if state is not None and shown not in tasks:
-            self.journal("task_finished", fsync=False, task_id=task_id, state=state, adopted=True)
-            tasks.add(shown)
-
     # ---- files -------------------------------------------------------------------------------
     def write_json(self, name: str, obj: Any) -> None:
         atomic_write_bytes(self.run_dir / name, encode_scrubbed_json(obj, self.scrub))
@@ -539,21 +498,6 @@ class RunStore:
         data = encode_scrubbed_json({"schema_version": RESULT_SCHEMA, **result}, self.scrub)
         return self.queue(self.write_attempt_bytes, task_id, attempt, data)
 
-    def completed_attempts(self, task_id: str) -> dict[int, dict[str, Any]]:
-        """Attempts of an unfinished task whose result.json exists (resume: never redone)."""
-        out: dict[int, dict[str, Any]] = {}
-        root = self.running_dir(task_id)
-        if not root.is_dir():
-            return out
-        for d in root.glob("attempt-*"):
-            res = d / "result.json"
-            if res.is_file():
-                try:
-                    out[int(d.name.split("-", 1)[1])] = read_json(res)
-                except (ValueError, json.JSONDecodeError):
-                    continue
-        return out
-
     def start_attempt(self, task_id: str, attempt: int, *, fsync: bool = True, archive: bool = True) -> None:
         """Journal an attempt's start; on a resumed run, archive an interrupted attempt's leftovers.
 
@@ -603,22 +547,6 @@ class RunStore:
         self.journal("task_finished", fsync=False, task_id=task_id, state=state)
         return Path(dest)
 
-    def finished_tasks(self) -> dict[str, tuple[str, Path]]:
-        """task_id → (state, dir) of every task in a final state directory."""
-        out: dict[str, tuple[str, Path]] = {}
-        for state in FINAL_STATES:
-            root = self.details / state
-            if not root.is_dir():
-                continue
-            for d in sorted(root.iterdir()):
-                tj = d / "task.json"
-                if tj.is_file():
-                    try:
-                        out[str(read_json(tj)["task_id"])] = (state, d)
-                    except (KeyError, json.JSONDecodeError):
-                        continue
-        return out
-
     # ---- environment resources -----------------------------------------------------------------
     def session_opened(self, session_id: str, payload: dict[str, Any], *, through: bool = True) -> None:
         """Journal a session about to open; ``through``: written at once (survives a SIGKILL that
@@ -646,10 +574,92 @@ class RunStore:
             fsync=fsync,
         )
 
+
+class _RunRecords:
+    """What a run directory records, read back (``--resume``, ``--reuse``, ``acx results
+    show``): the journal, finished tasks and attempts, sandboxes not known to be released; and
+    journaling what a resume adopts."""
+
+    def __init__(self, c: RunStore) -> None:
+        self.c = c
+
+    def read_journal(self) -> list[dict[str, Any]]:
+        if not self.c.journal_path.exists():
+            return []
+        out = []
+        for line in self.c.journal_path.read_text(encoding="utf-8").splitlines():
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue  # a torn last line after SIGKILL
+        return out
+
+    def _journaled_finishes(self) -> tuple[set[str], set[tuple[str, int]]]:
+        """Tasks and attempts the journal shows finished, as they were written (scrubbed ids).
+        Read once per store (a resume adopts many results; the lines it adds are added here)."""
+        if self.c._finishes is None:
+            tasks: set[str] = set()
+            attempts: set[tuple[str, int]] = set()
+            for rec in self.read_journal():
+                kind, task_id = rec.get("kind"), rec.get("task_id")
+                if kind == "task_finished" and isinstance(task_id, str):
+                    tasks.add(task_id)
+                elif kind == "attempt_finished" and isinstance(task_id, str) and isinstance(rec.get("attempt"), int):
+                    attempts.add((task_id, rec["attempt"]))
+            self.c._finishes = (tasks, attempts)
+        return self.c._finishes
+
+    def journal_adopted(self, task_id: str, attempts: Iterable[int], state: str | None = None) -> None:
+        """Resume: journal the finish of each result it takes over that the journal does not show
+        (``adopted: true``). A SIGKILL right after a result's write loses its buffered
+        ``attempt_finished``/``task_finished`` lines while the file, the truth on resume, stays;
+        without this the journal would never show that task finish. Idempotent: a line already
+        there (from the run, or an earlier resume) is not written again."""
+        tasks, done = self._journaled_finishes()
+        shown = self.c.scrub.text(task_id)  # journal lines are scrubbed: compare as written
+        for n in sorted(attempts):
+            if (shown, n) not in done:
+                self.c.journal("attempt_finished", fsync=False, task_id=task_id, attempt=n, adopted=True)
+                done.add((shown, n))
+        if state is not None and shown not in tasks:
+            self.c.journal("task_finished", fsync=False, task_id=task_id, state=state, adopted=True)
+            tasks.add(shown)
+
+    def completed_attempts(self, task_id: str) -> dict[int, dict[str, Any]]:
+        """Attempts of an unfinished task whose result.json exists (resume: never redone)."""
+        out: dict[int, dict[str, Any]] = {}
+        root = self.c.running_dir(task_id)
+        if not root.is_dir():
+            return out
+        for d in root.glob("attempt-*"):
+            res = d / "result.json"
+            if res.is_file():
+                try:
+                    out[int(d.name.split("-", 1)[1])] = read_json(res)
+                except (ValueError, json.JSONDecodeError):
+                    continue
+        return out
+
+    def finished_tasks(self) -> dict[str, tuple[str, Path]]:
+        """task_id → (state, dir) of every task in a final state directory."""
+        out: dict[str, tuple[str, Path]] = {}
+        for state in FINAL_STATES:
+            root = self.c.details / state
+            if not root.is_dir():
+                continue
+            for d in sorted(root.iterdir()):
+                tj = d / "task.json"
+                if tj.is_file():
+                    try:
+                        out[str(read_json(tj)["task_id"])] = (state, d)
+                    except (KeyError, json.JSONDecodeError):
+                        continue
+        return out
+
     def drop_session(self, session_id: str, *, fsync: bool = False) -> None:
         """Delete a session's record file if any (``fsync`` is accepted for :meth:`write`; unused)."""
         try:
-            (self.resources / f"{safe_name(session_id)}.json").unlink()
+            (self.c.resources / f"{safe_name(session_id)}.json").unlink()
         except FileNotFoundError:
             pass
 
@@ -669,8 +679,8 @@ class RunStore:
             elif kind == "session_closed":
                 sid = str(rec.get("id"))
                 out[sid] = {**out.get(sid, {"id": sid}), "state": "kept" if rec.get("how") == "kept" else "closed"}
-        if self.resources.is_dir():
-            for p in sorted(self.resources.glob("*.json")):
+        if self.c.resources.is_dir():
+            for p in sorted(self.c.resources.glob("*.json")):
                 try:
                     rec = read_json(p)
                 except (OSError, ValueError):

@@ -55,9 +55,11 @@ def _components() -> tuple[dict[str, Any], dict[str, Any]]:
         OutputSpec,
         EnvironmentSpec,
     ]
-    from acx.components._harness_aliases import HARNESS_ALIASES, MappedHarness
+    from acx.components import HARNESS_ALIASES, MappedHarness
+    from acx.registry import import_ref
 
     infos = [*BENCHMARKS.values(), *HARNESSES.values(), *DRIVERS.values()]
+    types += [import_ref(ref) for ref in _BASE_CONFIGS.values()]
     types += [i.config_class for i in infos]
     types += [a.config for a in HARNESS_ALIASES.values() if isinstance(a, MappedHarness)]
     _, defs = msgspec.json.schema_components(types, ref_template="#/$defs/{name}")
@@ -139,13 +141,48 @@ def _allow_env_refs(defs: dict[str, Any]) -> None:
     defs["EnvRef"] = dict(ENV_REF)
 
 
-def _params_schema(defs: dict[str, Any], config_name: str, *, environment: bool) -> dict[str, Any]:
-    """Flat params object: all optional (required params may come from another layer)."""
-    props = dict(copy.deepcopy(defs[config_name]["properties"]))
-    if environment:
-        env_props = defs["EnvironmentSpec"]["properties"]
-        props.update({k: copy.deepcopy(v) for k, v in env_props.items() if k in ENVIRONMENT_SPEC_FIELDS})
-    schema: dict[str, Any] = {"type": "object", "properties": props, "additionalProperties": False}
+#: The config class every component of a kind subclasses: its fields are one shared definition
+#: (``<kind>.common``) each component's params reference, so a component adds only its own fields.
+_BASE_CONFIGS = {
+    "benchmark": "acx.components:BenchmarkConfig",
+    "harness": "acx.components:HarnessConfig",
+    "environment": "acx.drivers:EnvironmentConfig",
+}
+
+
+def _closed(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with no properties beyond those it (or what it references) declares."""
+    return {"allOf": [schema], "unevaluatedProperties": False}
+
+
+def _common_defs(defs: dict[str, Any]) -> None:
+    """``<kind>.common``: the fields every component of the kind takes (for environments also the
+    environment fields written beside the driver's params: setup, network policies, variables…)."""
+    from acx.registry import import_ref
+
+    for kind, ref in _BASE_CONFIGS.items():
+        props = copy.deepcopy(defs[import_ref(ref).__name__].get("properties", {}))
+        if kind == "environment":
+            env_props = defs["EnvironmentSpec"]["properties"]
+            props.update({k: copy.deepcopy(v) for k, v in env_props.items() if k in ENVIRONMENT_SPEC_FIELDS})
+        defs[f"{kind}.common"] = {
+            "type": "object",
+            "description": f"fields every {kind} takes beside its own params",
+            "properties": props,
+        }
+
+
+def _params_schema(defs: dict[str, Any], config_name: str, kind: str) -> dict[str, Any]:
+    """The params object: the kind's common fields by reference, the config's own fields here; all
+    optional (required params may come from another layer). Open: each use closes it."""
+    common = defs[f"{kind}.common"]["properties"]
+    own = defs[config_name]["properties"]
+    if any(k in common and own[k] != common[k] for k in own):  # a field the config narrows: no sharing
+        props = {**copy.deepcopy(common), **copy.deepcopy(own)}
+        schema: dict[str, Any] = {"type": "object", "properties": props}
+    else:
+        props = {k: copy.deepcopy(v) for k, v in own.items() if k not in common}
+        schema = {"type": "object", "allOf": [_ref(f"{kind}.common")], "properties": props}
     desc = defs[config_name].get("description")
     if desc:
         schema["description"] = desc
@@ -153,35 +190,35 @@ def _params_schema(defs: dict[str, Any], config_name: str, *, environment: bool)
 
 
 def _component_defs(defs: dict[str, Any], registries: dict[str, Any]) -> dict[str, dict[str, str]]:
-    """Adds ``<kind>.<id>.params`` defs; returns kind → id → def name."""
+    """Adds ``<kind>.<id>`` params defs; returns kind → id → def name."""
+    _common_defs(defs)
     names: dict[str, dict[str, str]] = {}
     for kind, table in registries.items():
         names[kind] = {}
         for cid, info in table.items():
             name = f"{kind}.{cid}"
-            defs[name] = _params_schema(defs, info.config_class.__name__, environment=kind == "environment")
+            defs[name] = _params_schema(defs, info.config_class.__name__, kind)
             defs[name]["title"] = f"{kind} {cid}: {info.description}"
             names[kind][cid] = name
     # AgentCompass harness ids acx maps (issue 23 item 5) take their AgentCompass params.
-    from acx.components._harness_aliases import HARNESS_ALIASES, MappedHarness
+    from acx.components import HARNESS_ALIASES, MappedHarness
 
     for cid, alias in HARNESS_ALIASES.items():
         if isinstance(alias, MappedHarness) and "harness" in names:
             name = f"harness.{cid}"
-            defs[name] = _params_schema(defs, alias.config.__name__, environment=False)
+            defs[name] = _params_schema(defs, alias.config.__name__, "harness")
             defs[name]["title"] = f"harness {cid} (AgentCompass id) → {alias.summary}"
             names["harness"][cid] = name
     return names
 
 
 def _section(defs: dict[str, Any], kind: str, ids: dict[str, str]) -> dict[str, Any]:
-    """A request section ``{id: ..., <params beside id>}``: one alternative per component id."""
-    options = []
-    for cid, name in ids.items():
-        option = copy.deepcopy(defs[name])
-        option["properties"] = {"id": {"const": cid}, **option["properties"]}
-        option.pop("title", None)
-        options.append(option)
+    """A request section ``{id: ..., <params beside id>}``: one alternative per component id, each
+    referencing the component's params."""
+    options = [
+        {"allOf": [_ref(name)], "properties": {"id": {"const": cid}}, "unevaluatedProperties": False}
+        for cid, name in ids.items()
+    ]
     return {
         "description": f"{kind} id plus its parameters, flat (no `params:` layer)",
         "anyOf": options,
@@ -193,7 +230,7 @@ def _run_config(defs: dict[str, Any], names: dict[str, dict[str, str]]) -> dict[
         return _nullable(
             {
                 "type": "object",
-                "properties": {cid: _nullable(_ref(name)) for cid, name in names[kind].items()},
+                "properties": {cid: _nullable(_closed(_ref(name))) for cid, name in names[kind].items()},
                 "additionalProperties": False,
             }
         )

@@ -49,7 +49,7 @@ class DatasetBenchmark(DatasetRuntime, BaseBenchmark):
     @property
     def calls_model(self) -> bool:
         """A scorer grades with the run's models: the run starts its model gateway for it."""
-        return any(getattr(b.scorer, "uses_run_models", lambda: False)() for b in self.scorers)
+        return any(b.scorer.uses_run_models() for b in self.scorers)
 
     def default_scorers(self) -> list[Any]:
         return ["choice"] if self.config.fields.choices is not None else ["exact"]

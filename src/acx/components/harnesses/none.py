@@ -5,10 +5,14 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from acx.components._base import BaseHarness
-from acx.components._configs import NoneHarnessConfig
+from acx.components._configs import HarnessConfig
 from acx.errors import AcxInternalError
 
-__all__ = ["NoneHarness"]
+__all__ = ["NoneHarness", "NoneHarnessConfig"]
+
+
+class NoneHarnessConfig(HarnessConfig, frozen=True, kw_only=True):
+    """Placeholder for harness-free benchmarks."""
 
 
 class NoneHarness(BaseHarness):

@@ -13,15 +13,17 @@ the host.
 from __future__ import annotations
 
 import time
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
+
+import msgspec
 
 from acx.components._base import BaseHarness
-from acx.components._configs import OpenAIChatConfig
+from acx.components._configs import HarnessConfig
 from acx.components._context import HarnessContext
 from acx.components.harnesses._common import has_agent_model
 from acx.ir import ExecutionIssue, PreparedTask, RunRequest, RunResult
 
-__all__ = ["OpenAIChatHarness"]
+__all__ = ["OpenAIChatConfig", "OpenAIChatHarness"]
 
 #: Model failures after retries that make the attempt FATAL (AgentCompass model_exception_issue).
 _FATAL_STATUSES = {401, 402, 403, 429}
@@ -44,6 +46,19 @@ def _tools(prepared: PreparedTask) -> list[dict[str, Any]]:
         fn = {"name": t.get("name", ""), "description": t.get("description", ""), "parameters": params}
         out.append({"type": "function", "function": fn})
     return out
+
+
+class OpenAIChatConfig(HarnessConfig, frozen=True, kw_only=True):
+    """A single OpenAI-compatible chat completion per task."""
+
+    system_prompt: Annotated[str | None, msgspec.Meta(description="system message")] = None
+    max_tokens: Annotated[
+        Annotated[int, msgspec.Meta(ge=1)] | None, msgspec.Meta(description="completion token cap")
+    ] = None
+    temperature: Annotated[
+        Annotated[float, msgspec.Meta(ge=0)] | None, msgspec.Meta(description="sampling temperature")
+    ] = None
+    request_timeout_seconds: Annotated[float, msgspec.Meta(gt=0, description="HTTP request timeout")] = 600.0
 
 
 class OpenAIChatHarness(BaseHarness):

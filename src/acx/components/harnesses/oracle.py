@@ -12,17 +12,27 @@ from __future__ import annotations
 import posixpath
 import time
 from pathlib import Path
-from typing import ClassVar
+from typing import Annotated, ClassVar
+
+import msgspec
 
 from acx.components._base import BaseHarness
-from acx.components._configs import OracleHarnessConfig
+from acx.components._configs import HarnessConfig
 from acx.components._context import HarnessContext
 from acx.components.harnesses._common import agent_exit_issues
 from acx.ir import ExecutionIssue, RunResult
 
-__all__ = ["OracleHarness"]
+__all__ = ["OracleHarness", "OracleHarnessConfig"]
 
 SOLUTION_DIR = "/solution"
+
+
+class OracleHarnessConfig(HarnessConfig, frozen=True, kw_only=True):
+    """Runs a Harbor task's `solution/solve.sh`."""
+
+    solve_script: Annotated[str, msgspec.Meta(description="path of the solution script inside the task dir")] = (
+        "solution/solve.sh"
+    )
 
 
 class OracleHarness(BaseHarness):

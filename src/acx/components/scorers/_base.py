@@ -71,6 +71,11 @@ class BaseScorer:
     def metric_kind(self) -> MetricKind:
         return self.kind
 
+    def uses_run_models(self) -> bool:
+        """Grades with the run's models (rather than an endpoint of its own): the run then keeps
+        its model gateway up during evaluation. Default: False."""
+        return False
+
     def metric_range(self) -> tuple[float, float] | None:
         """``(low, high)`` every value of this scorer lies in (binary: 0/1), or None when it does
         not know; the summary's 95 % intervals stay within it."""

@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from acx.drivers._base import DEFAULT_MAX_OUTPUT_BYTES, ExecResult
 from acx.drivers.docker._engine import _short
-from acx.drivers.docker._files import FileOps
 from acx.errors import DriverError
+
+if TYPE_CHECKING:
+    from acx.drivers.docker._session import DockerSession
 
 #: Runs every command: cwd, stdin from a file (removed once open), then exec the argv so the
 #: command keeps the exec's pid (a session and process-group leader under runc).
@@ -110,13 +112,15 @@ class _Output:
             buf.extend(chunk)
 
 
-class ExecOps(FileOps):
-    """The command half of :class:`~acx.drivers.docker.DockerSession`."""
+class DockerExec:
+    """Commands of a :class:`~acx.drivers.docker.DockerSession` (composed into it)."""
 
-    #: Proxy variables injected into every command while `allowlist`/`denylist` is active.
-    _proxy_env: dict[str, str]
-    #: The cgroup's OOM-kill count when last read (a fresh container starts at 0).
-    _oom_seen: int = 0
+    def __init__(self, s: DockerSession) -> None:
+        self.s = s
+        #: The cgroup's OOM-kill count when last read (a fresh container starts at 0).
+        self._oom_seen = 0
+        #: The session's state directory exists in the container (made once, before the first command).
+        self._state_dir_open = False
 
     # -- commands --
     async def _exec(
@@ -130,23 +134,23 @@ class ExecOps(FileOps):
         max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
     ) -> ExecResult:
         tag = uuid.uuid4().hex
-        user = self.current_user()
+        user = self.s.current_user()
         stdin_path = ""
         if stdin is not None:
             stdin_path = f"{_STATE_DIR}/{tag}.stdin"
             if user is not None:
                 await self._open_state_dir()
             # Written by root; a command run as another user must be able to open it.
-            await self.write_bytes(stdin_path, stdin, mode=0o600 if user is None else 0o644)
-        env = {**self._proxy_env, **env}
+            await self.s.write_bytes(stdin_path, stdin, mode=0o600 if user is None else 0o644)
+        env = {**self.s._proxy_env, **env}
         environment = [f"{k}={v}" for k, v in env.items()] + [f"ACX_EXEC_ID={tag}"]
         from docker.errors import APIError
 
         try:
-            created = await self.driver._call(
-                self.api.exec_create,
-                self.container_id,
-                ["/bin/sh", "-c", _WRAPPER, "acx-exec", self._abs(cwd) if cwd else "", stdin_path, *argv],
+            created = await self.s.driver._call(
+                self.s.api.exec_create,
+                self.s.container_id,
+                ["/bin/sh", "-c", _WRAPPER, "acx-exec", self.s.files._abs(cwd) if cwd else "", stdin_path, *argv],
                 stdout=True,
                 stderr=True,
                 environment=environment,
@@ -155,11 +159,13 @@ class ExecOps(FileOps):
         except APIError as exc:
             # e.g. the container died (OOM-killed, removed by `acx env close`): a driver failure.
             await self._raise_if_stopped()
-            raise DriverError(f"cannot run a command in session {self.id}: {_short(exc)}", code="exec_failed") from exc
+            raise DriverError(
+                f"cannot run a command in session {self.s.id}: {_short(exc)}", code="exec_failed"
+            ) from exc
         exec_id = created["Id"]
         out = _Output(max_output_bytes)
         timed_out = await self._run_stream(exec_id, tag, out, timeout)
-        code = await self.driver._call(_exit_code, self.api, exec_id)
+        code = await self.s.driver._call(_exit_code, self.s.api, exec_id)
         if not timed_out and code in (None, 137):
             # Killed by a signal acx did not send, or no exit recorded: was it the sandbox itself
             # (killed from outside, OOM-killed, removed), or its memory limit?
@@ -168,12 +174,12 @@ class ExecOps(FileOps):
                 out.add(None, b"\n[acx: the sandbox reached its memory limit; a process was OOM-killed]\n")
         if user is not None and code == 126 and b"unable to find user" in out.stdout + out.stderr:
             raise DriverError(
-                f"user {user!r} does not exist in session {self.id} (not in the image's /etc/passwd)",
+                f"user {user!r} does not exist in session {self.s.id} (not in the image's /etc/passwd)",
                 code="exec_user_missing",
                 help="create the user in the image (e.g. `RUN useradd -m NAME`) or give a numeric uid",
             )
         if code == 126 and f"acx-cwd-missing:{tag}".encode() in out.stderr:
-            raise DriverError(f"working directory {cwd} does not exist in session {self.id}", code="cwd_missing")
+            raise DriverError(f"working directory {cwd} does not exist in session {self.s.id}", code="cwd_missing")
         if timed_out:
             # Same convention as host_process: killed at the deadline → -SIGKILL; a command that
             # exited on its own just as the deadline passed → 124 (like timeout(1)).
@@ -189,15 +195,15 @@ class ExecOps(FileOps):
     async def _open_state_dir(self) -> None:
         """Once per session, before a command of another user reads its stdin file: the state
         directory becomes writable to every user, so that user's wrapper can remove the file."""
-        if getattr(self, "_state_dir_open", False):
+        if self._state_dir_open:
             return
-        created = await self.driver._call(
-            self.api.exec_create,
-            self.container_id,
+        created = await self.s.driver._call(
+            self.s.api.exec_create,
+            self.s.container_id,
             ["/bin/sh", "-c", f"mkdir -p {_STATE_DIR} && chmod 0777 {_STATE_DIR}"],
             user="0",
         )
-        await self.driver._call(self.api.exec_start, created["Id"])
+        await self.s.driver._call(self.s.api.exec_start, created["Id"])
         self._state_dir_open = True
 
     async def _run_stream(self, exec_id: str, tag: str, out: _Output, timeout: float | None) -> bool:
@@ -209,14 +215,14 @@ class ExecOps(FileOps):
         state = {"exited": False}
 
         def pump() -> None:
-            for chunk_out, chunk_err in self.api.exec_start(exec_id, stream=True, demux=True):
+            for chunk_out, chunk_err in self.s.api.exec_start(exec_id, stream=True, demux=True):
                 out.add(chunk_out, chunk_err)
 
         failure: list[BaseException] = []
 
         async def runner() -> None:
             try:
-                await self.driver._stream(pump)
+                await self.s.driver._stream(pump)
                 state["exited"] = True
             except Exception as exc:  # the engine connection broke: a driver failure, below
                 failure.append(exc)
@@ -244,7 +250,7 @@ class ExecOps(FileOps):
                     await self._kill(tag)
         if failure and not timed_out:
             raise DriverError(
-                f"lost the output stream of a command in session {self.id}: {_short(failure[0])}",
+                f"lost the output stream of a command in session {self.s.id}: {_short(failure[0])}",
                 code="exec_failed",
             ) from failure[0]
         return timed_out
@@ -252,15 +258,15 @@ class ExecOps(FileOps):
     async def _kill(self, tag: str) -> None:
         with trio.move_on_after(_KILL_TIMEOUT):
             try:
-                killer = await self.driver._call(
-                    self.api.exec_create,
-                    self.container_id,
+                killer = await self.s.driver._call(
+                    self.s.api.exec_create,
+                    self.s.container_id,
                     ["/bin/sh", "-c", _KILLER, "acx-kill", tag],
                     stdout=True,
                     stderr=True,
                     user="0",  # reads every process's environment, whichever user it runs as
                 )
-                await self.driver._call(self.api.exec_start, killer["Id"])
+                await self.s.driver._call(self.s.api.exec_start, killer["Id"])
             except Exception:  # the container may already be gone: nothing left to kill
                 return
 
@@ -268,7 +274,7 @@ class ExecOps(FileOps):
         from docker.errors import APIError
 
         try:
-            info = await self.driver._call(self.api.inspect_container, self.container_id)
+            info = await self.s.driver._call(self.s.api.inspect_container, self.s.container_id)
         except APIError:  # removed altogether
             return {"Running": False, "Status": "removed"}
         return dict(info.get("State") or {})
@@ -292,7 +298,7 @@ class ExecOps(FileOps):
             if state.get("OOMKilled")
             else f"it was stopped from outside ({state.get('Status', 'not running')})"
         )
-        raise DriverError(f"the sandbox of session {self.id} is gone: {why}", code="sandbox_stopped")
+        raise DriverError(f"the sandbox of session {self.s.id} is gone: {why}", code="sandbox_stopped")
 
     async def _oom_killed(self) -> bool:
         """Whether a process was OOM-killed since the last check (the engine's flag or the cgroup's
@@ -302,10 +308,10 @@ class ExecOps(FileOps):
         from docker.errors import APIError
 
         try:
-            created = await self.driver._call(
-                self.api.exec_create, self.container_id, ["/bin/sh", "-c", _OOM_COUNT], stdout=True, stderr=False
+            created = await self.s.driver._call(
+                self.s.api.exec_create, self.s.container_id, ["/bin/sh", "-c", _OOM_COUNT], stdout=True, stderr=False
             )
-            output = await self.driver._call(self.api.exec_start, created["Id"])
+            output = await self.s.driver._call(self.s.api.exec_start, created["Id"])
         except APIError:
             return False
         text = output.decode("ascii", "replace").strip() if isinstance(output, bytes) else str(output).strip()
@@ -326,25 +332,25 @@ class ExecOps(FileOps):
         from docker.errors import APIError
 
         try:
-            created = await self.driver._call(
-                self.api.exec_create,
-                self.container_id,
+            created = await self.s.driver._call(
+                self.s.api.exec_create,
+                self.s.container_id,
                 ["/bin/sh", "-c", _REAPER, "acx-reap"],
                 stdout=True,
                 stderr=True,
                 user="0",
             )
-            output = await self.driver._call(self.api.exec_start, created["Id"])
-            code = await self.driver._call(_exit_code, self.api, created["Id"])
+            output = await self.s.driver._call(self.s.api.exec_start, created["Id"])
+            code = await self.s.driver._call(_exit_code, self.s.api, created["Id"])
         except APIError as exc:
             await self._raise_if_stopped()
             raise DriverError(
-                f"cannot stop the processes left in session {self.id}: {_short(exc)}", code="exec_failed"
+                f"cannot stop the processes left in session {self.s.id}: {_short(exc)}", code="exec_failed"
             ) from exc
         if code != 0:
             text = output.decode("utf-8", errors="replace") if isinstance(output, bytes) else str(output)
             raise DriverError(
-                f"could not stop the processes left in session {self.id} (exit {code}): {text.strip()[:300]}",
+                f"could not stop the processes left in session {self.s.id} (exit {code}): {text.strip()[:300]}",
                 code="process_cleanup_failed",
             )
 

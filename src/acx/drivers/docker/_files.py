@@ -15,15 +15,17 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import trio
 
-from acx.drivers._base import Session
 from acx.drivers.docker._archive import directory_tar, read_single_file, safe_extract, single_file_tar
-from acx.drivers.docker._engine import EngineDriver, _short
+from acx.drivers.docker._engine import _short
 from acx.drivers.transfer import ArchiveLimitError, ExtractStats
 from acx.errors import DriverError
+
+if TYPE_CHECKING:
+    from acx.drivers.docker._session import DockerSession
 
 T = TypeVar("T")
 
@@ -54,32 +56,31 @@ def _link_target(path: str, target: str) -> str:
     return posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
 
 
-class FileOps(Session):
-    """The file half of :class:`~acx.drivers.docker.DockerSession`."""
+class DockerFiles:
+    """Files in and out of a :class:`~acx.drivers.docker.DockerSession` (composed into it)."""
 
-    driver: EngineDriver
-    api: Any
-    container_id: str
+    def __init__(self, s: DockerSession) -> None:
+        self.s = s
 
     def _abs(self, path: str) -> str:
         if path.startswith("/"):
             return posixpath.normpath(path)
-        return posixpath.normpath(posixpath.join(self.workdir or "/", path))
+        return posixpath.normpath(posixpath.join(self.s.workdir or "/", path))
 
     async def write_bytes(self, path: str, data: bytes, *, mode: int = 0o644) -> None:
         target = self._abs(path)
         archive = single_file_tar(target.lstrip("/"), data, mode)
-        await self.driver._call(self._put, "/", archive)
+        await self.s.driver._call(self._put, "/", archive)
 
     def _put(self, where: str, data: Any) -> None:
         from docker.errors import APIError
 
         try:
-            ok = self.api.put_archive(self.container_id, where, data)
+            ok = self.s.api.put_archive(self.s.container_id, where, data)
         except APIError as exc:
-            raise DriverError(f"upload into {self.id} failed: {_short(exc)}", code="transfer_failed") from exc
+            raise DriverError(f"upload into {self.s.id} failed: {_short(exc)}", code="transfer_failed") from exc
         if not ok:
-            raise DriverError(f"upload into {self.id} failed", code="transfer_failed")
+            raise DriverError(f"upload into {self.s.id} failed", code="transfer_failed")
 
     async def read_bytes(self, path: str, *, max_bytes: int | None = None) -> bytes:
         target = self._abs(path)
@@ -111,14 +112,14 @@ class FileOps(Session):
         from docker.errors import APIError, NotFound
         from docker.utils import decode_json_header
 
-        res = self.api._get(
-            self.api._url("/containers/{0}/archive", self.container_id), params={"path": path}, stream=True
+        res = self.s.api._get(
+            self.s.api._url("/containers/{0}/archive", self.s.container_id), params={"path": path}, stream=True
         )
         try:
             if transfer is not None:
                 transfer.responses.append(res)
             try:
-                self.api._raise_for_status(res)
+                self.s.api._raise_for_status(res)
             except NotFound:
                 raise FileNotFoundError(path) from None
             except APIError as exc:
@@ -138,7 +139,7 @@ class FileOps(Session):
         """
         transfer = _Transfer()
         try:
-            return await self.driver._stream(functools.partial(fn, transfer))
+            return await self.s.driver._stream(functools.partial(fn, transfer))
         except BaseException:
             transfer.abort()
             raise
@@ -170,10 +171,10 @@ class FileOps(Session):
     def _stat(self, path: str) -> dict[str, Any] | None:
         from docker.utils import decode_json_header
 
-        res = self.api.head(self.api._url("/containers/{0}/archive", self.container_id), params={"path": path})
+        res = self.s.api.head(self.s.api._url("/containers/{0}/archive", self.s.container_id), params={"path": path})
         if res.status_code == 404:
             return None
-        self.api._raise_for_status(res)
+        self.s.api._raise_for_status(res)
         header = res.headers.get("X-Docker-Container-Path-Stat")
         return decode_json_header(header) if header else None
 
@@ -181,7 +182,7 @@ class FileOps(Session):
         """``path`` with symlinks followed (docker's archive API does not follow the last one),
         and its stat; None when it does not exist."""
         for _ in range(16):
-            st = await self.driver._call(self._stat, path)
+            st = await self.s.driver._call(self._stat, path)
             if st is None:
                 return None
             if not (int(st.get("mode", 0)) & _MODE_SYMLINK):
@@ -206,7 +207,7 @@ class FileOps(Session):
         arc_root = target.lstrip("/") or "."
         archive = await trio.to_thread.run_sync(directory_tar, Path(local_dir), arc_root)
         try:
-            await self.driver._call(self._put, "/", archive)
+            await self.s.driver._call(self._put, "/", archive)
         finally:
             archive.close()
 

@@ -1,4 +1,10 @@
-"""The docker session: one container (plus, under allowlist/denylist, its proxy and networks)."""
+"""The docker session: one container (plus, under allowlist/denylist, its proxy and networks).
+
+The session holds the state; its three halves are composed helpers that share it — files
+(:class:`DockerFiles`, ``_files``), commands (:class:`DockerExec`, ``_exec``) and network policies
+(:class:`DockerNetwork`, ``_network``) — and the :class:`~acx.drivers.Session` methods delegate to
+them.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +13,19 @@ from typing import Any
 
 import trio
 
+from acx.drivers._base import DEFAULT_MAX_OUTPUT_BYTES, ExecResult, Session
 from acx.drivers.docker._engine import LABEL_KIND, EngineDriver, _remove_container, _remove_network, _short
-from acx.drivers.docker._network import NetworkOps
+from acx.drivers.docker._exec import DockerExec
+from acx.drivers.docker._files import DockerFiles
+from acx.drivers.docker._network import DockerNetwork
+from acx.drivers.transfer import ExtractStats
 from acx.errors import DriverError
+from acx.ir import NetworkPolicy
 
 __all__ = ["DockerSession"]
 
 
-class DockerSession(NetworkOps):
+class DockerSession(Session):
     #: ``docker exec --user``: a name from the image's passwd or a uid (Session.user_scope).
     supports_exec_user = True
 
@@ -58,6 +69,77 @@ class DockerSession(NetworkOps):
         #: What the open could not honour (e.g. a storage limit the engine refused), one sentence
         #: each; also logged to the run log when the session opens.
         self.open_notes: list[str] = []
+        self.files = DockerFiles(self)
+        self.execs = DockerExec(self)
+        self.net = DockerNetwork(self)
+
+    # -- the Session API, by the halves --
+    async def write_bytes(self, path: str, data: bytes, *, mode: int = 0o644) -> None:
+        return await self.files.write_bytes(path, data, mode=mode)
+
+    async def read_bytes(self, path: str, *, max_bytes: int | None = None) -> bytes:
+        return await self.files.read_bytes(path, max_bytes=max_bytes)
+
+    async def is_file(self, path: str) -> bool:
+        return await self.files.is_file(path)
+
+    async def is_dir(self, path: str) -> bool:
+        return await self.files.is_dir(path)
+
+    async def upload_dir(self, local_dir: str, remote_dir: str) -> None:
+        return await self.files.upload_dir(local_dir, remote_dir)
+
+    async def download_dir(
+        self,
+        remote_dir: str,
+        local_dir: str,
+        *,
+        exclude: tuple[str, ...] | list[str] = (),
+        max_bytes: int | None = None,
+        max_entries: int | None = None,
+    ) -> None:
+        return await self.files.download_dir(
+            remote_dir, local_dir, exclude=exclude, max_bytes=max_bytes, max_entries=max_entries
+        )
+
+    async def download_tree(
+        self,
+        remote: str,
+        local: str,
+        *,
+        exclude: tuple[str, ...] | list[str] = (),
+        max_bytes: int | None = None,
+        max_entries: int | None = None,
+    ) -> ExtractStats:
+        return await self.files.download_tree(
+            remote, local, exclude=exclude, max_bytes=max_bytes, max_entries=max_entries
+        )
+
+    async def _exec(
+        self,
+        argv: list[str],
+        *,
+        cwd: str | None,
+        env: dict[str, str],
+        timeout: float | None,
+        stdin: bytes | None,
+        max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+    ) -> ExecResult:
+        return await self.execs._exec(
+            argv, cwd=cwd, env=env, timeout=timeout, stdin=stdin, max_output_bytes=max_output_bytes
+        )
+
+    async def kill_stray_processes(self) -> None:
+        return await self.execs.kill_stray_processes()
+
+    async def set_network_policy(self, policy: NetworkPolicy) -> None:
+        return await self.net.set_network_policy(policy)
+
+    def created_objects(self) -> dict[str, str]:
+        return self.net.created_objects()
+
+    async def endpoint(self, port: int) -> str:
+        return await self.net.endpoint(port)
 
     # -- lifecycle --
     async def _close(self) -> None:
