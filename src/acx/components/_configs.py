@@ -7,6 +7,7 @@ These are what users write under ``benchmarks.<id>`` / ``harnesses.<id>`` and in
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -23,6 +24,7 @@ __all__ = [
     "FieldMapping",
     "HarborConfig",
     "HarnessConfig",
+    "McpServerConfig",
     "NoneHarnessConfig",
     "OpenAIChatConfig",
     "OracleHarnessConfig",
@@ -183,6 +185,73 @@ class CommandHarnessConfig(HarnessConfig, frozen=True, kw_only=True):
     strip_output: Annotated[bool, _d("strip surrounding whitespace from the answer")] = True
 
 
+McpTransport = Literal["stdio", "sse", "streamable-http"]
+
+#: A server name: it prefixes its tools' names (``<server>__<tool>``), so it is kept short and plain.
+MCP_SERVER_NAME = r"^[A-Za-z][A-Za-z0-9_-]{0,31}$"
+
+
+class McpServerConfig(ComponentConfig, frozen=True, kw_only=True):
+    """One MCP server whose tools the agent gets (docs/agents.md, "MCP servers")."""
+
+    name: Annotated[
+        str, msgspec.Meta(pattern=MCP_SERVER_NAME, description="server name; its tools are offered as <name>__<tool>")
+    ]
+    transport: Annotated[
+        McpTransport | None,
+        _d(
+            "stdio (a command run inside the sandbox), streamable-http or sse (a URL); default: stdio with a "
+            "command, streamable-http with a url"
+        ),
+    ] = None
+    command: Annotated[str | None, _d("stdio: the server's executable inside the sandbox")] = None
+    args: Annotated[list[str], _d("stdio: its arguments")] = []
+    url: Annotated[str | None, _d("streamable-http / sse: the server's endpoint, as the host reaches it")] = None
+    env: Annotated[dict[str, str], _d("stdio: variables set for the server process")] = {}
+    headers: Annotated[dict[str, str], _d("streamable-http / sse: HTTP headers sent with every request")] = {}
+    timeout_seconds: Annotated[
+        float, msgspec.Meta(gt=0, le=86400, description="budget of one tool call (clipped to the run budget left)")
+    ] = 60.0
+
+    def __post_init__(self) -> None:
+        problem = mcp_server_problem(self.transport, self.command, self.url)
+        if problem is not None:
+            raise ValueError(problem)
+
+    @property
+    def resolved_transport(self) -> str:
+        return self.transport or ("stdio" if self.command is not None else "streamable-http")
+
+
+def mcp_server_problem(transport: str | None, command: str | None, url: str | None) -> str | None:
+    """Why a server declaration is inconsistent (None when it is fine); shared with Harbor's mapping."""
+    kind = transport or ("stdio" if command is not None else "streamable-http" if url is not None else None)
+    if kind is None:
+        return "an MCP server needs a command (stdio) or a url (streamable-http / sse)"
+    if kind == "stdio":
+        if not command:
+            return "a stdio MCP server needs a command (run inside the sandbox)"
+        if url is not None:
+            return "a stdio MCP server takes a command, not a url"
+        return None
+    if not url:
+        return f"a {kind} MCP server needs a url"
+    if command is not None:
+        return f"a {kind} MCP server takes a url, not a command"
+    if not re.match(r"^https?://[^/\s]+", url):
+        return f"the url of a {kind} MCP server must start with http:// or https:// (got {url!r})"
+    return None
+
+
+def mcp_names_problem(names: list[str]) -> str | None:
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            return f"two MCP servers are named {name!r}; names must be unique (they prefix the tools)"
+        seen.add(name)
+    return None
+
+
 ReactTool = Literal["bash", "python", "edit", "submit"]
 
 
@@ -222,8 +291,15 @@ class ReactConfig(HarnessConfig, frozen=True, kw_only=True):
     parallel_tool_calls: Annotated[bool, _d("run several tool calls of one turn concurrently")] = True
     cwd: Annotated[str | None, _d("working directory of the tools; default the environment workdir")] = None
     python: Annotated[str, _d("python interpreter inside the sandbox")] = "python3"
+    mcp_servers: Annotated[
+        list[McpServerConfig],
+        _d("MCP servers whose tools the agent also gets (a Harbor task's own mcp_servers are added)"),
+    ] = []
 
     def __post_init__(self) -> None:
+        problem = mcp_names_problem([s.name for s in self.mcp_servers])
+        if problem is not None:
+            raise ValueError(problem)
         if self.prompt_template is not None and "{prompt}" not in self.prompt_template:
             raise ValueError("prompt_template must contain {prompt} (where the task's prompt goes)")
         if "submit" not in self.tools and self.answer == "submit":
