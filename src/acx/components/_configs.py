@@ -416,6 +416,18 @@ class InstalledAgentConfig(HarnessConfig, frozen=True, kw_only=True):
     ] = None
     cwd: Annotated[str | None, _d("working directory of the run command; default the environment workdir")] = None
     strip_output: Annotated[bool, _d("strip surrounding whitespace from the answer")] = True
+    mcp_servers: Annotated[
+        list[McpServerConfig],
+        _d(
+            "MCP servers given to the agent in its own config format (claude-code, codex; a custom command gets "
+            "$ACX_MCP_CONFIG); a Harbor task's own mcp_servers are added"
+        ),
+    ] = []
+
+    def __post_init__(self) -> None:
+        problem = mcp_names_problem([s.name for s in self.mcp_servers])
+        if problem is not None:
+            raise ValueError(problem)
 
 
 class TerminusConfig(HarnessConfig, frozen=True, kw_only=True):

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from acx.components._configs import McpServerConfig
     from acx.components._context import HarnessContext
 
-__all__ = ["McpHub", "McpUnavailable", "servers_for"]
+__all__ = ["McpHub", "McpUnavailable"]
 
 #: Where the stdio bridge is uploaded in the sandbox.
 BRIDGE_DIR = "/tmp/acx-mcp"
@@ -48,22 +48,6 @@ CONNECT_SECONDS = 60.0
 
 class McpUnavailable(Exception):
     """The ``mcp`` package is not installed (react with MCP servers needs it)."""
-
-
-def servers_for(configured: list[McpServerConfig], task_meta: dict[str, Any]) -> list[McpServerConfig]:
-    """The harness's servers, then the task's own (Harbor ``[[environment.mcp_servers]]``).
-
-    A task server with the name of a configured one is replaced by it (the request decides)."""
-    import msgspec
-
-    from acx.components._configs import McpServerConfig
-
-    names = {s.name for s in configured}
-    out = list(configured)
-    for raw in task_meta.get("mcp_servers") or []:
-        if raw.get("name") not in names:
-            out.append(msgspec.convert(raw, McpServerConfig))
-    return out
 
 
 @dataclass

@@ -78,6 +78,8 @@ class ReactHarness(BaseHarness):
     )
     config_class = ReactConfig
     calls_model: ClassVar[bool] = True
+    #: Gives the agent the task's MCP servers (Harbor ``mcp_servers``; docs/agents.md).
+    supports_mcp: ClassVar[bool] = True
     parallel_attempts_safe: ClassVar[bool] = True
 
     config: ReactConfig
@@ -142,7 +144,7 @@ class ReactHarness(BaseHarness):
             await gateway.aclose()
 
     async def _episode(self, ctx: HarnessContext, models: Any) -> RunResult:
-        from acx.components.harnesses._mcp import servers_for
+        from acx.components.harnesses._mcp_config import servers_for
 
         servers = servers_for(self.config.mcp_servers, ctx.task.metadata if ctx.task is not None else {})
         if not servers:
