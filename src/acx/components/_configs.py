@@ -214,7 +214,14 @@ class McpServerConfig(ComponentConfig, frozen=True, kw_only=True):
     ] = 60.0
 
     def __post_init__(self) -> None:
-        problem = mcp_server_problem(self.transport, self.command, self.url)
+        problem = mcp_server_problem(
+            self.transport,
+            self.command,
+            self.url,
+            has_args=bool(self.args),
+            has_env=bool(self.env),
+            has_headers=bool(self.headers),
+        )
         if problem is not None:
             raise ValueError(problem)
 
@@ -223,21 +230,30 @@ class McpServerConfig(ComponentConfig, frozen=True, kw_only=True):
         return self.transport or ("stdio" if self.command is not None else "streamable-http")
 
 
-def mcp_server_problem(transport: str | None, command: str | None, url: str | None) -> str | None:
-    """Why a server declaration is inconsistent (None when it is fine); shared with Harbor's mapping."""
+def mcp_server_problem(
+    transport: str | None,
+    command: str | None,
+    url: str | None,
+    *,
+    has_args: bool = False,
+    has_env: bool = False,
+    has_headers: bool = False,
+) -> str | None:
+    """Why a server declaration is inconsistent (None when it is fine); shared with Harbor's mapping.
+    A field the transport does not use is refused, never ignored."""
     kind = transport or ("stdio" if command is not None else "streamable-http" if url is not None else None)
     if kind is None:
         return "an MCP server needs a command (stdio) or a url (streamable-http / sse)"
     if kind == "stdio":
         if not command:
             return "a stdio MCP server needs a command (run inside the sandbox)"
-        if url is not None:
-            return "a stdio MCP server takes a command, not a url"
+        if url is not None or has_headers:
+            return "a stdio MCP server takes a command (args, env), not a url or headers"
         return None
     if not url:
         return f"a {kind} MCP server needs a url"
-    if command is not None:
-        return f"a {kind} MCP server takes a url, not a command"
+    if command is not None or has_args or has_env:
+        return f"a {kind} MCP server takes a url (and headers), not a command, args or env"
     if not re.match(r"^https?://[^/\s]+", url):
         return f"the url of a {kind} MCP server must start with http:// or https:// (got {url!r})"
     return None

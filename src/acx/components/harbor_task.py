@@ -968,7 +968,14 @@ def _mcp_servers(value: Any, path: str, ctx: _Ctx) -> list[dict[str, Any]]:
         for key in ("env", "headers"):
             if key in item:
                 entry[key] = _str_map(item[key], f"{where}.{key}", ctx)
-        problem = mcp_server_problem(transport, entry.get("command"), entry.get("url"))
+        problem = mcp_server_problem(
+            transport,
+            entry.get("command"),
+            entry.get("url"),
+            has_args=bool(entry.get("args")),
+            has_env=bool(entry.get("env")),
+            has_headers=bool(entry.get("headers")),
+        )
         if problem is not None:
             raise ctx.error(where, problem, "stdio takes command (+ args); sse / streamable-http take url", "E0480")
         out.append(entry)
