@@ -170,7 +170,14 @@ class InstalledAgentHarness(CommandHarness):
         if not servers or self.config.agent is None:  # a custom command reads $ACX_MCP_CONFIG itself
             return
         d = AGENTS[self.config.agent]
-        where = "harness.params.mcp_servers" if self.config.mcp_servers else f"task {task.task_id} mcp_servers"
+        task_dir = task.metadata.get("task_dir") if isinstance(task.metadata, dict) else None
+        where = (
+            "harness.params.mcp_servers"
+            if self.config.mcp_servers
+            else f"{task_dir}/task.toml environment.mcp_servers"
+            if task_dir
+            else f"task {task.task_id} mcp_servers"
+        )
         if d.mcp is None:
             supported = ", ".join(sorted(n for n, a in AGENTS.items() if a.mcp is not None))
             raise AcxPlanError(
