@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -170,7 +171,7 @@ def test_a_hanging_tool_call_times_out_on_trios_clock() -> None:  # contract T1
         return "late"
 
     @server.tool()
-    async def ping() -> str:  # async: a sync tool runs in a thread, which the autojumping clock does not wait for
+    async def ping() -> str:  # async: a sync tool runs in a thread the autojumping clock does not wait for
         return "pong"
 
     config = msgspec.convert({"name": "clock", "command": "unused", "timeout_seconds": 30}, McpServerConfig)
@@ -188,7 +189,8 @@ def test_a_hanging_tool_call_times_out_on_trios_clock() -> None:  # contract T1
             conn.stop.set()
 
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
-    hang, ping = outcome["hang"], outcome["ping"]
-    assert hang.failed and "did not answer within 30 s" in hang.content and hang.meta["timed_out"] is True  # type: ignore[attr-defined]
+    hung: Any = outcome["hang"]
+    answered: Any = outcome["ping"]
+    assert hung.failed and "did not answer within 30 s" in hung.content and hung.meta["timed_out"] is True
     assert 30 <= outcome["elapsed"] < 31  # type: ignore[operator]
-    assert ping.content == "pong" and ping.failed is None  # type: ignore[attr-defined]
+    assert answered.content == "pong" and answered.failed is None
