@@ -83,6 +83,31 @@ def _task(root: Path) -> Path:
     return task.parent
 
 
+def _run(tmp_path: Path, srv: FakeModelServer, tasks: Path, harness: str) -> subprocess.CompletedProcess[str]:
+    spec = tmp_path / "run.yaml"
+    spec.write_text(
+        f"""version: 1
+name: m
+task_concurrency: 1
+runtime: {{results_dir: results, progress: none}}
+requests:
+  - name: m
+    benchmark: {{id: harbor, path: "{tasks}"}}
+    harness: {harness}
+    model: {{id: m1, base_url: "{srv.base_url}", api_key: "${{MKEY}}"}}
+    environment: {{id: docker}}
+"""
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "acx", "run", str(spec), "--progress", "plain"],
+        cwd=tmp_path,
+        env={**os.environ, "MKEY": KEY},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+
 def test_react_solves_a_harbor_task_through_its_mcp_server(tmp_path: Path) -> None:  # contracts H1, M4, P6
     tasks = _task(tmp_path)
     args = {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"}
@@ -92,28 +117,7 @@ def test_react_solves_a_harbor_task_through_its_mcp_server(tmp_path: Path) -> No
         tool_call("submit", {"answer": "done"}, call_id="t3"),
     ]
     with FakeModelServer(script, default=None) as srv:
-        spec = tmp_path / "run.yaml"
-        spec.write_text(
-            f"""version: 1
-name: m
-task_concurrency: 1
-runtime: {{results_dir: results, progress: none}}
-requests:
-  - name: m
-    benchmark: {{id: harbor, path: "{tasks}"}}
-    harness: {{id: react}}
-    model: {{id: m1, base_url: "{srv.base_url}", api_key: "${{MKEY}}"}}
-    environment: {{id: docker}}
-"""
-        )
-        proc = subprocess.run(
-            [sys.executable, "-m", "acx", "run", str(spec), "--progress", "plain"],
-            cwd=tmp_path,
-            env={**os.environ, "MKEY": KEY},
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
+        proc = _run(tmp_path, srv, tasks, "{id: react}")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "mcp_servers" not in proc.stderr and "ignored" not in proc.stderr, proc.stderr
     (path,) = (tmp_path / "results" / "m").glob("*/details/*/*/attempt-1/result.json")
@@ -125,3 +129,16 @@ requests:
     obs = result["trajectory"]["steps"][0]["observation"][0]
     assert obs["mcp_server"] == "time" and "T21:00:00+09:00" in obs["content"], obs
     assert "network access is restricted (no-network" in srv.requests[0].body["messages"][1]["content"]
+
+
+def test_a_harness_without_mcp_support_says_the_servers_were_not_given(tmp_path: Path) -> None:  # contract H6
+    tasks = _task(tmp_path)
+    with FakeModelServer([], default=None) as srv:
+        proc = _run(tmp_path, srv, tasks, '{id: command, command: "echo 21:00 > /app/tokyo.txt"}')
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (path,) = (tmp_path / "results" / "m").glob("*/details/*/*/attempt-1/result.json")
+    result = json.loads(path.read_text())
+    assert result["metrics"]["score"] == 1.0, result["issues"]
+    (warning,) = [i for i in result["issues"] if i["code"] == "task_declaration_ignored"]
+    assert warning["severity"] == "warning" and "MCP servers (time)" in warning["message"], warning
+    assert "command harness has no MCP support" in warning["message"], warning

@@ -226,19 +226,26 @@ class _Server:
 
     async def _hold(self, task_status: Any) -> bool:
         started = False
+        connecting = trio.CancelScope(deadline=trio.current_time() + CONNECT_SECONDS)
         try:
             mcp = _import_client()
-            async with mcp.Client(
-                self.transport, mode="legacy", read_timeout_seconds=self.config.timeout_seconds
-            ) as client:
-                with trio.fail_after(CONNECT_SECONDS):
+            with connecting:  # the handshake and the tool listing; lifted once connected
+                async with mcp.Client(
+                    self.transport, mode="legacy", read_timeout_seconds=self.config.timeout_seconds
+                ) as client:
                     self.tools = await self._list(client)
-                self.client = client
-                task_status.started()
-                started = True
-                await self.stop.wait()
-        except trio.TooSlowError:
-            self.failure = f"MCP server {self.config.name!r} did not list its tools within {CONNECT_SECONDS:g} s"
+                    connecting.deadline = float("inf")
+                    self.client = client
+                    task_status.started()
+                    started = True
+                    await self.stop.wait()
+            if started and not self.stop.is_set():
+                self.failure = f"the connection to MCP server {self.config.name!r} closed"
+            if connecting.cancelled_caught and not started:
+                self.failure = (
+                    f"MCP server {self.config.name!r} did not answer the handshake and list its tools "
+                    f"within {CONNECT_SECONDS:g} s"
+                )
         except Exception as exc:  # the server's failure is the attempt's issue, never the run's crash
             self.failure = f"MCP server {self.config.name!r} failed: {_describe(exc)}"
         finally:
@@ -308,6 +315,7 @@ class McpHub:
     """The attempt's MCP servers: start them (:meth:`start`), offer their tools, relay calls."""
 
     def __init__(self, servers: list[McpServerConfig], ctx: HarnessContext, *, python: str, cwd: str | None) -> None:
+        _import_client()  # McpUnavailable before anything starts
         self.ctx = ctx
         self.servers: dict[str, _Server] = {}
         self.failures: list[str] = []
