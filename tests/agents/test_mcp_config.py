@@ -115,9 +115,15 @@ def test_installed_agent_formats() -> None:
         "command": "mcp-fs",
         "args": ["--root", "/app"],
         "env": {"K": 'v"1'},
+        "startup_timeout_sec": 60.0,
         "tool_timeout_sec": 30.0,
     }
-    assert codex["web"] == {"url": "http://web/mcp", "http_headers": {"X-A": "b"}, "tool_timeout_sec": 60.0}
+    assert codex["web"] == {
+        "url": "http://web/mcp",
+        "http_headers": {"X-A": "b"},
+        "startup_timeout_sec": 60.0,
+        "tool_timeout_sec": 60.0,
+    }
 
 
 def _compile(tmp_path: Path, harness: dict[str, object]) -> subprocess.CompletedProcess[str]:

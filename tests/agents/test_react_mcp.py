@@ -176,7 +176,7 @@ def test_failing_servers_give_tool_errors_and_issues_and_the_run_goes_on(tmp_pat
 def test_mcp_server_config_errors_are_located(tmp_path: Path) -> None:
     with FakeModelServer([], default=None) as srv:
         for servers, needle in [
-            ([{"name": "a", "url": "http://x/mcp", "command": "y"}], "takes a command, not a url"),
+            ([{"name": "a", "url": "http://x/mcp", "command": "y"}], "not a url or headers"),
             ([{"name": "a"}], "needs a command"),
             ([{"name": "bad name", "command": "x"}], "mcp_servers"),
             ([stdio("a"), stdio("a")], "two MCP servers are named 'a'"),

@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from acx.components.harnesses._mcp_config import STARTUP_SECONDS
+
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
@@ -43,7 +45,7 @@ BRIDGE_DIR = "/tmp/acx-mcp"
 #: Separator of server and tool in the names the model sees.
 SEP = "__"
 #: Time to connect and list a server's tools at the start of the episode.
-CONNECT_SECONDS = 60.0
+CONNECT_SECONDS = STARTUP_SECONDS
 
 
 class McpUnavailable(Exception):
@@ -72,7 +74,7 @@ def _describe(exc: BaseException) -> str:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     text = str(exc).strip() or type(exc).__name__
-    return text[:500]
+    return text if len(text) <= 1200 else f"{text[:1200]} [...]"
 
 
 def _render(result: Any) -> tuple[str, dict[str, Any]]:
@@ -187,7 +189,11 @@ class _BridgeTransport:
         if res.timed_out:
             return _error_line(msg_id, f"the MCP server did not answer within {self.server.timeout_seconds:g} s")
         if res.returncode != 0:
-            reason = (res.stderr or "").strip()[-1500:] or f"the stdio bridge exited with status {res.returncode}"
+            # The bridge's reason is its first line; the server's stderr tail follows it.
+            first, _, rest = (res.stderr or "").strip().partition("\n")
+            reason = first or f"the stdio bridge exited with status {res.returncode}"
+            if rest.strip():
+                reason = f"{reason}\n{rest.strip()[-1000:]}"
             return _error_line(msg_id, reason)
         lines = [ln for ln in (res.stdout or "").splitlines() if ln.strip()]
         return lines[-1] if lines else _error_line(msg_id, "the MCP server gave no answer")

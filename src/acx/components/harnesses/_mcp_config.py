@@ -16,7 +16,10 @@ if TYPE_CHECKING:
 
     from acx.components._configs import McpServerConfig
 
-__all__ = ["claude_config", "codex_config", "servers_for"]
+__all__ = ["STARTUP_SECONDS", "claude_config", "codex_config", "servers_for"]
+
+#: Time an agent gives a server to start and list its tools (react's own connect budget too).
+STARTUP_SECONDS = 60.0
 
 
 def servers_for(configured: list[McpServerConfig], task_meta: Mapping[str, Any] | None) -> list[McpServerConfig]:
@@ -69,6 +72,7 @@ def codex_config(servers: list[McpServerConfig]) -> str:
             lines.append(f"url = {_toml_str(s.url or '')}")
             if s.headers:
                 lines.append(f"http_headers = {_toml_table(s.headers)}")
+        lines.append(f"startup_timeout_sec = {STARTUP_SECONDS}")
         lines.append(f"tool_timeout_sec = {float(s.timeout_seconds)}")
         lines.append("")
     return "\n".join(lines)

@@ -36,7 +36,7 @@ from acx.components._context import HarnessContext
 from acx.components.harnesses import _answer
 from acx.components.harnesses._agents import AGENTS
 from acx.components.harnesses._common import tail
-from acx.components.harnesses._mcp_config import claude_config, codex_config, servers_for
+from acx.components.harnesses._mcp_config import STARTUP_SECONDS, claude_config, codex_config, servers_for
 from acx.components.harnesses.command import CommandHarness
 from acx.errors import AcxPlanError, DriverError
 from acx.ir import ExecutionIssue, HarnessPlan, RunRequest, RunResult, TaskSpec
@@ -254,6 +254,7 @@ class InstalledAgentHarness(CommandHarness):
             env["ACX_MCP_CONFIG"] = self._mcp_file()
             # Claude Code's per-call MCP budget (milliseconds): the longest server timeout.
             env["MCP_TOOL_TIMEOUT"] = str(int(max(s.timeout_seconds for s in servers) * 1000))
+            env["MCP_TIMEOUT"] = str(int(STARTUP_SECONDS * 1000))  # its servers' start-up budget
         return env
 
     # ---- install_agent ------------------------------------------------------------------------
