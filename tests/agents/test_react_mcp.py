@@ -171,6 +171,7 @@ def test_failing_servers_give_tool_errors_and_issues_and_the_run_goes_on(tmp_pat
     assert issues.count(("mcp_tool_failed", "warning")) == 3  # crash, garbage, hang (fail is the tool's own error)
     assert "gone" in " ".join(i["message"] for i in r["issues"])
     assert r["trajectory"]["steps"][1]["observation"][0]["content"] == "pelican-7"  # the server still answers
+    assert r["telemetry"]["mcp"]["failures"] == 4 and r["telemetry"]["mcp"]["servers"]["gone"] == 0
 
 
 def test_mcp_server_config_errors_are_located(tmp_path: Path) -> None:

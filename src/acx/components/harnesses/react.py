@@ -173,7 +173,8 @@ class ReactHarness(BaseHarness):
             finally:
                 await hub.aclose()
         servers_seen = {name: len(s.tools) for name, s in hub.servers.items()}
-        telemetry = {**result.telemetry, "mcp": {"servers": servers_seen, "failures": len(ep.issues)}}
+        failures = sum(1 for i in ep.issues if i.code in ("mcp_server_failed", "mcp_tool_failed"))
+        telemetry = {**result.telemetry, "mcp": {"servers": servers_seen, "failures": failures}}
         return msgspec.structs.replace(result, telemetry=telemetry)
 
     async def _loop(self, ctx: HarnessContext, models: Any, ep: _Episode) -> RunResult:
