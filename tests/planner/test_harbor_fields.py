@@ -98,6 +98,7 @@ WHOLE: dict[str, Any] = {
     "environment.tpu": {"type": "v6e", "topology": "2x2"},
     "environment.healthcheck": {"command": "true"},
     "environment.mcp_servers": [{"name": "m", "transport": "stdio", "command": "mcp"}],
+    "environment.mcp_servers[].name": "m2",  # a name prefixes the tools: letters, digits, _ and -
     "steps": [{"name": "s"}],
     "steps[].name": "s",
     "steps[].agent": {"timeout_sec": 17.0},
@@ -149,6 +150,12 @@ REQUIRED: dict[str, dict[str, Any]] = {
     "tpu": {"type": "v6e", "topology": "2x2"},
 }
 
+#: ... where it depends on the field: an HTTP server for the fields only HTTP servers have.
+REQUIRED_FOR: dict[tuple[str, str], dict[str, Any]] = {
+    ("mcp_servers", "url"): {"name": "m", "transport": "sse"},
+    ("mcp_servers", "headers"): {"name": "m", "transport": "sse", "url": "http://mcp.example.org/sse"},
+}
+
 
 def _nest(path: str, value: Any) -> dict[str, Any]:
     """The task.toml data that sets ``path`` (and what it needs beside it) to ``value``."""
@@ -159,7 +166,7 @@ def _nest(path: str, value: Any) -> dict[str, Any]:
     inner = _nest(".".join(parts[1:]), value)
     if parts[1] == "allowed_hosts":
         inner["network_mode"] = "allowlist"
-    table = {**REQUIRED.get(key, {}), **inner}
+    table = {**REQUIRED_FOR.get((key, parts[-1]), REQUIRED.get(key, {})), **inner}
     return {key: [table] if parts[0].endswith("[]") else table}
 
 

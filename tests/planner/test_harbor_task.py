@@ -186,8 +186,10 @@ def test_unmapped_declarations_warn(harbor_task) -> None:  # contract H6
     """
     t = load_harbor_task(harbor_task("a", toml))
     text = "\n".join(t.load_warnings)
-    for key in ("typo_key", "environment.mcp_servers", "environment.gpu_types"):
+    for key in ("typo_key", "environment.gpu_types"):
         assert f"`{key}`" in text
+    assert "mcp_servers" not in text  # mapped: given to the agent (issue 28)
+    assert t.metadata["mcp_servers"] == [{"name": "m", "transport": "stdio", "command": "mcp"}]
     assert "task.toml:2:" in text  # warnings carry the line
     assert "agent.user" not in text and t.run_user == "agent"  # mapped (issue 22 item 3)
 

@@ -7,6 +7,7 @@ These are what users write under ``benchmarks.<id>`` / ``harnesses.<id>`` and in
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -23,6 +24,7 @@ __all__ = [
     "FieldMapping",
     "HarborConfig",
     "HarnessConfig",
+    "McpServerConfig",
     "TerminusConfig",
 ]
 
@@ -170,6 +172,89 @@ class CommandHarnessConfig(HarnessConfig, frozen=True, kw_only=True):
     strip_output: Annotated[bool, _d("strip surrounding whitespace from the answer")] = True
 
 
+McpTransport = Literal["stdio", "sse", "streamable-http"]
+
+#: A server name: it prefixes its tools' names (``<server>__<tool>``), so it is kept short and plain.
+MCP_SERVER_NAME = r"^[A-Za-z][A-Za-z0-9_-]{0,31}$"
+
+
+class McpServerConfig(ComponentConfig, frozen=True, kw_only=True):
+    """One MCP server whose tools the agent gets (docs/agents.md, "MCP servers")."""
+
+    name: Annotated[
+        str, msgspec.Meta(pattern=MCP_SERVER_NAME, description="server name; its tools are offered as <name>__<tool>")
+    ]
+    transport: Annotated[
+        McpTransport | None,
+        _d(
+            "stdio (a command run inside the sandbox), streamable-http or sse (a URL); default: stdio with a "
+            "command, streamable-http with a url"
+        ),
+    ] = None
+    command: Annotated[str | None, _d("stdio: the server's executable inside the sandbox")] = None
+    args: Annotated[list[str], _d("stdio: its arguments")] = []
+    url: Annotated[str | None, _d("streamable-http / sse: the server's endpoint, as the host reaches it")] = None
+    env: Annotated[dict[str, str], _d("stdio: variables set for the server process")] = {}
+    headers: Annotated[dict[str, str], _d("streamable-http / sse: HTTP headers sent with every request")] = {}
+    timeout_seconds: Annotated[
+        float, msgspec.Meta(gt=0, le=86400, description="budget of one tool call (clipped to the run budget left)")
+    ] = 60.0
+
+    def __post_init__(self) -> None:
+        problem = mcp_server_problem(
+            self.transport,
+            self.command,
+            self.url,
+            has_args=bool(self.args),
+            has_env=bool(self.env),
+            has_headers=bool(self.headers),
+        )
+        if problem is not None:
+            raise ValueError(problem)
+
+    @property
+    def resolved_transport(self) -> str:
+        return self.transport or ("stdio" if self.command is not None else "streamable-http")
+
+
+def mcp_server_problem(
+    transport: str | None,
+    command: str | None,
+    url: str | None,
+    *,
+    has_args: bool = False,
+    has_env: bool = False,
+    has_headers: bool = False,
+) -> str | None:
+    """Why a server declaration is inconsistent (None when it is fine); shared with Harbor's mapping.
+    A field the transport does not use is refused, never ignored."""
+    kind = transport or ("stdio" if command is not None else "streamable-http" if url is not None else None)
+    if kind is None:
+        return "an MCP server needs a command (stdio) or a url (streamable-http / sse)"
+    if kind == "stdio":
+        if not command:
+            return "a stdio MCP server needs a command (run inside the sandbox)"
+        if url is not None or has_headers:
+            return "a stdio MCP server takes a command (args, env), not a url or headers"
+        return None
+    if not url:
+        return f"a {kind} MCP server needs a url"
+    if command is not None or has_args or has_env:
+        return f"a {kind} MCP server takes a url (and headers), not a command, args or env"
+    if not re.match(r"^https?://[^/\s]+", url):
+        return f"the url of a {kind} MCP server must start with http:// or https:// (got {url!r})"
+    return None
+
+
+def mcp_names_problem(names: list[str]) -> str | None:
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            return f"two MCP servers are named {name!r}; names must be unique (they prefix the tools)"
+        seen.add(name)
+    return None
+
+
 ReactTool = Literal["bash", "python", "edit", "submit"]
 
 
@@ -209,8 +294,15 @@ class ReactConfig(HarnessConfig, frozen=True, kw_only=True):
     parallel_tool_calls: Annotated[bool, _d("run several tool calls of one turn concurrently")] = True
     cwd: Annotated[str | None, _d("working directory of the tools; default the environment workdir")] = None
     python: Annotated[str, _d("python interpreter inside the sandbox")] = "python3"
+    mcp_servers: Annotated[
+        list[McpServerConfig],
+        _d("MCP servers whose tools the agent also gets (a Harbor task's own mcp_servers are added)"),
+    ] = []
 
     def __post_init__(self) -> None:
+        problem = mcp_names_problem([s.name for s in self.mcp_servers])
+        if problem is not None:
+            raise ValueError(problem)
         if self.prompt_template is not None and "{prompt}" not in self.prompt_template:
             raise ValueError("prompt_template must contain {prompt} (where the task's prompt goes)")
         if "submit" not in self.tools and self.answer == "submit":
@@ -327,6 +419,18 @@ class InstalledAgentConfig(HarnessConfig, frozen=True, kw_only=True):
     ] = None
     cwd: Annotated[str | None, _d("working directory of the run command; default the environment workdir")] = None
     strip_output: Annotated[bool, _d("strip surrounding whitespace from the answer")] = True
+    mcp_servers: Annotated[
+        list[McpServerConfig],
+        _d(
+            "MCP servers given to the agent in its own config format (claude-code, codex; a custom command gets "
+            "$ACX_MCP_CONFIG); a Harbor task's own mcp_servers are added"
+        ),
+    ] = []
+
+    def __post_init__(self) -> None:
+        problem = mcp_names_problem([s.name for s in self.mcp_servers])
+        if problem is not None:
+            raise ValueError(problem)
 
 
 class TerminusConfig(HarnessConfig, frozen=True, kw_only=True):

@@ -338,6 +338,7 @@ def _map_task(root: Path, raw: dict[str, Any], ctx: _Ctx, *, solution_env_for_ag
     resources = _resources(env, "environment", ctx)
     baseline = _env_network(env, "environment", ctx)
     env_vars = _str_map(env.get("env"), "environment.env", ctx)
+    mcp_servers = _mcp_servers(env.get("mcp_servers"), "environment.mcp_servers", ctx)
     _warn_env_extras(env, "environment", ctx)
 
     run_policy = _network(agent, "agent", ctx)
@@ -358,6 +359,8 @@ def _map_task(root: Path, raw: dict[str, Any], ctx: _Ctx, *, solution_env_for_ag
     healthcheck = _healthcheck(env.get("healthcheck"), "environment.healthcheck", ctx)
     if healthcheck is not None:
         metadata["healthcheck"] = healthcheck
+    if mcp_servers:
+        metadata["mcp_servers"] = mcp_servers
     dockerfile = root / "environment" / "Dockerfile"
     if dockerfile.is_file():
         workdir = dockerfile_workdir(dockerfile.read_text(encoding="utf-8", errors="replace"))
@@ -894,13 +897,92 @@ _ENV_MAPPED = frozenset(
 
 def _warn_env_extras(env: Mapping[str, Any], path: str, ctx: _Ctx) -> None:
     for key, value in env.items():
-        if key in _ENV_MAPPED or (key == "healthcheck" and path == "environment"):  # run by the runtime
-            continue
+        if key in _ENV_MAPPED or (key in ("healthcheck", "mcp_servers") and path == "environment"):
+            continue  # healthcheck run by the runtime, mcp_servers given to the agent
         if key in ("healthcheck", "mcp_servers", "skills_dir"):
             if value not in (None, [], {}):
                 ctx.warn(f"{path}.{key}", "declaration")
         else:
             ctx.warn(f"{path}.{key}", "unknown declaration")
+
+
+#: Harbor's ``MCPServerConfig`` fields; ``headers``/``env`` are a fork's (MJinXiang) and honoured too.
+_MCP_KEYS = frozenset({"name", "transport", "command", "args", "url", "headers", "env"})
+
+
+def _mcp_servers(value: Any, path: str, ctx: _Ctx) -> list[dict[str, Any]]:
+    """``[[environment.mcp_servers]]`` with Harbor's semantics: ``transport`` defaults to ``sse``
+    and ``http`` means ``streamable-http``; each entry becomes an acx ``McpServerConfig`` dict
+    (the agent gets the servers, E0480 for a malformed entry)."""
+    from acx.components._configs import MCP_SERVER_NAME, mcp_names_problem, mcp_server_problem
+
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ctx.error(
+            path, "mcp_servers must be an array of tables", "write each as [[environment.mcp_servers]]", "E0480"
+        )
+    out: list[dict[str, Any]] = []
+    for i, item in enumerate(value):
+        where = f"{path}.{i}"
+        if not isinstance(item, dict):
+            raise ctx.error(where, "an MCP server must be a table", "write it as [[environment.mcp_servers]]", "E0480")
+        for key in item:
+            if key not in _MCP_KEYS:
+                raise ctx.error(
+                    f"{where}.{key}",
+                    f"unknown MCP server field `{key}`",
+                    f"fields: {', '.join(sorted(_MCP_KEYS))}",
+                    "E0480",
+                )
+        name = item.get("name")
+        if not isinstance(name, str) or not re.match(MCP_SERVER_NAME, name):
+            raise ctx.error(
+                f"{where}.name" if "name" in item else where,
+                f"an MCP server needs a name of letters, digits, _ and - (got {name!r})",
+                'e.g. name = "search" (its tools are offered as search__<tool>)',
+                "E0480",
+            )
+        transport = item.get("transport", "sse")
+        transport = "streamable-http" if transport == "http" else transport
+        if transport not in ("stdio", "sse", "streamable-http"):
+            raise ctx.error(
+                f"{where}.transport",
+                f"unknown MCP transport {transport!r}",
+                'use "stdio", "sse" or "streamable-http"',
+                "E0480",
+            )
+        entry: dict[str, Any] = {"name": name, "transport": transport}
+        for key in ("command", "url"):
+            if item.get(key) is not None:
+                if not isinstance(item[key], str):
+                    raise ctx.error(f"{where}.{key}", f"{key} must be a string", f'e.g. {key} = "..."', "E0480")
+                entry[key] = item[key]
+        args = item.get("args", [])
+        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+            raise ctx.error(
+                f"{where}.args", "args must be an array of strings", 'e.g. args = ["--port", "8000"]', "E0480"
+            )
+        if args:
+            entry["args"] = args
+        for key in ("env", "headers"):
+            if key in item:
+                entry[key] = _str_map(item[key], f"{where}.{key}", ctx)
+        problem = mcp_server_problem(
+            transport,
+            entry.get("command"),
+            entry.get("url"),
+            has_args=bool(entry.get("args")),
+            has_env=bool(entry.get("env")),
+            has_headers=bool(entry.get("headers")),
+        )
+        if problem is not None:
+            raise ctx.error(where, problem, "stdio takes command (+ args); sse / streamable-http take url", "E0480")
+        out.append(entry)
+    problem = mcp_names_problem([e["name"] for e in out])
+    if problem is not None:
+        raise ctx.error(path, problem, "rename one of them", "E0480")
+    return out
 
 
 def _verifier(verifier: Mapping[str, Any], ctx: _Ctx) -> dict[str, Any]:

@@ -414,7 +414,18 @@ class AttemptRunner:
     def _declaration_issues(self) -> list[ExecutionIssue]:
         """What the task declares that acx does not honour (Harbor's ``mcp_servers``,
         ``healthcheck``, unknown keys…): said in every attempt's result, not only at load (H6)."""
-        return [_issue("warning", "setup", "task_declaration_ignored", message) for message in self.task.load_warnings]
+        issues = [_issue("warning", "setup", "task_declaration_ignored", m) for m in self.task.load_warnings]
+        servers = self.task.metadata.get("mcp_servers") if isinstance(self.task.metadata, dict) else None
+        harness = self.ctx.harness
+        # Harbor's MCP servers go to the agent; a harness with no agent (oracle) needs none.
+        if servers and not getattr(harness, "supports_mcp", False) and harness.id not in ("oracle", "none"):
+            names = ", ".join(str(s.get("name")) for s in servers)
+            message = (
+                f"the task's MCP servers ({names}) are not given to the agent: the {harness.id} harness has no "
+                'MCP support (react and installed_agent have; docs/agents.md "MCP servers")'
+            )
+            issues.append(_issue("warning", "setup", "task_declaration_ignored", message))
+        return issues
 
     async def _run_tries(self) -> RunResult:
         ex = self.plan.execution

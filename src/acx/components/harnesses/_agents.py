@@ -37,6 +37,11 @@ class AgentDefinition:
     protocol: str = "openai-chat"
     #: Where the agent's answer is (None: its whole stdout); docs/agents.md "The answer".
     answer: AnswerSpec | None = None
+    #: The MCP config format the agent reads (``claude-code`` JSON, ``codex`` TOML) from the file
+    #: ``$ACX_MCP_CONFIG`` when the task has MCP servers; None: the agent cannot be given any.
+    mcp: str | None = None
+    #: The MCP transports that format can express.
+    mcp_transports: tuple[str, ...] = ("stdio", "sse", "streamable-http")
 
 
 _MKDIR = f"mkdir -p {LOG_DIR} && "
@@ -97,7 +102,12 @@ AGENTS: dict[str, AgentDefinition] = {
         name="claude-code",
         install="npm install -g @anthropic-ai/claude-code",
         # -p: print mode (one task, then exit); stream-json (needs --verbose) is the session log.
-        command=_PIPEFAIL + _MKDIR + 'claude -p "$(cat "$ACX_PROMPT_FILE")" --model "$ACX_MODEL_ID" '
+        # --mcp-config only when acx wrote the task's MCP servers ($ACX_MCP_CONFIG set), as "$@"
+        # (no ${...} in a shipped command: a config that copies it would be refused, R6).
+        command=_PIPEFAIL
+        + 'if [ -n "$ACX_MCP_CONFIG" ]; then set -- --mcp-config "$ACX_MCP_CONFIG" --strict-mcp-config; fi; '
+        + _MKDIR
+        + 'claude -p "$(cat "$ACX_PROMPT_FILE")" --model "$ACX_MODEL_ID" "$@" '
         "--dangerously-skip-permissions --output-format stream-json --verbose "
         f"| tee {LOG_DIR}/claude.jsonl",
         # ANTHROPIC_BASE_URL/ANTHROPIC_API_KEY come from the gateway as they are.
@@ -114,6 +124,7 @@ AGENTS: dict[str, AgentDefinition] = {
         answer=AnswerFromJsonl(
             path=f"{LOG_DIR}/claude.jsonl", where={"type": "result", "is_error": False}, field="result"
         ),
+        mcp="claude-code",
     ),
     "codex": AgentDefinition(
         name="codex",
@@ -128,7 +139,10 @@ AGENTS: dict[str, AgentDefinition] = {
         # pipefail keeps codex's exit status through tee.
         command=_PIPEFAIL
         + _MKDIR
-        + 'mkdir -p "$CODEX_HOME" && codex exec --skip-git-repo-check --sandbox danger-full-access --json '
+        + 'mkdir -p "$CODEX_HOME" && '
+        # The task's MCP servers ([mcp_servers.<name>] tables) are codex's config.toml.
+        + 'if [ -n "$ACX_MCP_CONFIG" ]; then cp "$ACX_MCP_CONFIG" "$CODEX_HOME/config.toml"; fi && '
+        + "codex exec --skip-git-repo-check --sandbox danger-full-access --json "
         "-c model_provider=acx -c model_providers.acx.name=acx -c model_providers.acx.wire_api=responses "
         '-c "model_providers.acx.base_url=\\"$OPENAI_BASE_URL\\"" -c model_providers.acx.env_key=CODEX_API_KEY '
         "-c model_providers.acx.supports_websockets=false -c check_for_update_on_startup=false "
@@ -142,6 +156,9 @@ AGENTS: dict[str, AgentDefinition] = {
         protocol="openai-responses",
         # -o: codex writes its last agent message there.
         answer=AnswerFromFile(path=f"{LOG_DIR}/codex-last-message.txt"),
+        mcp="codex",
+        # codex speaks stdio and streamable HTTP, not the older SSE transport.
+        mcp_transports=("stdio", "streamable-http"),
     ),
     "opencode": AgentDefinition(
         name="opencode",

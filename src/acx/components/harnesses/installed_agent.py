@@ -36,6 +36,7 @@ from acx.components._context import HarnessContext
 from acx.components.harnesses import _answer
 from acx.components.harnesses._agents import AGENTS
 from acx.components.harnesses._common import tail
+from acx.components.harnesses._mcp_config import STARTUP_SECONDS, claude_config, codex_config, servers_for
 from acx.components.harnesses.command import CommandHarness
 from acx.errors import AcxPlanError, DriverError
 from acx.ir import ExecutionIssue, HarnessPlan, RunRequest, RunResult, TaskSpec
@@ -134,6 +135,8 @@ class InstalledAgentHarness(CommandHarness):
     #: The agent exists to call a model through the run's gateway (a program that needs no model
     #: is the ``command`` harness).
     requires_model: ClassVar[bool] = True
+    #: Gives the agent the task's MCP servers (Harbor ``mcp_servers``; docs/agents.md).
+    supports_mcp: ClassVar[bool] = True
 
     config: InstalledAgentConfig  # type: ignore[assignment]
 
@@ -146,6 +149,7 @@ class InstalledAgentHarness(CommandHarness):
 
     def build_plan(self, task: TaskSpec, req: RunRequest) -> HarnessPlan:
         plan = super().build_plan(task, req)
+        self._check_mcp(task)
         if not self._installs:
             return plan
         c = self.config
@@ -155,6 +159,56 @@ class InstalledAgentHarness(CommandHarness):
             install_cache_key=None if c.install_cache is False else self._install_key(),
             install_cache_required=c.install_cache is True,
         )
+
+    def _mcp_servers(self, task: TaskSpec | None) -> list[Any]:
+        return servers_for(self.config.mcp_servers, task.metadata if task is not None else None)
+
+    def _check_mcp(self, task: TaskSpec) -> None:
+        """A definition that cannot be given MCP servers is refused for a task that has some
+        (E0481), and so is a transport its format cannot express (E0482): never run without them."""
+        servers = self._mcp_servers(task)
+        if not servers or self.config.agent is None:  # a custom command reads $ACX_MCP_CONFIG itself
+            return
+        d = AGENTS[self.config.agent]
+        task_dir = task.metadata.get("task_dir") if isinstance(task.metadata, dict) else None
+        where = (
+            "harness.params.mcp_servers"
+            if self.config.mcp_servers
+            else f"{task_dir}/task.toml environment.mcp_servers"
+            if task_dir
+            else f"task {task.task_id} mcp_servers"
+        )
+        if d.mcp is None:
+            supported = ", ".join(sorted(n for n, a in AGENTS.items() if a.mcp is not None))
+            raise AcxPlanError(
+                f"task {task.task_id!r} gives the agent MCP servers ({', '.join(s.name for s in servers)}), "
+                f"which the {d.name} definition cannot be given",
+                code="E0481",
+                path=where,
+                help=f"use an agent that reads MCP configuration ({supported}) or react, or a task without them",
+            )
+        for server in servers:
+            if server.resolved_transport not in d.mcp_transports:
+                raise AcxPlanError(
+                    f"{d.name} cannot use MCP server {server.name!r}: its {server.resolved_transport} transport "
+                    f"is not one {d.name} speaks ({', '.join(d.mcp_transports)})",
+                    code="E0482",
+                    path=where,
+                    help="serve it over a transport the agent supports, or use react",
+                )
+
+    def _mcp_file(self) -> str:
+        fmt = AGENTS[self.config.agent].mcp if self.config.agent else None
+        return posixpath.join(self.config.agent_dir, "mcp-config.toml" if fmt == "codex" else "mcp-config.json")
+
+    async def execute_task(self, ctx: HarnessContext) -> RunResult:
+        servers = self._mcp_servers(ctx.task)
+        if servers and ctx.session is not None:
+            fmt = AGENTS[self.config.agent].mcp if self.config.agent else None
+            text = codex_config(servers) if fmt == "codex" else claude_config(servers)
+            await ctx.session.exec(["mkdir", "-p", self.config.agent_dir], timeout=ctx.clip(60.0))
+            await ctx.session.write_text(self._mcp_file(), text)
+        return await super().execute_task(ctx)
 
     def _install_key(self) -> str:
         """The install cache's plan-time key: what the install runs and sees that the config fixes
@@ -194,7 +248,14 @@ class InstalledAgentHarness(CommandHarness):
 
     def agent_env(self, ctx: HarnessContext, models: dict[str, str]) -> dict[str, str]:
         aliases = {name: models[var] for name, var in self.config.model_env_aliases.items() if var in models}
-        return {**self._base_env(ctx), **models, **aliases}
+        env = {**self._base_env(ctx), **models, **aliases}
+        servers = self._mcp_servers(ctx.task)
+        if servers:  # the file execute_task wrote, in the agent's own format
+            env["ACX_MCP_CONFIG"] = self._mcp_file()
+            # Claude Code's per-call MCP budget (milliseconds): the longest server timeout.
+            env["MCP_TOOL_TIMEOUT"] = str(int(max(s.timeout_seconds for s in servers) * 1000))
+            env["MCP_TIMEOUT"] = str(int(STARTUP_SECONDS * 1000))  # its servers' start-up budget
+        return env
 
     # ---- install_agent ------------------------------------------------------------------------
     async def install_agent(self, ctx: HarnessContext) -> list[ExecutionIssue]:

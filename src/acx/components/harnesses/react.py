@@ -67,6 +67,8 @@ class _Episode:
     stop: str = "running"
     issues: list[ExecutionIssue] = field(default_factory=list)
     last_content: str | None = None
+    #: The attempt's MCP servers (``McpHub``), None when it has none.
+    mcp: Any = None
 
 
 class ReactHarness(BaseHarness):
@@ -76,6 +78,8 @@ class ReactHarness(BaseHarness):
     )
     config_class = ReactConfig
     calls_model: ClassVar[bool] = True
+    #: Gives the agent the task's MCP servers (Harbor ``mcp_servers``; docs/agents.md).
+    supports_mcp: ClassVar[bool] = True
     parallel_attempts_safe: ClassVar[bool] = True
 
     config: ReactConfig
@@ -99,8 +103,9 @@ class ReactHarness(BaseHarness):
             {"role": "user", "content": template.replace("{prompt}", prompt)},
         ]
 
-    def tools(self) -> list[dict[str, Any]]:
-        return [TOOL_SPECS[name] for name in self.config.tools]
+    def tools(self, mcp: Any = None) -> list[dict[str, Any]]:
+        own = [TOOL_SPECS[name] for name in self.config.tools]
+        return own if mcp is None else [*own, *mcp.tool_specs()]
 
     # ---- the loop ------------------------------------------------------------------------------
     async def execute_task(self, ctx: HarnessContext) -> RunResult:
@@ -139,7 +144,40 @@ class ReactHarness(BaseHarness):
             await gateway.aclose()
 
     async def _episode(self, ctx: HarnessContext, models: Any) -> RunResult:
-        ep = _Episode(messages=self.first_messages(ctx))
+        from acx.components.harnesses._mcp_config import servers_for
+
+        servers = servers_for(self.config.mcp_servers, ctx.task.metadata if ctx.task is not None else {})
+        if not servers:
+            return await self._loop(ctx, models, _Episode(messages=self.first_messages(ctx)))
+        return await self._with_mcp(ctx, models, servers)
+
+    async def _with_mcp(self, ctx: HarnessContext, models: Any, servers: list[Any]) -> RunResult:
+        """The episode with the attempt's MCP servers connected around it (docs/agents.md)."""
+        import msgspec
+        import trio
+
+        from acx.components.harnesses._mcp import McpHub, McpUnavailable
+
+        cwd = self.config.cwd or (ctx.session.workdir if ctx.session is not None else None)
+        try:
+            hub = McpHub(servers, ctx, python=self.config.python, cwd=cwd)
+        except McpUnavailable as exc:
+            issue = ExecutionIssue(severity="fatal", phase="setup", code="mcp_unavailable", message=str(exc))
+            return RunResult(task_id=ctx.task_id, issues=[issue])
+        ep = _Episode(messages=self.first_messages(ctx), mcp=hub)
+        async with trio.open_nursery() as nursery:
+            await hub.start(nursery)
+            ep.issues += [_issue("warning", "mcp_server_failed", f) for f in hub.failures]
+            try:
+                result = await self._loop(ctx, models, ep)
+            finally:
+                await hub.aclose()
+        servers_seen = {name: len(s.tools) for name, s in hub.servers.items()}
+        failures = sum(1 for i in ep.issues if i.code in ("mcp_server_failed", "mcp_tool_failed"))
+        telemetry = {**result.telemetry, "mcp": {"servers": servers_seen, "failures": failures}}
+        return msgspec.structs.replace(result, telemetry=telemetry)
+
+    async def _loop(self, ctx: HarnessContext, models: Any, ep: _Episode) -> RunResult:
         started = time.monotonic()
         while ep.stop == "running":
             if ep.turns >= self.config.max_turns:
@@ -176,7 +214,7 @@ class ReactHarness(BaseHarness):
             self._out_of_time(ctx, ep)
             return
         ep.turns += 1
-        request = ChatRequest(messages=list(ep.messages), tools=self.tools())
+        request = ChatRequest(messages=list(ep.messages), tools=self.tools(ep.mcp))
         try:
             if left is None:  # no budget: no cancel scope of its own (the gateway bounds the call)
                 resp = await models.complete(request)
@@ -195,9 +233,12 @@ class ReactHarness(BaseHarness):
         if not resp.tool_calls:
             self._correct(ep, NO_TOOL_CALL)
             return
-        observations = await self._run_calls(ctx, models, resp.tool_calls)
+        observations = await self._run_calls(ctx, models, resp.tool_calls, ep.mcp)
         for call, obs in zip(resp.tool_calls, observations, strict=True):
             ep.messages.append({"role": "tool", "tool_call_id": call.id, "content": obs.content})
+            failed = obs.meta.pop("mcp_failed", None)
+            if failed is not None:  # the model saw the tool error; the attempt keeps the reason
+                ep.issues.append(_issue("warning", "mcp_tool_failed", failed))
             if obs.submitted is not None and not ep.submitted:
                 ep.submitted, ep.answer = True, obs.submitted
         # A malformed call was answered with a correction (its observation); the count is bounded.
@@ -210,13 +251,13 @@ class ReactHarness(BaseHarness):
         elif ep.format_errors > self.config.max_format_errors:
             self._too_many_format_errors(ep)
 
-    async def _run_calls(self, ctx: HarnessContext, models: Any, calls: list[Any]) -> list[Observation]:
+    async def _run_calls(self, ctx: HarnessContext, models: Any, calls: list[Any], mcp: Any) -> list[Observation]:
         import trio
 
         results: list[Observation | None] = [None] * len(calls)
 
         async def one(i: int) -> None:
-            results[i] = await self._run_call(ctx, models, calls[i])
+            results[i] = await self._run_call(ctx, models, calls[i], mcp)
 
         if self.config.parallel_tool_calls and len(calls) > 1:
             async with trio.open_nursery() as nursery:
@@ -227,29 +268,37 @@ class ReactHarness(BaseHarness):
                 await one(i)
         return [r for r in results if r is not None]
 
-    async def _run_call(self, ctx: HarnessContext, models: Any, call: Any) -> Observation:
+    async def _run_call(self, ctx: HarnessContext, models: Any, call: Any, mcp: Any) -> Observation:
         started = time.monotonic()
         try:
-            if call.name not in self.config.tools:
-                raise ToolError(f"unknown tool {call.name!r}; the tools are: {', '.join(self.config.tools)}")
+            is_mcp = mcp is not None and mcp.owns(call.name)
+            if call.name not in self.config.tools and not is_mcp:
+                names = [*self.config.tools, *(mcp.tool_names() if mcp is not None else [])]
+                raise ToolError(f"unknown tool {call.name!r}; the tools are: {', '.join(names)}")
             if call.arguments is None:
                 raise ToolError(
                     f"{call.name}: the arguments are not a JSON object ({truncate(call.raw_arguments, 200)!r}); "
                     "call the tool again with valid JSON arguments"
                 )
-            obs = await run_tool(
-                ctx,
-                call.name,
-                call.arguments,
-                timeout=self.config.command_timeout_seconds,
-                cwd=self.config.cwd or (ctx.session.workdir if ctx.session is not None else None),
-                python=self.config.python,
-            )
+            if is_mcp:
+                relayed = await mcp.call(call.name, call.arguments)
+                meta = {**relayed.meta, **({"mcp_failed": relayed.failed} if relayed.failed else {})}
+                obs = Observation(relayed.content, meta)
+            else:
+                obs = await run_tool(
+                    ctx,
+                    call.name,
+                    call.arguments,
+                    timeout=self.config.command_timeout_seconds,
+                    cwd=self.config.cwd or (ctx.session.workdir if ctx.session is not None else None),
+                    python=self.config.python,
+                )
         except ToolError as exc:
             obs = Observation(f"[error] {exc}", {"malformed": True})
         obs.content = truncate(obs.content, self.config.max_observation_chars)
+        recorded = {k: v for k, v in obs.meta.items() if k != "mcp_failed"}
         models.record_tool_result(
-            call.id, obs.content, duration_ms=int((time.monotonic() - started) * 1000), tool=call.name, **obs.meta
+            call.id, obs.content, duration_ms=int((time.monotonic() - started) * 1000), tool=call.name, **recorded
         )
         return obs
 
