@@ -261,6 +261,7 @@ class _Index:
                     run_env_variables=_NO_ENV,
                     evaluation_env_variables=_NO_ENV,
                     load_warnings=_NO_WARNINGS,
+                    steps=_NO_STEPS,
                 )
                 for i, r in zip(range(room), rows, strict=False)
             ]
@@ -471,7 +472,7 @@ def _task(task_id: str, row: MappedRow, row_number: int | None, source: str, ben
     if row.system_prompt is not None:
         meta["system_prompt"] = row.system_prompt
     # Memory per task matters at 1 M rows: categories repeat (one shared string each), and the
-    # empty env maps / warning list are shared instead of four fresh containers per task (msgspec
+    # empty env maps / warning and step lists are shared instead of fresh containers per task (msgspec
     # copies mutable defaults); TaskSpec is a frozen IR value nobody mutates in place.
     return TaskSpec(
         task_id=task_id,
@@ -483,6 +484,7 @@ def _task(task_id: str, row: MappedRow, row_number: int | None, source: str, ben
         run_env_variables=_NO_ENV,
         evaluation_env_variables=_NO_ENV,
         load_warnings=_NO_WARNINGS,
+        steps=_NO_STEPS,
     )
 
 
@@ -491,3 +493,4 @@ _SKIPPED: tuple[Locator, Any] = (Locator("", line=0), None)
 _LIST_DECODER: msgspec.json.Decoder[list[Any]] = msgspec.json.Decoder(list[Any])
 _NO_ENV: dict[str, str] = {}
 _NO_WARNINGS: list[str] = []
+_NO_STEPS: list[Any] = []  # shared: a fresh empty list per task is 1 M more objects for the collector to walk
