@@ -18,8 +18,6 @@ the gateway less CPU than a relayed call (ratio < 1). Usage:
 from __future__ import annotations
 
 import argparse
-import multiprocessing
-import os
 import statistics
 import sys
 import tempfile
@@ -30,12 +28,12 @@ from typing import Any
 import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gateway_overhead import _agent, _pct, _process_cpu, _serve
+from _model_bench import Agent, load_line, pct, process_cpu, processes
 
 SIDES = ("direct", "relayed", "hit")
 
 
-async def _gateway_side(args: argparse.Namespace, base_url: str, agent: Any, server_pid: int) -> dict[str, Any]:
+async def _gateway_side(args: argparse.Namespace, base_url: str, agent: Agent, server_pid: int) -> dict[str, Any]:
     from acx.models import CallCache, Endpoint, Gateway, Role
 
     endpoint = Endpoint(base_url=base_url, model="bench", api_key="sk-bench-key", max_connections=args.concurrency)
@@ -62,8 +60,7 @@ async def _gateway_side(args: argparse.Namespace, base_url: str, agent: Any, ser
             async def run(side: str, calls: int, token: str | None = None) -> tuple[float, list[float]]:
                 target, tok = jobs[side]
                 cpu0 = time.process_time()
-                agent.send((target, token or tok, calls, args.concurrency))
-                seconds, latencies, _ = await trio.to_thread.run_sync(agent.recv)
+                seconds, latencies, _ = await agent.run(target, token or tok, calls, args.concurrency)
                 cpu[side] = cpu.get(side, 0.0) + time.process_time() - cpu0
                 return seconds, latencies
 
@@ -72,7 +69,7 @@ async def _gateway_side(args: argparse.Namespace, base_url: str, agent: Any, ser
             for side in SIDES:  # warm-up: connections, code paths
                 await run(side, min(args.calls, 200))
             cpu.clear()
-            server0 = _process_cpu(server_pid)
+            server0 = process_cpu(server_pid)
             for _ in range(args.repeats):
                 for side in SIDES:
                     session.calls.clear()
@@ -83,7 +80,7 @@ async def _gateway_side(args: argparse.Namespace, base_url: str, agent: Any, ser
     per_call = 1000 / (args.calls * args.repeats)
     results["cpu"] = {side: (cpu[side] - cpu["direct"]) * per_call for side in ("relayed", "hit")}
     results["hits_last_round"] = hits
-    results["server_cpu_s"] = _process_cpu(server_pid) - server0
+    results["server_cpu_s"] = process_cpu(server_pid) - server0
     return results
 
 
@@ -93,27 +90,14 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=8)
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
-    parent, child = multiprocessing.Pipe()
-    stop = multiprocessing.Event()
-    server = multiprocessing.Process(target=_serve, args=(child, stop), daemon=True)
-    server.start()
-    agent_end, agent_conn = multiprocessing.Pipe()
-    agent = multiprocessing.Process(target=_agent, args=(agent_conn,), daemon=True)
-    agent.start()
-    try:
-        base_url = f"http://127.0.0.1:{parent.recv()}/v1"
-        results = trio.run(_gateway_side, args, base_url, agent_end, server.pid)
-    finally:
-        agent_end.send(None)
-        stop.set()
-        agent.join(5)
-        server.join(5)
+    with processes() as (base_url, agent, server_pid):
+        results = trio.run(_gateway_side, args, base_url, agent, server_pid)
     cpu = results.pop("cpu")
     hits = results.pop("hits_last_round")
     results.pop("server_cpu_s")
     print(
         f"{args.calls} chat calls at concurrency {args.concurrency}, {args.repeats} rounds per side "
-        f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs); "
+        f"({load_line()}); "
         f"{hits}/{args.calls} calls of the last hit round answered by the cache"
     )
     p50 = {}
@@ -121,10 +105,10 @@ def main() -> None:
         rounds = results[side]
         rates = [args.calls / seconds for seconds, _ in rounds]
         lat = [x for _, ls in rounds for x in ls]
-        p50[side] = _pct(lat, 0.5)
+        p50[side] = pct(lat, 0.5)
         print(
             f"  {side:8s} {statistics.median(rates):8.0f} calls/s   "
-            f"p50 {p50[side] * 1000:7.2f} ms   p99 {_pct(lat, 0.99) * 1000:7.2f} ms"
+            f"p50 {p50[side] * 1000:7.2f} ms   p99 {pct(lat, 0.99) * 1000:7.2f} ms"
         )
     ratio = cpu["hit"] / cpu["relayed"] if cpu["relayed"] > 0 else float("inf")
     print(

@@ -1,6 +1,7 @@
-"""Dataset benchmark: a 1 M-row JSONL planned by the `dataset` benchmark, timed and measured (issue 15).
+"""Dataset benchmark: 100 k- and 1 M-row JSONL files planned by the `dataset` benchmark (issues 15, 30).
 
-Target: 1,000,000 rows plan in under 10 s and under 1 GB peak RSS. "Plan" is
+Target (issue 30): planning costs at most 3× the decode floor's CPU time, and under 1 GB peak RSS
+at 1 M rows; two sizes are printed so that a superlinear step shows. "Plan" is
 ``plan_request`` — every row read and checked (ids, mapping, duplicates), the selection applied,
 TaskSpecs built for the selected rows — plus the first attempt's ExecutionPlan for 1,000 tasks
 (plans are made per attempt inside the run, P3). Two selections: all rows, and ``shuffle`` +
@@ -9,21 +10,22 @@ the floor of any JSONL loader: reading the file and decoding every line with msg
 runs in a fresh child process so its peak RSS is its own. The verdict uses CPU time (wall time on
 a shared machine measures the neighbours; both are printed).
 
-    python bench/dataset_bench.py                 # 1,000,000 rows
-    python bench/dataset_bench.py --rows 200000
+    python bench/dataset_bench.py                 # 100,000 and 1,000,000 rows
+    python bench/dataset_bench.py --rows 200000   # one size
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-TARGET_SECONDS = 10.0
+TARGET_RATIO = 3.0
 TARGET_MB = 1024.0
 PLANNED = 1000
 
@@ -105,24 +107,17 @@ def _run(*args: str) -> dict[str, float]:
     return result
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        print(json.dumps(_child(args.child)))
-        return 0
+def _size(rows: int) -> bool:
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "qa.jsonl"
-        _write(data, args.rows)
+        _write(data, rows)
         size_mb = data.stat().st_size / 2**20
         base = _run("baseline", str(data))
         full = _run("all", str(data))
         limited = _run("1000", str(data))
-    print(f"{args.rows:,} rows, {size_mb:.0f} MB of JSONL")
+    print(f"{rows:,} rows, {size_mb:.0f} MB of JSONL")
     print(
-        f"baseline (read + msgspec-decode every line): {base['seconds']:.2f} s wall, {base['cpu_s']:.2f} s CPU, "
+        f"  floor (read + msgspec-decode every line): {base['seconds']:.2f} s wall, {base['cpu_s']:.2f} s CPU, "
         f"{base['peak_rss_mb']:.0f} MB"
     )
     ok = True
@@ -130,13 +125,28 @@ def main() -> int:
         ratio = r["cpu_s"] / base["cpu_s"]
         # Judged on the process's CPU time: on a shared machine wall time measures the neighbours;
         # both are printed (an idle machine gives wall ≈ CPU for this single-threaded work).
-        good = r["cpu_s"] < TARGET_SECONDS and r["peak_rss_mb"] < TARGET_MB
+        good = ratio <= TARGET_RATIO and r["peak_rss_mb"] < TARGET_MB
         ok = ok and good
         print(
-            f"{name:>22}: {int(r['tasks']):>9,} tasks, {r['cpu_s']:6.2f} s CPU ({r['total_s']:.2f} s wall; "
-            f"{int(r['plans'])} plans), {r['peak_rss_mb']:6.0f} MB peak — {ratio:.1f}× the baseline's CPU — "
-            f"{'OK' if good else 'MISSED'} (target < {TARGET_SECONDS:.0f} s, < {TARGET_MB:.0f} MB)"
+            f"  {name:>20}: {int(r['tasks']):>9,} tasks, {r['cpu_s']:6.2f} s CPU ({r['total_s']:.2f} s wall; "
+            f"{int(r['plans'])} plans), {r['peak_rss_mb']:6.0f} MB peak — {ratio:.1f}× the floor's CPU — "
+            f"{'OK' if good else 'MISSED'} (target ≤ {TARGET_RATIO:.0f}×, < {TARGET_MB:.0f} MB)"
         )
+    return ok
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, action="append", help="rows (repeatable; default 100,000 and 1,000,000)")
+    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(_child(args.child)))
+        return 0
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)")
+    ok = True
+    for rows in args.rows or [100_000, 1_000_000]:
+        ok = _size(rows) and ok
     return 0 if ok else 1
 
 

@@ -170,6 +170,11 @@ class Registry(Mapping[str, ComponentInfo]):
     def __len__(self) -> int:
         return len(self._builtins) + len(self._load_plugins())
 
+    def builtin_entries(self) -> list[ComponentInfo]:
+        """The built-in entries in registration order, without scanning for plugins (which reads
+        every installed distribution's metadata)."""
+        return list(self._builtins.values())
+
     def why_missing(self, cid: str) -> str:
         """Why ``cid`` does not resolve (one sentence), or "" when it does."""
         try:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -68,3 +69,32 @@ def test_an_edited_root_module_gets_a_new_key(cache_home: Path, tmp_path: Path) 
     finally:
         sys.path.remove(str(pkg))
         sys.modules.pop("acx_enum_probe", None)
+
+
+def test_a_bare_enum_name_imports_no_component_module_and_scans_no_plugin(tmp_path: Path) -> None:
+    # Issue 30: checking `.acx` enum names imported every component module (the presets import
+    # the dataset and Harbor benchmarks) and read every installed distribution's entry points.
+    spec = tmp_path / "s.acx"
+    spec.write_text("evaluation_environment_mode = fresh\n")
+    code = (
+        "import sys, importlib.metadata as md\n"
+        "scans = []\n"
+        "real = md.entry_points\n"
+        "md.entry_points = lambda **kw: scans.append(kw) or real(**kw)\n"
+        "from acx.compiler import _acx_lower as lower\n"
+        "assert lower._builtin_enum_value('evaluation_environment_mode', 'fresh') == 'fresh'\n"
+        "assert lower._builtin_enum_value('evaluation_environment_mode', 'frsh') is None\n"
+        "heavy = [m for m in ('acx.components.benchmarks.presets', 'acx.components.benchmarks.dataset',"
+        " 'acx.components.benchmarks.harbor') if m in sys.modules]\n"
+        "print(heavy, scans)\n"
+    )
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    for _ in range(2):  # a cold cache (the walk imports the roots) and a warm one
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[] []"
+
+
+def test_the_builtin_table_agrees_with_the_full_one(cache_home: Path) -> None:
+    # A plugin's enum values only add to acx's own: every built-in value is in the full table.
+    builtin, full = lower._enum_table(False), lower._enum_table()
+    assert builtin and all(values <= full[key] for key, values in builtin.items())

@@ -103,37 +103,81 @@ def _struct_hints(cls: type[Any]) -> dict[str, Any]:
     return typing.get_type_hints(cls, include_extras=True)
 
 
-@functools.lru_cache(maxsize=1)
-def _enum_table() -> dict[str, frozenset[str]]:
+@functools.lru_cache(maxsize=2)
+def _enum_table(plugins: bool = True) -> dict[str, frozenset[str]]:
     """Field name → the string values its schema enumerates (over every IR and config struct).
 
-    Walking every struct's type hints costs ~60 ms (each string annotation is compiled), most of
-    an ``.acx`` dry run's overhead over its YAML twin; the table is cached on disk beside lark's
-    parser cache, keyed by acx's version, the root structs and the file, mtime and size of every
-    loaded acx module and root module (a new component, plugin or edited config class gives a
-    new key; a stale key is never reused)."""
-    from acx.components import BENCHMARKS, HARNESSES
-    from acx.drivers import DRIVERS
-    from acx.ir import ExecutionPlan, ResolvedRuntimeOptions, RunRequest
-
-    roots: list[type[Any]] = [RunRequest, ResolvedRuntimeOptions, ExecutionPlan]
-    for reg in (BENCHMARKS, HARNESSES, DRIVERS):
-        roots.extend(info.config_class for info in reg.values())
-    from acx.components import HARNESS_ALIASES  # AgentCompass ids take AgentCompass params
-
-    roots.extend(c for c in (getattr(a, "config", None) for a in HARNESS_ALIASES.values()) if c is not None)
-    cache = _enum_cache_path(roots)
+    Walking every struct's type hints costs ~60 ms (each string annotation is compiled) and
+    imports every component module (the presets import the dataset and Harbor benchmarks): most
+    of an ``.acx`` dry run's overhead over its YAML twin. The table is cached on disk beside
+    lark's parser cache, keyed without importing anything: acx's version, the roots' references
+    (``module:Class``) and the file, mtime and size of every acx source file and of each
+    plugin root's module (a new component, plugin or edited config class gives a new key; a
+    stale key is never reused). Only a miss imports the roots and walks them. ``plugins=False``:
+    acx's own components only — no scan of the installed distributions' entry points (another
+    third of a dry run), enough for every value of acx's own enums."""
+    refs = _enum_root_refs(plugins)
+    cache = _enum_cache_path(refs)
     cached = _read_enum_cache(cache)
     if cached is not None:
         return cached
-    table = _build_enum_table(roots)
+    table = _build_enum_table(_enum_roots(refs))
     _write_enum_cache(cache, table)
     return table
 
 
-def _enum_cache_path(roots: list[type[Any]]) -> str | None:
-    import hashlib
+def _enum_root_refs(plugins: bool) -> list[type[Any] | str]:
+    """The structs the table covers — the IR roots and every registered component's config
+    (with ``plugins``, theirs too) — as classes or, not imported yet, ``module:Class`` references."""
+    from acx.components import BENCHMARKS, HARNESS_ALIASES, HARNESSES
+    from acx.drivers import DRIVERS
+    from acx.ir import ExecutionPlan, ResolvedRuntimeOptions, RunRequest
+
+    refs: list[type[Any] | str] = [RunRequest, ResolvedRuntimeOptions, ExecutionPlan]
+    for reg in (BENCHMARKS, HARNESSES, DRIVERS):
+        refs.extend(info.config for info in (reg.values() if plugins else reg.builtin_entries()))
+    # AgentCompass ids take AgentCompass params
+    refs.extend(c for c in (getattr(a, "config", None) for a in HARNESS_ALIASES.values()) if c is not None)
+    return refs
+
+
+def _enum_roots(refs: list[type[Any] | str]) -> list[type[Any]]:
+    from acx.registry import import_ref
+
+    return [import_ref(r) if isinstance(r, str) else r for r in refs]
+
+
+def _ref_name(ref: type[Any] | str) -> str:
+    return ref if isinstance(ref, str) else f"{ref.__module__}:{ref.__qualname__}"
+
+
+def _module_file(name: str) -> str:
+    """The source file of module ``name``, found without importing it (when not loaded yet)."""
+    import importlib.util
     import sys
+
+    module = sys.modules.get(name)
+    if module is not None:
+        return getattr(module, "__file__", None) or ""
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return ""
+    return (spec.origin or "") if spec is not None else ""
+
+
+def _acx_sources() -> list[str]:
+    """Every source file of the acx package (a nested config struct lives in one of them)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    found: list[str] = []
+    for base, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        found.extend(os.path.join(base, f) for f in sorted(files) if f.endswith(".py"))
+    return found
+
+
+def _enum_cache_path(roots: list[type[Any]] | list[type[Any] | str]) -> str | None:
+    import hashlib
 
     from acx import __version__
     from acx.grammar._parser import parser_cache_path
@@ -141,12 +185,16 @@ def _enum_cache_path(roots: list[type[Any]]) -> str | None:
     lark_cache = parser_cache_path()
     if lark_cache is None:
         return None
-    # Every loaded acx module (a nested config struct lives in one of them: its class is loaded)
-    # and each root's own module (plugins): an edited file changes the key.
-    modules = {cls.__module__ for cls in roots} | {m for m in list(sys.modules) if m.startswith("acx.")}
-    parts = [__version__, *sorted(f"{c.__module__}:{c.__qualname__}" for c in roots)]
-    for name in sorted(modules):
-        file = getattr(sys.modules.get(name), "__file__", None) or ""
+    names = sorted(_ref_name(r) for r in roots)
+    parts = [__version__, *names]
+    acx_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    # Each root's own module outside acx (plugins), then every acx source: an edited file
+    # changes the key.
+    modules = sorted({n.partition(":")[0] for n in names})
+    files = [(m, _module_file(m)) for m in modules]
+    files = [(m, f) for m, f in files if not os.path.abspath(f or os.sep).startswith(acx_dir)]
+    files += [(os.path.relpath(f, acx_dir), f) for f in _acx_sources()]
+    for name, file in files:
         try:
             st = os.stat(file)
             parts.append(f"{name}:{file}:{st.st_mtime_ns}:{st.st_size}")
@@ -222,6 +270,17 @@ def _build_enum_table(roots: list[type[Any]]) -> dict[str, frozenset[str]]:
 def enum_values(key: str) -> frozenset[str]:
     """The enum values a field named ``key`` takes anywhere in the schema (empty: not an enum)."""
     return _enum_table().get(key, frozenset())
+
+
+def _builtin_enum_value(key: str, name: str) -> str | None:
+    """``name`` (or its dashed spelling) when acx's own schema enumerates it for ``key``: the
+    answer :func:`enum_values` gives for it too, without the scan for plugins (a plugin's enum
+    values only add to the set)."""
+    allowed = _enum_table(False).get(key, frozenset())
+    for candidate in (name, name.replace("_", "-")):
+        if candidate in allowed:
+            return candidate
+    return None
 
 
 # -- values in flight ---------------------------------------------------------------------------
@@ -429,6 +488,9 @@ class _Lowerer:
         binding = scope.lookup(ref.name)
         if binding is not None:
             return self.evaluate(binding, ref.name, ref.span, key)
+        found = _builtin_enum_value(key, ref.name) if key else None
+        if found is not None:
+            return found
         allowed = enum_values(key) if key else frozenset()
         if allowed:
             for candidate in (ref.name, ref.name.replace("_", "-")):

@@ -9,13 +9,18 @@ for the selected rows. Memory therefore grows with the ids and the selection, no
 
 from __future__ import annotations
 
+import bisect
 import contextlib
+import functools
 import gc
 import random
+import re
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+import msgspec
 
 from acx.components._configs import DatasetConfig
 from acx.components.datasets._choices import (
@@ -25,8 +30,17 @@ from acx.components.datasets._choices import (
     render_choices,
     target_letters,
 )
-from acx.components.datasets._formats import Locator, detect_format, iter_records
-from acx.components.datasets._mapping import MappedRow, choice_index, content_id, map_record
+from acx.components.datasets._formats import (
+    Locator,
+    decode_batch,
+    detect_format,
+    iter_records,
+    jsonl_batches,
+    jsonl_lines,
+    row_limit,
+    too_large,
+)
+from acx.components.datasets._mapping import MappedRow, _fast, choice_index, content_id, map_record
 from acx.diagnostics import did_you_mean
 from acx.errors import AcxPlanError
 from acx.ir import TaskSpec
@@ -158,21 +172,106 @@ class _Index:
         self._hashed: dict[str, int] = {}
 
     def scan(self, rows_again: Callable[[], Iterator[tuple[Locator, Any]]], dataset_dir: Path) -> None:
-        fields, limit = self.config.fields, self.config.limit
-        for ordinal, (loc, record) in enumerate(rows_again()):
-            self.total += 1
-            build = self.eager and (limit is None or len(self.tasks) < limit)
+        for loc, record in rows_again():
+            self._take(record, loc, dataset_dir, rows_again)
+
+    def scan_jsonl(
+        self, path: Path, rows_again: Callable[[], Iterator[tuple[Locator, Any]]], dataset_dir: Path
+    ) -> None:
+        """:meth:`scan` for a JSONL file read in batches: a batch of plain rows (the mapped columns
+        only, of the expected types) is decoded straight into typed structs and checked with a
+        few whole-batch operations; any other batch takes the row-by-row path with its located errors."""
+        name = str(path)
+        typed = _typed_decoder(self.config, self.filters)
+        for first, chunk in jsonl_batches(path):
+            if typed is not None:
+                rows = decode_batch(chunk, typed)
+                if rows is not None and self._take_typed(first, rows):
+                    continue
+                if rows is None:
+                    typed = None  # rows of another shape: files are uniform, so stop trying
+            records = decode_batch(chunk, _LIST_DECODER)
+            if records is None:
+                for loc, record in jsonl_lines(name, first, chunk):
+                    self._take(record, loc, dataset_dir, rows_again)
+                continue
+            for line, record in enumerate(records, start=first):
+                self._take(record, line, dataset_dir, rows_again)
+
+    def _take(
+        self,
+        record: Any,
+        where: Locator | int,
+        dataset_dir: Path,
+        rows_again: Callable[[], Iterator[tuple[Locator, Any]]],
+    ) -> None:
+        """One row checked; ``where`` is its Locator, or its line in :attr:`source` (a JSONL
+        file), from which a Locator is made only when the row needs one (the common row does not)."""
+        ordinal = self.total
+        self.total += 1
+        if self.total > row_limit():
+            raise too_large(Path(self.source), f"has more than {row_limit():,} rows")
+        limit = self.config.limit
+        build = self.eager and (limit is None or len(self.tasks) < limit)
+        fields = self.config.fields
+        row = _fast(record, fields, self.cells, build)
+        if row is None:
+            loc = self._locator(where)
             row = map_record(record, loc, fields, dataset_dir=dataset_dir, with_metadata=build, text_cells=self.cells)
-            tid = row.task_id if row.task_id is not None else _hash_id(row, self._hashed)
-            if tid in self._seen:
-                raise self._duplicate(tid, loc, rows_again)
-            self._seen.add(tid)
-            if self.filters.keep(record):
-                if build:
-                    self.tasks.append(_task(tid, row, loc, self.source, self.benchmark))
-                elif not self.eager:  # the second pass needs ids and positions; eager mode does not
-                    self.ids.append(tid)
-                    self.ordinals.append(ordinal)
+        tid = row.task_id if row.task_id is not None else _hash_id(row, self._hashed)
+        if tid in self._seen:
+            raise self._duplicate(tid, self._locator(where), rows_again)
+        self._seen.add(tid)
+        if self.filters.keep(record):
+            if build:
+                self.tasks.append(_task(tid, row, _row_number(where), self.source, self.benchmark))
+            elif not self.eager:  # the second pass needs ids and positions; eager mode does not
+                self.ids.append(tid)
+                self.ordinals.append(ordinal)
+
+    def _take_typed(self, first: int, rows: list[Any]) -> bool:
+        """A typed batch (lines ``first``…) taken whole; False, with nothing taken, when a row
+        needs the row-by-row path (an id with surrounding spaces, a repeated id: its error)."""
+        ids = [r.tid for r in rows]
+        seen = self._seen
+        if list(map(str.strip, ids)) != ids or len(set(ids)) != len(ids) or not seen.isdisjoint(ids):
+            return False
+        if self.total + len(rows) > row_limit():
+            return False  # the row-by-row path raises E0219 at the right row
+        ordinal = self.total
+        self.total += len(rows)
+        seen.update(ids)
+        if not self.eager:
+            self.ids.extend(ids)
+            self.ordinals.extend(range(ordinal, ordinal + len(rows)))
+            return True
+        limit = self.config.limit
+        room = len(rows) if limit is None else max(0, min(len(rows), limit - len(self.tasks)))
+        fields = self.config.fields
+        source, intern = self.source, sys.intern
+        targets = [r.target for r in rows] if fields.target is not None else [None] * len(rows)
+        categories = [intern(r.category or "all") for r in rows] if fields.category is not None else None
+        self.tasks.extend(
+            [
+                TaskSpec(
+                    task_id=r.tid,
+                    question=r.question,
+                    category=categories[i] if categories is not None else "all",
+                    ground_truth=targets[i],
+                    metadata={"dataset": source, "row": first + i},
+                    env_variables=_NO_ENV,
+                    run_env_variables=_NO_ENV,
+                    evaluation_env_variables=_NO_ENV,
+                    load_warnings=_NO_WARNINGS,
+                    steps=_NO_STEPS,
+                )
+                for i, r in zip(range(room), rows, strict=False)
+            ]
+        )
+        return True
+
+    def _locator(self, where: Locator | int) -> Locator:
+        return where if isinstance(where, Locator) else Locator(self.source, line=where)
 
     def _duplicate(self, tid: str, loc: Locator, rows_again: Callable[[], Iterator[tuple[Locator, Any]]]) -> Exception:
         """The error for a repeated id, naming its first place (found by reading again: rare path)."""
@@ -194,6 +293,48 @@ class _Index:
             code="E0403",
             field=self.config.fields.id,
         )
+
+
+def _row_number(where: Locator | int) -> int | None:
+    if isinstance(where, int):
+        return where
+    return where.line if where.line is not None else where.record
+
+
+def _typed_decoder(config: DatasetConfig, filters: _Filters) -> msgspec.json.Decoder[list[Any]] | None:
+    """A decoder of a batch of plain rows — exactly the mapped id, input, optional target and
+    category columns, all text — into structs; None when the mapping needs more than that
+    (choices, files, content-hash ids, chosen metadata columns, filters): those rows take the
+    row-by-row path."""
+    f = config.fields
+    if f.id is None or f.choices is not None or f.files is not None or f.system_prompt or f.metadata is not None:
+        return None
+    if filters.wanted:
+        return None
+    columns = [c for c in (f.id, f.input, f.target, f.category) if c is not None]
+    if len(set(columns)) != len(columns):
+        return None
+    return _plain_row_decoder(f.id, f.input, f.target, f.category)
+
+
+@functools.lru_cache(maxsize=16)
+def _plain_row_decoder(
+    id_col: str, input_col: str, target_col: str | None, category_col: str | None
+) -> msgspec.json.Decoder[list[Any]]:
+    # Unknown columns are refused (they would be the task's metadata: the row-by-row path keeps
+    # them); ids must be non-empty, as the row-by-row check requires.
+    # A column that is not mapped is no field at all: a row holding it takes the other path,
+    # which keeps it as metadata.
+    spec: list[Any] = [("tid", Annotated[str, msgspec.Meta(min_length=1)]), ("question", str)]
+    rename = {"tid": id_col, "question": input_col}
+    if target_col is not None:
+        spec.append(("target", str))
+        rename["target"] = target_col
+    if category_col is not None:
+        spec.append(("category", str | None, None))
+        rename["category"] = category_col
+    row = msgspec.defstruct("PlainRow", spec, rename=rename, forbid_unknown_fields=True, gc=False)
+    return msgspec.json.Decoder(list[row])  # type: ignore[valid-type]
 
 
 def _hash_id(row: MappedRow, hashed: dict[str, int]) -> str:
@@ -272,7 +413,11 @@ def _load(
     source = str(path)
     cells = fmt in ("csv", "tsv")
     index = _Index(config, source, benchmark, eager=not config.shuffle and config.sample_ids is None, cells=cells)
-    index.scan(lambda: _rows(path, fmt, transform), path.parent)
+    rows_again = lambda: _rows(path, fmt, transform)  # noqa: E731
+    if fmt == "jsonl" and transform is None:
+        index.scan_jsonl(path, rows_again, path.parent)
+    else:
+        index.scan(rows_again, path.parent)
     if index.total == 0:
         raise AcxPlanError(
             f"dataset {path} has no records",
@@ -288,20 +433,55 @@ def _load(
     wanted = {ordinals[p]: k for k, p in enumerate(positions)}
     out: list[TaskSpec | None] = [None] * len(positions)
     remaining = len(wanted)
-    for ordinal, (loc, record) in enumerate(_rows(path, fmt, transform)):
+    picked = _picked_jsonl(path, wanted) if fmt == "jsonl" and transform is None else _picked(path, fmt, transform)
+    for ordinal, loc, record in picked:
         if remaining == 0:
             break
         k = wanted.get(ordinal)
         if k is None:
             continue
         row = map_record(record, loc, config.fields, dataset_dir=path.parent, text_cells=cells)
-        out[k] = _task(ids[positions[k]], row, loc, source, benchmark)
+        out[k] = _task(ids[positions[k]], row, _row_number(loc), source, benchmark)
         remaining -= 1
     return [t for t in out if t is not None]
 
 
-def _task(task_id: str, row: MappedRow, loc: Locator, source: str, benchmark: str) -> TaskSpec:
-    meta: dict[str, Any] = {"dataset": source, "row": loc.line if loc.line is not None else loc.record}
+def _picked(path: Path, fmt: str, transform: Transform | None) -> Iterator[tuple[int, Locator, Any]]:
+    for ordinal, (loc, record) in enumerate(_rows(path, fmt, transform)):
+        yield ordinal, loc, record
+
+
+def _picked_jsonl(path: Path, wanted: Mapping[int, int]) -> Iterator[tuple[int, Locator, Any]]:
+    """The ``wanted`` rows of a JSONL file the first pass checked, by ordinal (the row's place
+    among the non-blank lines), the only lines decoded. A batch without blank lines maps
+    ordinals to lines directly; one with them is walked line by line."""
+    name, base = str(path), 0
+    ordinals = sorted(wanted)
+    for first, chunk in jsonl_batches(path):
+        body = chunk[:-1] if chunk.endswith(b"\n") else chunk
+        lines = body.split(b"\n")
+        if lines[0].strip() and lines[-1].strip() and _BLANK_LINE.search(body) is None:
+            lo, hi = bisect.bisect_left(ordinals, base), bisect.bisect_left(ordinals, base + len(lines))
+            for ordinal in ordinals[lo:hi]:
+                i = ordinal - base
+                yield ordinal, Locator(name, line=first + i), _ROW_DECODER.decode(lines[i])
+            base += len(lines)
+            continue
+        for lineno, raw in enumerate(lines, start=first):
+            if not raw.strip():
+                continue
+            if base in wanted:
+                yield base, Locator(name, line=lineno), _ROW_DECODER.decode(raw)
+            base += 1
+
+
+#: A line inside a batch holding nothing but whitespace (what ``bytes.strip`` removes), or an empty
+#: one (the first and last lines are checked apart: an anchored pattern scans 25x slower).
+_BLANK_LINE = re.compile(rb"\n[ \t\r\x0b\x0c]*\n")
+
+
+def _task(task_id: str, row: MappedRow, row_number: int | None, source: str, benchmark: str) -> TaskSpec:
+    meta: dict[str, Any] = {"dataset": source, "row": row_number}
     if row.metadata:
         meta["record"] = row.metadata
     if row.choices is not None:
@@ -313,7 +493,7 @@ def _task(task_id: str, row: MappedRow, loc: Locator, source: str, benchmark: st
     if row.system_prompt is not None:
         meta["system_prompt"] = row.system_prompt
     # Memory per task matters at 1 M rows: categories repeat (one shared string each), and the
-    # empty env maps / warning list are shared instead of four fresh containers per task (msgspec
+    # empty env maps / warning and step lists are shared instead of fresh containers per task (msgspec
     # copies mutable defaults); TaskSpec is a frozen IR value nobody mutates in place.
     return TaskSpec(
         task_id=task_id,
@@ -325,8 +505,12 @@ def _task(task_id: str, row: MappedRow, loc: Locator, source: str, benchmark: st
         run_env_variables=_NO_ENV,
         evaluation_env_variables=_NO_ENV,
         load_warnings=_NO_WARNINGS,
+        steps=_NO_STEPS,
     )
 
 
+_ROW_DECODER = msgspec.json.Decoder()
+_LIST_DECODER: msgspec.json.Decoder[list[Any]] = msgspec.json.Decoder(list[Any])
 _NO_ENV: dict[str, str] = {}
 _NO_WARNINGS: list[str] = []
+_NO_STEPS: list[Any] = []  # shared: a fresh empty list per task is 1 M more objects for the collector to walk

@@ -24,9 +24,19 @@ from acx.diagnostics import Span
 from acx.errors import AcxPlanError
 from acx.inputs import MAX_DATASET_BYTES, MAX_DATASET_ROWS
 
-__all__ = ["Locator", "detect_format", "is_gzip", "iter_records"]
+__all__ = [
+    "Locator",
+    "decode_batch",
+    "detect_format",
+    "is_gzip",
+    "iter_records",
+    "jsonl_batches",
+    "jsonl_lines",
+    "row_limit",
+]
 
 _DECODER = msgspec.json.Decoder()
+_LIST_DECODER = msgspec.json.Decoder(list[Any])
 _SUFFIXES = {
     ".jsonl": "jsonl",
     ".ndjson": "jsonl",
@@ -182,6 +192,11 @@ def iter_records(path: Path, fmt: str) -> Iterator[tuple[Locator, Any]]:
     return _bounded(_records(path, fmt), path, measured)
 
 
+def row_limit() -> int:
+    """The most rows a dataset may have (E0219), read when called."""
+    return MAX_DATASET_ROWS
+
+
 def _bounded(rows: Iterator[tuple[Locator, Any]], path: Path, measured: bool) -> Iterator[tuple[Locator, Any]]:
     decoded = 0
     for count, (loc, record) in enumerate(rows, start=1):
@@ -217,19 +232,63 @@ def _records(path: Path, fmt: str) -> Iterator[tuple[Locator, Any]]:
     )
 
 
+_BATCH_BYTES = 1 << 22  # JSONL is decoded 4 MiB of whole lines at a time: one C call, bounded memory
+
+
 def _jsonl(path: Path) -> Iterator[tuple[Locator, Any]]:
     name = str(path)
+    for first, chunk in jsonl_batches(path):
+        records = decode_batch(chunk, _LIST_DECODER)
+        if records is None:
+            yield from jsonl_lines(name, first, chunk)
+        else:
+            for line, record in enumerate(records, start=first):
+                yield Locator(name, line=line), record
+
+
+def jsonl_batches(path: Path) -> Iterator[tuple[int, bytes]]:
+    """The file as ``(first line number, bytes of whole lines)`` chunks."""
     with _open_bytes(path) as fh:
-        for lineno, raw in enumerate(fh, start=1):
-            if not raw.strip():
+        line, rest = 1, b""
+        while True:
+            block = fh.read(_BATCH_BYTES)
+            if not block:
+                if rest:
+                    yield line, rest
+                return
+            block = rest + block if rest else block
+            cut = block.rfind(b"\n") + 1
+            if cut == 0:
+                rest = block
                 continue
-            loc = Locator(name, line=lineno)
-            try:
-                yield loc, _DECODER.decode(raw)
-            except msgspec.DecodeError as exc:
-                raise loc.error(
-                    f"line {lineno} is not valid JSON: {exc}", "each line must be one JSON object"
-                ) from None
+            chunk, rest = block[:cut], block[cut:]
+            yield line, chunk
+            line += chunk.count(b"\n")
+
+
+def decode_batch(chunk: bytes, decoder: msgspec.json.Decoder[list[Any]]) -> list[Any] | None:
+    """Every line of ``chunk`` decoded in one call, as the elements of a JSON array (a JSON string
+    cannot hold a raw newline, so each newline sits between two values); None when the chunk
+    needs the line-by-line reader: a blank line, a line that is not exactly one JSON value (the
+    element count then differs), or a record the typed ``decoder`` refuses."""
+    body = chunk[:-1] if chunk.endswith(b"\n") else chunk
+    try:
+        records = decoder.decode(b"[" + body.replace(b"\n", b",") + b"]")
+    except msgspec.DecodeError:  # ValidationError too
+        return None
+    return records if len(records) == body.count(b"\n") + 1 else None
+
+
+def jsonl_lines(name: str, first: int, chunk: bytes) -> Iterator[tuple[Locator, Any]]:
+    """``chunk`` line by line: blank lines skipped, a bad line reported with its number."""
+    for lineno, raw in enumerate(io.BytesIO(chunk), start=first):  # lines keep their newline, as read
+        if not raw.strip():
+            continue
+        loc = Locator(name, line=lineno)
+        try:
+            yield loc, _DECODER.decode(raw)
+        except msgspec.DecodeError as exc:
+            raise loc.error(f"line {lineno} is not valid JSON: {exc}", "each line must be one JSON object") from None
 
 
 def _json(path: Path) -> Iterator[tuple[Locator, Any]]:
