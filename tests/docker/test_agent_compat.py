@@ -1,13 +1,16 @@
-"""The agent compatibility suite on Docker (issue 23 item 1): the REAL Codex CLI, Claude Code and
-mini-swe-agent, each with its shipped definition, in a locally built image, with the task at
-``no-network`` and the model only through the run's gateway (acx's scripted fake model server).
+"""The agent compatibility suite on Docker (issue 23 item 1): the REAL Codex CLI, Claude Code,
+mini-swe-agent, OpenCode and aider, each with its shipped definition, in a locally built image, with
+the task at ``no-network`` and the model only through the run's gateway (acx's scripted fake model
+server). Terminus (the built-in ``terminus`` harness: no package) is tests/docker/test_terminus_harbor.py;
+OpenHands is not in the suite (docs/agents.md says why: it needs Python >= 3.12, the image has 3.11).
 
 The packages come from their registries ON THE HOST (inside a docker build npm and PyPI are not
 reachable): scripts/test.sh puts them under ``.pytest_cache/`` (npm prefixes for the CLIs; for
-mini-swe-agent its wheels and pip's) and sets ``ACX_REQUIRE_AGENTS=1``, which turns a missing
-package into a failure instead of a skip. Each is uploaded and installed offline by the
-definition's harness (``upload`` + an offline ``install``), once per image thanks to the install
-cache — the QA tasks share one install, the Harbor task (its own image) another. The image is
+mini-swe-agent and aider their wheels and pip's, for the image's Python 3.11 on manylinux x86_64)
+and sets ``ACX_REQUIRE_AGENTS=1``, which turns a missing package into a failure instead of a skip.
+Each is uploaded and installed offline by the definition's harness (``upload`` + an offline
+``install``), once per image thanks to the install cache — the QA tasks share one install, the
+Harbor task (its own image) another. The image is
 ``acx-test/bookworm`` with the host's ``node`` (Codex's launcher is a Node script).
 
 Per agent, one ``acx run`` with three requests, and for each:
@@ -45,25 +48,40 @@ KEY = "sk-compat-suite-secret-7731"
 BASE = "acx-test/bookworm:latest"
 
 #: Pinned versions (the host_process tests pin the same: tests/agents/test_codex_real.py,
-#: tests/agents/test_real_agents.py); scripts/test.sh reads them from here.
+#: test_real_agents.py, test_opencode_real.py, test_aider_real.py); scripts/test.sh reads them here.
 CODEX_VERSION = "0.171.0"
 CLAUDE_VERSION = "2.1.197"
 MINI_VERSION = "2.4.6"
+OPENCODE_VERSION = "1.18.33"
+AIDER_VERSION = "0.86.2"
 PACKAGES = {
     "codex": REPO / ".pytest_cache" / "acx-npm" / f"codex-{CODEX_VERSION}",
     "claude-code": REPO / ".pytest_cache" / "acx-npm" / f"claude-code-{CLAUDE_VERSION}",
     "mini-swe-agent": REPO / ".pytest_cache" / "acx-pypi" / f"mini-swe-agent-{MINI_VERSION}",
+    "opencode": REPO / ".pytest_cache" / "acx-npm" / f"opencode-{OPENCODE_VERSION}",
+    "aider": REPO / ".pytest_cache" / "acx-pypi" / f"aider-chat-{AIDER_VERSION}",
 }
+#: pip, from its own wheel, installs a wheel directory offline (the image has no pip).
+_PIP = (
+    "python3 $(ls $W/pip-*.whl)/pip install -q --no-index --find-links $W --break-system-packages "
+    "--root-user-action=ignore"
+)
 #: Offline installs of the uploaded packages ($ACX_AGENT_DIR/<the package directory's name>).
 INSTALLS = {
     "codex": f"set -e; ln -sf $ACX_AGENT_DIR/codex-{CODEX_VERSION}/node_modules/.bin/codex /usr/local/bin/codex; "
     f"codex --version | grep -F {CODEX_VERSION}",
     "claude-code": f"set -e; ln -sf $ACX_AGENT_DIR/claude-code-{CLAUDE_VERSION}/node_modules/.bin/claude "
     f"/usr/local/bin/claude; claude --version | grep -F {CLAUDE_VERSION}",
-    "mini-swe-agent": f"set -e; W=$ACX_AGENT_DIR/mini-swe-agent-{MINI_VERSION}; python3 $(ls $W/pip-*.whl)/pip "
-    f"install -q --no-index --find-links $W --break-system-packages --root-user-action=ignore "
+    "mini-swe-agent": f"set -e; W=$ACX_AGENT_DIR/mini-swe-agent-{MINI_VERSION}; {_PIP} "
     f"mini-swe-agent=={MINI_VERSION}; mini --help >/dev/null",
+    # The npm package's launcher is the native binary (opencode-linux-x64, an optional dependency).
+    "opencode": f"set -e; ln -sf $ACX_AGENT_DIR/opencode-{OPENCODE_VERSION}/node_modules/.bin/opencode "
+    f"/usr/local/bin/opencode; opencode --version | grep -F {OPENCODE_VERSION}",
+    "aider": f"set -e; W=$ACX_AGENT_DIR/aider-chat-{AIDER_VERSION}; {_PIP} aider-chat=={AIDER_VERSION}; "
+    f"aider --version | grep -F {AIDER_VERSION}",
 }
+#: The model calls each agent makes on the Harbor task (aider: one reply whose file listing it applies).
+HARBOR_CALLS = {"codex": 2, "claude-code": 2, "mini-swe-agent": 2, "opencode": 2, "aider": 1}
 SOLVE_SH = "printf '%s, world!\\n' \"$GREETING\" > hello.txt"
 
 
@@ -79,6 +97,8 @@ def _package(agent: str) -> Path:
         "codex": path / "node_modules" / ".bin" / "codex",
         "claude-code": path / "node_modules" / ".bin" / "claude",
         "mini-swe-agent": next(path.glob(f"mini_swe_agent-{MINI_VERSION}-*.whl"), path / "missing"),
+        "opencode": path / "node_modules" / ".bin" / "opencode",
+        "aider": next(path.glob(f"aider_chat-{AIDER_VERSION}-*.whl"), path / "missing"),
     }[agent]
     if not probe.exists():
         _require(f"{agent}: {probe} is missing")
@@ -141,6 +161,23 @@ def _scripts(agent: str) -> tuple[list[Step], list[Step], list[Step]]:
             [text("42", usage=(30, 2))],
             [error(400, "scripted refusal")],
         )
+    if agent == "opencode":
+        return (
+            [
+                tool_call("bash", {"command": SOLVE_SH, "description": "write"}, call_id="c1", usage=(40, 12)),
+                text("Done."),
+            ],
+            [text("42", usage=(30, 2))],
+            [error(400, "scripted refusal")],
+        )
+    if agent == "aider":
+        # aider's `whole` edit format: the file's name, then its whole content fenced; applied in
+        # the task's workdir (aider runs no shell command, so the value is written literally).
+        return (
+            [text("hello.txt\n```\nHello, world!\n```", usage=(40, 12))],
+            [text("42", usage=(30, 2))],
+            [error(400, "scripted refusal")],  # aider exits 0: no reply in its chat history, no answer
+        )
     submit = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
     return (
         [tool_call("bash", {"command": SOLVE_SH}, usage=(40, 12)), tool_call("bash", {"command": submit})],
@@ -198,7 +235,7 @@ def _calls(tmp_path: Path, request: str) -> list[dict[str, Any]]:
     return data["calls"] if isinstance(data, dict) else data
 
 
-@pytest.mark.parametrize("agent", ["codex", "claude-code", "mini-swe-agent"])
+@pytest.mark.parametrize("agent", ["codex", "claude-code", "mini-swe-agent", "opencode", "aider"])
 def test_real_agent_in_docker_through_the_gateway(
     agent: str, tmp_path: Path, run_label: str, agents_image: str
 ) -> None:
@@ -251,7 +288,7 @@ def test_real_agent_in_docker_through_the_gateway(
     assert errors & {"agent_exit_nonzero", "answer_not_found"}, gave_up["issues"]
     assert gave_up["metrics"].get("correct", 0.0) == 0.0
     # (d) Usage and trajectory from the gateway; the agent's own log in the results.
-    for result, calls in ((harbor_result, 2), (qa_result, 1)):
+    for result, calls in ((harbor_result, HARBOR_CALLS[agent]), (qa_result, 1)):
         usage = result["telemetry"]["model_usage"]
         assert usage["model_calls"] >= calls and usage["prompt_tokens"] > 0, usage
         assert len(result["trajectory"]["steps"]) >= calls
