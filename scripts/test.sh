@@ -22,8 +22,8 @@
 #                         instead of skipping them (set by .ci/run).
 #   ACX_REQUIRE_AGENTS=1  a failed host-side fetch of the agent compatibility suite's packages (the
 #                         pinned Claude Code, Codex and OpenCode npm packages, mini-swe-agent's,
-#                         aider's and pip's wheels; versions in tests/docker/test_agent_compat.py;
-#                         into .pytest_cache/)
+#                         aider's, OpenHands' (built with python3.12) and pip's wheels; versions in
+#                         tests/docker/test_agent_compat.py; into .pytest_cache/)
 #                         fails the run instead of skipping tests/docker/test_agent_compat.py (set by .ci/run).
 #   ACX_TEST_STRESS=1     run pytest while one CPU burner per core keeps the machine busy (every
 #                         bound in the tests must hold under load; not part of every CI run).
@@ -128,6 +128,7 @@ COMPAT_CLAUDE="$(compat_version CLAUDE_VERSION)"
 COMPAT_MINI="$(compat_version MINI_VERSION)"
 COMPAT_OPENCODE="$(compat_version OPENCODE_VERSION)"
 COMPAT_AIDER="$(compat_version AIDER_VERSION)"
+COMPAT_OPENHANDS="$(compat_version OPENHANDS_VERSION)"
 compat_ok=1
 for spec in "codex-${COMPAT_CODEX}:@openai/codex@${COMPAT_CODEX}:codex" \
             "claude-code-${COMPAT_CLAUDE}:@anthropic-ai/claude-code@${COMPAT_CLAUDE}:claude" \
@@ -158,6 +159,15 @@ if ! ls "$AIDER_WHEELS"/aider_chat-"${COMPAT_AIDER}"-*.whl >/dev/null 2>&1; then
         "aider-chat==${COMPAT_AIDER}" pip >/tmp/acx-compat-aider.log 2>&1 || cat /tmp/acx-compat-aider.log >&2
 fi
 ls "$AIDER_WHEELS"/aider_chat-"${COMPAT_AIDER}"-*.whl "$AIDER_WHEELS"/pip-*.whl >/dev/null 2>&1 || compat_ok=0
+# OpenHands needs Python >= 3.12 and has sdist-only dependencies: `pip wheel` with the host's
+# CPython 3.12 (pyenv's 3.12.1, as for harbor above; the suite copies that runtime into its image).
+OPENHANDS_WHEELS=".pytest_cache/acx-pypi/openhands-${COMPAT_OPENHANDS}"
+if ! ls "$OPENHANDS_WHEELS"/openhands-"${COMPAT_OPENHANDS}"-*.whl >/dev/null 2>&1; then
+    mkdir -p "$OPENHANDS_WHEELS"
+    PYENV_VERSION=3.12.1 timeout 1200 python3.12 -m pip wheel -q --disable-pip-version-check -w "$OPENHANDS_WHEELS" \
+        "openhands==${COMPAT_OPENHANDS}" >/tmp/acx-compat-openhands.log 2>&1 || cat /tmp/acx-compat-openhands.log >&2
+fi
+ls "$OPENHANDS_WHEELS"/openhands-"${COMPAT_OPENHANDS}"-*.whl >/dev/null 2>&1 || compat_ok=0
 if [ "$compat_ok" != "1" ]; then
     if [ "${ACX_REQUIRE_AGENTS:-0}" = "1" ]; then
         echo "ERROR: the agent compatibility suite's packages could not be fetched and ACX_REQUIRE_AGENTS=1" >&2
