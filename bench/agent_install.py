@@ -7,7 +7,8 @@ agent compatibility suite's (tests/docker/test_agent_compat.py; scripts/test.sh 
 the host into ``.pytest_cache/``), uploaded and installed offline the same way: mini-swe-agent's
 and aider's wheels with pip, OpenCode's npm prefix (a native binary) linked onto PATH (on
 ``acx-test/bookworm``), the Claude Code and Codex npm prefixes linked onto PATH (on the suite's
-``acx-test/agents-node`` image: bookworm with the host's node). The install
+``acx-test/agents-node`` image: bookworm with the host's node), OpenHands' wheels into a venv (on
+``acx-test/agents-py312``: bookworm with the host's CPython 3.12). The install
 command carries a fresh nonce, so the first cached attempt is a cold one; the images made are
 removed at the end.
 
@@ -49,6 +50,8 @@ def _suite() -> Any:
 def _image(suite: Any, agent: str) -> str:
     if agent in ("mini-swe-agent", "aider", "opencode"):  # Python wheels, or a native binary
         return BASE
+    if agent == "openhands":  # bookworm with the host's CPython 3.12
+        return str(suite.build_python312_image())
     # The suite's image (built once, tagged by node's hash).
     return str(suite.build_agents_image())
 
@@ -101,7 +104,7 @@ def _install_seconds(work: Path, request: str) -> list[tuple[bool, float]]:
     return out
 
 
-AGENTS = ("mini-swe-agent", "claude-code", "codex", "opencode", "aider")
+AGENTS = ("mini-swe-agent", "claude-code", "codex", "opencode", "aider", "openhands")
 
 
 def main() -> None:
@@ -140,6 +143,7 @@ def _bench(suite: Any, agent: str, attempts: int) -> None:
         "codex": suite.CODEX_VERSION,
         "opencode": suite.OPENCODE_VERSION,
         "aider": suite.AIDER_VERSION,
+        "openhands": suite.OPENHANDS_VERSION,
     }
     print(f"{agent} {version[agent]}, {attempts} attempt(s) per request, one at a time")
     hits: list[float] = []
