@@ -5,8 +5,10 @@ a time: ``per-attempt`` (``install_cache: false``) installs the real agent in ev
 ``cached`` installs it once into an image every later attempt starts from. The packages are the
 agent compatibility suite's (tests/docker/test_agent_compat.py; scripts/test.sh fetches them on
 the host into ``.pytest_cache/``), uploaded and installed offline the same way: mini-swe-agent's
-wheels with pip (on ``acx-test/bookworm``), the Claude Code and Codex npm prefixes linked onto
-PATH (on the suite's ``acx-test/agents-node`` image: bookworm with the host's node). The install
+and aider's wheels with pip, OpenCode's npm prefix (a native binary) linked onto PATH (on
+``acx-test/bookworm``), the Claude Code and Codex npm prefixes linked onto PATH (on the suite's
+``acx-test/agents-node`` image: bookworm with the host's node), OpenHands' wheels into a venv (on
+``acx-test/agents-py312``: bookworm with the host's CPython 3.12). The install
 command carries a fresh nonce, so the first cached attempt is a cold one; the images made are
 removed at the end.
 
@@ -46,8 +48,10 @@ def _suite() -> Any:
 
 
 def _image(suite: Any, agent: str) -> str:
-    if agent == "mini-swe-agent":
+    if agent in ("mini-swe-agent", "aider", "opencode"):  # Python wheels, or a native binary
         return BASE
+    if agent == "openhands":  # bookworm with the host's CPython 3.12
+        return str(suite.build_python312_image())
     # The suite's image (built once, tagged by node's hash).
     return str(suite.build_agents_image())
 
@@ -100,13 +104,13 @@ def _install_seconds(work: Path, request: str) -> list[tuple[bool, float]]:
     return out
 
 
-AGENTS = ("mini-swe-agent", "claude-code", "codex")
+AGENTS = ("mini-swe-agent", "claude-code", "codex", "opencode", "aider", "openhands")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--attempts", type=int, default=3)
-    parser.add_argument("--agent", action="append", choices=AGENTS, help="default: all three")
+    parser.add_argument("--agent", action="append", choices=AGENTS, help="default: all")
     args = parser.parse_args()
     suite = _suite()
     for agent in args.agent or AGENTS:
@@ -133,7 +137,14 @@ def _bench(suite: Any, agent: str, attempts: int) -> None:
             cached = _install_seconds(work, "cached")
         finally:
             _remove_images(f"bench-{nonce}")
-    version = {"mini-swe-agent": suite.MINI_VERSION, "claude-code": suite.CLAUDE_VERSION, "codex": suite.CODEX_VERSION}
+    version = {
+        "mini-swe-agent": suite.MINI_VERSION,
+        "claude-code": suite.CLAUDE_VERSION,
+        "codex": suite.CODEX_VERSION,
+        "opencode": suite.OPENCODE_VERSION,
+        "aider": suite.AIDER_VERSION,
+        "openhands": suite.OPENHANDS_VERSION,
+    }
     print(f"{agent} {version[agent]}, {attempts} attempt(s) per request, one at a time")
     hits: list[float] = []
     for n, ((_, uncached_s), (was_cached, cached_s)) in enumerate(zip(per, cached, strict=True), start=1):

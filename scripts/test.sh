@@ -21,8 +21,9 @@
 #                         tests/agents/test_aider_real.py, which installs it) fails its tests
 #                         instead of skipping them (set by .ci/run).
 #   ACX_REQUIRE_AGENTS=1  a failed host-side fetch of the agent compatibility suite's packages (the
-#                         pinned Claude Code and Codex npm packages, mini-swe-agent's and pip's
-#                         wheels; versions in tests/docker/test_agent_compat.py; into .pytest_cache/)
+#                         pinned Claude Code, Codex and OpenCode npm packages, mini-swe-agent's,
+#                         aider's, OpenHands' (built with python3.12) and pip's wheels; versions in
+#                         tests/docker/test_agent_compat.py; into .pytest_cache/)
 #                         fails the run instead of skipping tests/docker/test_agent_compat.py (set by .ci/run).
 #   ACX_REQUIRE_EDITORS=1 a failed install of the VS Code extension's npm tooling (vscode-textmate,
 #                         vscode-oniguruma, esbuild, @vscode/vsce, vscode-languageclient; pinned by
@@ -148,9 +149,13 @@ compat_version() { sed -n "s/^$1 = \"\(.*\)\"\$/\1/p" tests/docker/test_agent_co
 COMPAT_CODEX="$(compat_version CODEX_VERSION)"
 COMPAT_CLAUDE="$(compat_version CLAUDE_VERSION)"
 COMPAT_MINI="$(compat_version MINI_VERSION)"
+COMPAT_OPENCODE="$(compat_version OPENCODE_VERSION)"
+COMPAT_AIDER="$(compat_version AIDER_VERSION)"
+COMPAT_OPENHANDS="$(compat_version OPENHANDS_VERSION)"
 compat_ok=1
 for spec in "codex-${COMPAT_CODEX}:@openai/codex@${COMPAT_CODEX}:codex" \
-            "claude-code-${COMPAT_CLAUDE}:@anthropic-ai/claude-code@${COMPAT_CLAUDE}:claude"; do
+            "claude-code-${COMPAT_CLAUDE}:@anthropic-ai/claude-code@${COMPAT_CLAUDE}:claude" \
+            "opencode-${COMPAT_OPENCODE}:opencode-ai@${COMPAT_OPENCODE}:opencode"; do
     dir=".pytest_cache/acx-npm/${spec%%:*}"; rest="${spec#*:}"; pkg="${rest%:*}"; bin="${rest##*:}"
     if [ ! -x "$dir/node_modules/.bin/$bin" ] && command -v npm >/dev/null 2>&1; then
         mkdir -p "$dir"
@@ -166,6 +171,26 @@ if ! ls "$MINI_WHEELS"/mini_swe_agent-"${COMPAT_MINI}"-*.whl >/dev/null 2>&1; th
         "mini-swe-agent==${COMPAT_MINI}" pip >/tmp/acx-compat-pip.log 2>&1 || cat /tmp/acx-compat-pip.log >&2
 fi
 ls "$MINI_WHEELS"/mini_swe_agent-"${COMPAT_MINI}"-*.whl "$MINI_WHEELS"/pip-*.whl >/dev/null 2>&1 || compat_ok=0
+# aider has compiled dependencies (numpy, scipy, tree-sitter, ...): wheels for the image's Python
+# (acx-test/bookworm: CPython 3.11, glibc 2.36, x86_64), whatever the host's Python is.
+AIDER_WHEELS=".pytest_cache/acx-pypi/aider-chat-${COMPAT_AIDER}"
+if ! ls "$AIDER_WHEELS"/aider_chat-"${COMPAT_AIDER}"-*.whl >/dev/null 2>&1; then
+    mkdir -p "$AIDER_WHEELS"
+    timeout 900 python3 -m pip download -q --disable-pip-version-check -d "$AIDER_WHEELS" --only-binary=:all: \
+        --python-version 3.11 --implementation cp --platform manylinux_2_36_x86_64 --platform manylinux_2_28_x86_64 \
+        --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform linux_x86_64 --platform any \
+        "aider-chat==${COMPAT_AIDER}" pip >/tmp/acx-compat-aider.log 2>&1 || cat /tmp/acx-compat-aider.log >&2
+fi
+ls "$AIDER_WHEELS"/aider_chat-"${COMPAT_AIDER}"-*.whl "$AIDER_WHEELS"/pip-*.whl >/dev/null 2>&1 || compat_ok=0
+# OpenHands needs Python >= 3.12 and has sdist-only dependencies: `pip wheel` with the host's
+# CPython 3.12 (pyenv's 3.12.1, as for harbor above; the suite copies that runtime into its image).
+OPENHANDS_WHEELS=".pytest_cache/acx-pypi/openhands-${COMPAT_OPENHANDS}"
+if ! ls "$OPENHANDS_WHEELS"/openhands-"${COMPAT_OPENHANDS}"-*.whl >/dev/null 2>&1; then
+    mkdir -p "$OPENHANDS_WHEELS"
+    PYENV_VERSION=3.12.1 timeout 1200 python3.12 -m pip wheel -q --disable-pip-version-check -w "$OPENHANDS_WHEELS" \
+        "openhands==${COMPAT_OPENHANDS}" >/tmp/acx-compat-openhands.log 2>&1 || cat /tmp/acx-compat-openhands.log >&2
+fi
+ls "$OPENHANDS_WHEELS"/openhands-"${COMPAT_OPENHANDS}"-*.whl >/dev/null 2>&1 || compat_ok=0
 if [ "$compat_ok" != "1" ]; then
     if [ "${ACX_REQUIRE_AGENTS:-0}" = "1" ]; then
         echo "ERROR: the agent compatibility suite's packages could not be fetched and ACX_REQUIRE_AGENTS=1" >&2

@@ -11,89 +11,43 @@ log directory (/logs/agent, a sandbox path) is a directory of the test's own on 
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
-import msgspec
 import pytest
 
-from acx.cli import main
-from acx.components.harnesses._agents import AGENTS, LOG_DIR
+from acx.components.harnesses._agents import AGENTS
 from acx.testing.fake_models import FakeModelServer, error, text
+
+from ._real import home_env, run_qa, shipped_harness, venv_cli
 
 pytestmark = pytest.mark.slow
 
 AIDER_VERSION = "0.86.2"
-REPO = Path(__file__).resolve().parents[2]
-VENV = REPO / ".pytest_cache" / "acx-pip" / f"aider-{AIDER_VERSION}"
 KEY = "sk-real-upstream-key-aider-4242"
-
-
-def _require(reason: str) -> None:
-    if os.environ.get("ACX_REQUIRE_AIDER") == "1":
-        pytest.fail(f"{reason} (ACX_REQUIRE_AIDER=1)")
-    pytest.skip(f"!!! real aider tests SKIPPED: {reason} !!!")
 
 
 @pytest.fixture(scope="session")
 def aider_bin() -> Path:
-    binary = VENV / "bin" / "aider"
-    if not binary.exists():
-        try:
-            subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True, capture_output=True, timeout=120)
-            pip = [str(VENV / "bin" / "pip"), "install", "-q", "--disable-pip-version-check"]
-            subprocess.run([*pip, f"aider-chat=={AIDER_VERSION}"], check=True, capture_output=True, timeout=1200)
-        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
-            _require(f"could not install aider-chat=={AIDER_VERSION}: {exc}")
-    version = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=120)
-    if version.returncode != 0 or AIDER_VERSION not in version.stdout:
-        _require(f"{binary} --version: {version.stdout} {version.stderr[-1000:]}")
-    return binary
-
-
-def _moved(value: Any, logs: Path) -> Any:
-    return json.loads(json.dumps(value).replace(LOG_DIR, str(logs)))
+    return venv_cli("aider", "aider-chat", AIDER_VERSION, "aider", flag="ACX_REQUIRE_AIDER", label="aider")
 
 
 def _run(tmp_path: Path, monkeypatch, srv: FakeModelServer, aider: Path, question: str, answer: str) -> dict:
-    logs = tmp_path / "agent-logs"
-    d = AGENTS["aider"]
-    harness = {
-        "id": "installed_agent",
-        "agent": "aider",  # its env and aliases as shipped
-        "install": f"{aider} --version",
-        "agent_dir": str(tmp_path / "agent-dir"),
-        "command": _moved(d.command, logs),
-        "logs": _moved(d.logs, logs),
-        "answer": _moved(msgspec.to_builtins(d.answer), logs),
-        "cwd": str(tmp_path / "work"),
-    }
     (tmp_path / "work").mkdir()
-    home = tmp_path / "home"
-    home.mkdir()
-    (tmp_path / "data.jsonl").write_text(json.dumps({"id": "q0", "question": question, "answer": answer}) + "\n")
-    env = {"PATH": f"{aider.parent}:{os.environ['PATH']}", "HOME": str(home)}
-    spec = tmp_path / "run.yaml"
-    spec.write_text(
-        f"""version: 1
-name: aider
-runtime: {{results_dir: results, progress: none}}
-requests:
-  - name: aider
-    benchmark: {{id: exact_match, dataset: data.jsonl}}
-    harness: {json.dumps(harness)}
-    model: {{id: fake-model, base_url: "{srv.base_url}", api_protocol: {d.protocol}, api_key: "{KEY}"}}
-    environment: {{id: host_process, run_env_variables: {json.dumps(env)}}}
-    execution: {{run_timeout_seconds: 300, max_retries: 0}}
-"""
+    harness = shipped_harness("aider", tmp_path, install=f"{aider} --version", cwd=str(tmp_path / "work"))
+    env = home_env(tmp_path, aider.parent)
+    protocol = AGENTS["aider"].protocol
+    return run_qa(
+        tmp_path,
+        monkeypatch,
+        srv,
+        harness,
+        protocol=protocol,
+        question=question,
+        answer=answer,
+        key=KEY,
+        env=env,
+        timeout=300,
     )
-    monkeypatch.chdir(tmp_path)
-    main(["run", str(spec)])
-    return json.loads(next((tmp_path / "results").rglob("attempt-1/result.json")).read_text())
 
 
 def test_aider_answer_is_its_reply_in_the_chat_history(aider_bin: Path, tmp_path: Path, monkeypatch, capsys) -> None:

@@ -13,77 +13,35 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from acx.cli import main
 from acx.components.harnesses._agents import AGENTS, LOG_DIR
 from acx.testing.fake_models import FakeModelServer, error, text, tool_call
+
+from ._real import model_calls, npm_cli, run_qa
 
 pytestmark = pytest.mark.slow
 
 CODEX_VERSION = "0.171.0"
-REPO = Path(__file__).resolve().parents[2]
-CACHE = REPO / ".pytest_cache" / "acx-npm" / f"codex-{CODEX_VERSION}"
-
-
-def _require(reason: str) -> None:
-    if os.environ.get("ACX_REQUIRE_CODEX") == "1":
-        pytest.fail(f"{reason} (ACX_REQUIRE_CODEX=1)")
-    pytest.skip(f"!!! real Codex CLI tests SKIPPED: {reason} !!!")
 
 
 @pytest.fixture(scope="session")
 def codex_bin() -> Path:
-    given = os.environ.get("ACX_CODEX_BIN")
-    if given:
-        return Path(given)
-    binary = CACHE / "node_modules" / ".bin" / "codex"
-    if not binary.exists():
-        npm = shutil.which("npm")
-        if npm is None:
-            _require("npm is not installed")
-        CACHE.mkdir(parents=True, exist_ok=True)
-        try:
-            res = subprocess.run(
-                [
-                    str(npm),
-                    "install",
-                    "--prefix",
-                    str(CACHE),
-                    "--no-audit",
-                    "--no-fund",
-                    f"@openai/codex@{CODEX_VERSION}",
-                ],
-                capture_output=True,
-                text=True,
-                timeout=600,
-            )
-        except subprocess.TimeoutExpired:
-            _require("npm install @openai/codex timed out after 600 s")
-        if res.returncode != 0 or not binary.exists():
-            _require(f"npm install @openai/codex@{CODEX_VERSION} failed: {res.stderr[-2000:]}")
-    try:
-        version = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        _require(f"{binary} --version failed: {exc}")
-    if version.returncode != 0 or CODEX_VERSION not in version.stdout:
-        # e.g. the platform binary (the optional dependency @openai/codex-linux-x64) did not come down
-        _require(f"{binary} --version: {version.stdout} {version.stderr[-1000:]}")
-    return binary
+    given = os.environ.get("ACX_CODEX_BIN", "")
+    return npm_cli(
+        "codex", "@openai/codex", CODEX_VERSION, "codex", flag="ACX_REQUIRE_CODEX", label="Codex CLI", given=given
+    )
 
 
-def _spec(tmp_path: Path, base_url: str, codex: Path) -> Path:
+def _harness(tmp_path: Path, codex: Path) -> dict:
     logs = tmp_path / "agent-logs"
-    (tmp_path / "data.jsonl").write_text(json.dumps({"id": "q0", "question": "What is 6*7?", "answer": "42"}) + "\n")
     # The shipped command, with the logs directory moved and codex on PATH.
     command = f"export PATH={codex.parent}:$PATH CODEX_HOME={logs}/codex-home; " + AGENTS["codex"].command.replace(
         LOG_DIR, str(logs)
     )
-    harness = {
+    return {
         "id": "installed_agent",
         "agent": "codex",
         "install": f"{codex} --version",
@@ -91,32 +49,14 @@ def _spec(tmp_path: Path, base_url: str, codex: Path) -> Path:
         "logs": [str(logs / "codex.jsonl"), str(logs / "codex-last-message.txt")],
         "answer_file": str(logs / "codex-last-message.txt"),
     }
-    spec = tmp_path / "run.yaml"
-    spec.write_text(
-        f"""version: 1
-name: codex
-runtime: {{results_dir: results, progress: none}}
-requests:
-  - name: codex
-    benchmark: {{id: exact_match, dataset: data.jsonl}}
-    harness: {json.dumps(harness)}
-    model: {{id: fake-model, base_url: "{base_url}", api_protocol: openai-responses}}
-    environment: {{id: host_process}}
-    execution: {{run_timeout_seconds: 120, max_retries: 0}}
-"""
-    )
-    return spec
 
 
-def _run(spec: Path, monkeypatch) -> dict:
-    monkeypatch.chdir(spec.parent)
-    main(["run", str(spec)])
-    return json.loads(next((spec.parent / "results").rglob("attempt-1/result.json")).read_text())
+def _run(tmp_path: Path, monkeypatch, srv: FakeModelServer, codex: Path) -> dict:
+    return run_qa(tmp_path, monkeypatch, srv, _harness(tmp_path, codex), protocol="openai-responses", timeout=120)
 
 
 def _calls(tmp_path: Path) -> list[dict]:
-    data = json.loads(next((tmp_path / "results").rglob("attempt-1/model_calls.json")).read_text())
-    return data["calls"] if isinstance(data, dict) else data
+    return model_calls(tmp_path)
 
 
 def test_codex_answers_through_the_gateway(codex_bin: Path, tmp_path: Path, monkeypatch, capsys) -> None:
@@ -129,7 +69,7 @@ def test_codex_answers_through_the_gateway(codex_bin: Path, tmp_path: Path, monk
         text("42", usage=(30, 2)),
     ]
     with FakeModelServer(script, default=None) as srv:
-        result = _run(_spec(tmp_path, srv.base_url, codex_bin), monkeypatch)
+        result = _run(tmp_path, monkeypatch, srv, codex_bin)
     out = capsys.readouterr().out
     assert result["issues"] == [], result["issues"]
     assert result["final_answer"] == "42"
@@ -155,7 +95,7 @@ def test_codex_failure_is_an_error_not_completed(codex_bin: Path, tmp_path: Path
     """(b) The model refuses (a 400 the gateway passes through): codex exits non-zero, and that
     exit status survives the tee into the log — the attempt has an agent_exit_nonzero error."""
     with FakeModelServer([error(400, "scripted refusal")], default=None) as srv:
-        result = _run(_spec(tmp_path, srv.base_url, codex_bin), monkeypatch)
+        result = _run(tmp_path, monkeypatch, srv, codex_bin)
     capsys.readouterr()
     codes = [(i["severity"], i["code"]) for i in result["issues"]]
     assert ("error", "agent_exit_nonzero") in codes, result["issues"]

@@ -14,103 +14,43 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
 from pathlib import Path
-from typing import Any
 
-import msgspec
 import pytest
 
-from acx.cli import main
-from acx.components.harnesses._agents import AGENTS, LOG_DIR
+from acx.components.harnesses._agents import AGENTS
 from acx.testing.fake_models import FakeModelServer, error, text, tool_call
+
+from ._real import home_env, model_calls, npm_cli, run_qa, shipped_harness
 
 pytestmark = pytest.mark.slow
 
 OPENCODE_VERSION = "1.18.33"
-REPO = Path(__file__).resolve().parents[2]
-CACHE = REPO / ".pytest_cache" / "acx-npm" / f"opencode-{OPENCODE_VERSION}"
 KEY = "sk-real-upstream-key-0123456789"
-
-
-def _require(reason: str) -> None:
-    if os.environ.get("ACX_REQUIRE_OPENCODE") == "1":
-        pytest.fail(f"{reason} (ACX_REQUIRE_OPENCODE=1)")
-    pytest.skip(f"!!! real OpenCode CLI tests SKIPPED: {reason} !!!")
 
 
 @pytest.fixture(scope="session")
 def opencode_bin() -> Path:
-    given = os.environ.get("ACX_OPENCODE_BIN")
-    if given:
-        return Path(given)
-    binary = CACHE / "node_modules" / ".bin" / "opencode"
-    if not binary.exists():
-        npm = shutil.which("npm")
-        if npm is None:
-            _require("npm is not installed")
-        CACHE.mkdir(parents=True, exist_ok=True)
-        package = f"opencode-ai@{OPENCODE_VERSION}"
-        cmd = [str(npm), "install", "--prefix", str(CACHE), "--no-audit", "--no-fund", package]
-        try:
-            res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-        except subprocess.TimeoutExpired:
-            _require("npm install opencode-ai timed out after 600 s")
-        if res.returncode != 0 or not binary.exists():
-            _require(f"npm install opencode-ai@{OPENCODE_VERSION} failed: {res.stderr[-2000:]}")
-    try:
-        version = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        _require(f"{binary} --version failed: {exc}")
-    if version.returncode != 0 or OPENCODE_VERSION not in version.stdout:
-        # e.g. the platform binary (the optional dependency opencode-linux-x64) did not come down
-        _require(f"{binary} --version: {version.stdout} {version.stderr[-1000:]}")
-    return binary
-
-
-def _moved(value: Any, logs: Path) -> Any:
-    return json.loads(json.dumps(value).replace(LOG_DIR, str(logs)))
+    given = os.environ.get("ACX_OPENCODE_BIN", "")
+    return npm_cli(
+        "opencode",
+        "opencode-ai",
+        OPENCODE_VERSION,
+        "opencode",
+        flag="ACX_REQUIRE_OPENCODE",
+        label="OpenCode CLI",
+        given=given,
+    )
 
 
 def _run(tmp_path: Path, monkeypatch, srv: FakeModelServer, opencode: Path) -> dict:
-    logs = tmp_path / "agent-logs"
-    d = AGENTS["opencode"]
-    harness = {
-        "id": "installed_agent",
-        "agent": "opencode",  # its env (the provider config) as shipped
-        "install": f"{opencode} --version",
-        "agent_dir": str(tmp_path / "agent-dir"),
-        "command": _moved(d.command, logs),
-        "logs": _moved(d.logs, logs),
-        "answer": _moved(msgspec.to_builtins(d.answer), logs),
-    }
-    home = tmp_path / "home"
-    home.mkdir()
-    (tmp_path / "data.jsonl").write_text(json.dumps({"id": "q0", "question": "What is 6*7?", "answer": "42"}) + "\n")
-    env = {"PATH": f"{opencode.parent}:{os.environ['PATH']}", "HOME": str(home)}
-    spec = tmp_path / "run.yaml"
-    spec.write_text(
-        f"""version: 1
-name: opencode
-runtime: {{results_dir: results, progress: none}}
-requests:
-  - name: opencode
-    benchmark: {{id: exact_match, dataset: data.jsonl}}
-    harness: {json.dumps(harness)}
-    model: {{id: fake-model, base_url: "{srv.base_url}", api_protocol: {d.protocol}, api_key: "{KEY}"}}
-    environment: {{id: host_process, run_env_variables: {json.dumps(env)}}}
-    execution: {{run_timeout_seconds: 180, max_retries: 0}}
-"""
-    )
-    monkeypatch.chdir(tmp_path)
-    main(["run", str(spec)])
-    return json.loads(next((tmp_path / "results").rglob("attempt-1/result.json")).read_text())
+    harness = shipped_harness("opencode", tmp_path, install=f"{opencode} --version")
+    env = home_env(tmp_path, opencode.parent)
+    return run_qa(tmp_path, monkeypatch, srv, harness, protocol=AGENTS["opencode"].protocol, key=KEY, env=env)
 
 
 def _calls(tmp_path: Path) -> list[dict]:
-    data = json.loads(next((tmp_path / "results").rglob("attempt-1/model_calls.json")).read_text())
-    return data["calls"] if isinstance(data, dict) else data
+    return model_calls(tmp_path)
 
 
 def test_opencode_answers_through_the_gateway(opencode_bin: Path, tmp_path: Path, monkeypatch, capsys) -> None:

@@ -11,94 +11,44 @@ the tests are skipped loudly, unless ``ACX_REQUIRE_OPENHANDS=1`` makes that a fa
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import subprocess
 from pathlib import Path
-from typing import Any
 
-import msgspec
 import pytest
 
-from acx.cli import main
-from acx.components.harnesses._agents import AGENTS, LOG_DIR
+from acx.components.harnesses._agents import AGENTS
 from acx.testing.fake_models import FakeModelServer, error, tool_call
+
+from ._real import home_env, run_qa, shipped_harness, venv_cli
 
 pytestmark = pytest.mark.slow
 
 OPENHANDS_VERSION = "1.16.0"
-REPO = Path(__file__).resolve().parents[2]
-VENV = REPO / ".pytest_cache" / "acx-pip" / f"openhands-{OPENHANDS_VERSION}"
 KEY = "sk-real-upstream-key-openhands-77"
-
-
-def _require(reason: str) -> None:
-    if os.environ.get("ACX_REQUIRE_OPENHANDS") == "1":
-        pytest.fail(f"{reason} (ACX_REQUIRE_OPENHANDS=1)")
-    pytest.skip(f"!!! real OpenHands tests SKIPPED: {reason} !!!")
 
 
 @pytest.fixture(scope="session")
 def openhands_bin() -> Path:
-    binary = VENV / "bin" / "openhands"
-    if not binary.exists():
-        python = shutil.which(os.environ.get("ACX_OPENHANDS_PYTHON", "python3.12"))
-        if python is None:
-            _require("no Python 3.12 interpreter (set ACX_OPENHANDS_PYTHON)")
-        try:
-            subprocess.run([str(python), "-m", "venv", str(VENV)], check=True, capture_output=True, timeout=120)
-            pip = [str(VENV / "bin" / "pip"), "install", "-q", "--disable-pip-version-check"]
-            subprocess.run([*pip, f"openhands=={OPENHANDS_VERSION}"], check=True, capture_output=True, timeout=1800)
-        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
-            _require(f"could not install openhands=={OPENHANDS_VERSION}: {exc}")
-    if not binary.exists():
-        _require(f"{binary} is missing after the install")
-    return binary
-
-
-def _moved(value: Any, logs: Path) -> Any:
-    return json.loads(json.dumps(value).replace(LOG_DIR, str(logs)))
+    return venv_cli(
+        "openhands",
+        "openhands",
+        OPENHANDS_VERSION,
+        "openhands",
+        flag="ACX_REQUIRE_OPENHANDS",
+        label="OpenHands",
+        python=os.environ.get("ACX_OPENHANDS_PYTHON", "python3.12"),
+        timeout=1800,
+        check_version=False,  # its --version starts the whole app; the pinned install is the check
+    )
 
 
 def _run(tmp_path: Path, monkeypatch, srv: FakeModelServer, openhands: Path) -> dict:
-    logs = tmp_path / "agent-logs"
-    d = AGENTS["openhands"]
-    harness = {
-        "id": "installed_agent",
-        "agent": "openhands",
-        "install": "true",  # installed by the fixture
-        "agent_dir": str(tmp_path / "agent-dir"),
-        "command": _moved(d.command, logs),
-        "logs": _moved(d.logs, logs),
-        "answer": _moved(msgspec.to_builtins(d.answer), logs),
-    }
-    home = tmp_path / "home"
-    home.mkdir()
-    (tmp_path / "data.jsonl").write_text(json.dumps({"id": "q0", "question": "What is 6*7?", "answer": "42"}) + "\n")
+    harness = shipped_harness("openhands", tmp_path)
     # The definition's fixed env points the conversation store at /logs/agent: moved here too.
-    env = {
-        "PATH": f"{openhands.parent}:{os.environ['PATH']}",
-        "HOME": str(home),
-        "OPENHANDS_CONVERSATIONS_DIR": str(logs / "openhands-conversations"),
-    }
-    spec = tmp_path / "run.yaml"
-    spec.write_text(
-        f"""version: 1
-name: openhands
-runtime: {{results_dir: results, progress: none}}
-requests:
-  - name: openhands
-    benchmark: {{id: exact_match, dataset: data.jsonl}}
-    harness: {json.dumps(harness)}
-    model: {{id: fake-model, base_url: "{srv.base_url}", api_protocol: {d.protocol}, api_key: "{KEY}"}}
-    environment: {{id: host_process, run_env_variables: {json.dumps(env)}}}
-    execution: {{run_timeout_seconds: 600, max_retries: 0}}
-"""
-    )
-    monkeypatch.chdir(tmp_path)
-    main(["run", str(spec)])
-    return json.loads(next((tmp_path / "results").rglob("attempt-1/result.json")).read_text())
+    conversations = str(tmp_path / "agent-logs" / "openhands-conversations")
+    env = home_env(tmp_path, openhands.parent, OPENHANDS_CONVERSATIONS_DIR=conversations)
+    protocol = AGENTS["openhands"].protocol
+    return run_qa(tmp_path, monkeypatch, srv, harness, protocol=protocol, key=KEY, env=env, timeout=600)
 
 
 def test_openhands_runs_its_tool_and_answers_by_finish(

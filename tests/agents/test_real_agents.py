@@ -1,8 +1,9 @@
 """The real mini-swe-agent (PyPI) and Claude Code (npm) through a whole ``acx run`` on
 ``host_process`` with the ``installed_agent`` harness and their shipped definitions, against acx's
 scripted fake model server (through the run's gateway): the QA answer is the agent's submission /
-final result, not its console output (issue 23 item 2). Each package is installed once per session
-into a temporary venv / npm prefix; without the registries the tests skip, saying so.
+final result, not its console output (issue 23 item 2). Each package is installed once into
+``.pytest_cache/`` (tests/agents/_real.py; the Claude Code prefix is the one scripts/test.sh fetches
+for the compatibility suite); without the registries the tests skip, saying so.
 
 The definitions' log directory (/logs/agent, a sandbox path) becomes a temporary directory here:
 on host_process it would be the host's own /logs."""
@@ -10,99 +11,56 @@ on host_process it would be the host's own /logs."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 
-from acx.cli import main
-from acx.components.harnesses._agents import AGENTS, LOG_DIR
+from acx.components.harnesses._agents import AGENTS
 from acx.testing.fake_models import FakeModelServer, error, text, tool_call
+
+from ._real import home_env, npm_cli, run_qa, shipped_harness, venv_cli
 
 pytestmark = pytest.mark.slow
 
-MINI_VERSION = "mini-swe-agent==2.4.6"
-CLAUDE_VERSION = "@anthropic-ai/claude-code@2.1.197"
+MINI_VERSION = "2.4.6"
+CLAUDE_VERSION = "2.1.197"
 
 
 @pytest.fixture(scope="session")
-def mini_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    venv = tmp_path_factory.mktemp("mini-venv")
-    try:
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True, timeout=120)
-        subprocess.run(
-            [str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", MINI_VERSION],
-            check=True,
-            capture_output=True,
-            timeout=600,
-        )
-    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
-        pytest.skip(f"!!! could not install {MINI_VERSION} from PyPI: {exc} !!!")
-    return venv / "bin"
+def mini_bin() -> Path:
+    binary = venv_cli(
+        "mini-swe-agent", "mini-swe-agent", MINI_VERSION, "mini", flag=None, label="mini-swe-agent", check_version=False
+    )
+    return binary.parent
 
 
 @pytest.fixture(scope="session")
-def claude_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    npm = shutil.which("npm")
-    if npm is None or shutil.which("node") is None:
-        pytest.skip("!!! no node/npm: the real Claude Code CLI cannot run !!!")
-    prefix = tmp_path_factory.mktemp("claude-npm")
-    try:
-        subprocess.run(
-            [npm, "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(prefix), CLAUDE_VERSION],
-            check=True,
-            capture_output=True,
-            timeout=600,
-        )
-    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
-        pytest.skip(f"!!! could not install {CLAUDE_VERSION} from npm: {exc} !!!")
-    return prefix / "node_modules" / ".bin"
-
-
-def _moved(value: Any, logs: Path) -> Any:
-    """The definition's value with /logs/agent moved to ``logs``."""
-    return json.loads(json.dumps(value).replace(LOG_DIR, str(logs)))
+def claude_bin() -> Path:
+    if shutil.which("node") is None:
+        pytest.skip("!!! no node: the real Claude Code CLI cannot run !!!")
+    binary = npm_cli(
+        "claude-code", "@anthropic-ai/claude-code", CLAUDE_VERSION, "claude", flag=None, label="Claude Code"
+    )
+    return binary.parent
 
 
 def _run(tmp_path: Path, monkeypatch, srv: FakeModelServer, agent: str, bin_dir: Path, **extra: Any) -> dict:
-    logs = tmp_path / "agent-logs"
-    d = AGENTS[agent]
-    harness = {
-        "id": "installed_agent",
-        "agent": agent,  # its env and aliases as shipped
-        "install": "true",  # installed by the fixture
-        "agent_dir": str(tmp_path / "agent-dir"),
-        "command": _moved(d.command, logs),
-        "logs": _moved(d.logs, logs),
-        "answer": _moved(msgspec.to_builtins(d.answer), logs),
-        **extra,
-    }
-    home = tmp_path / "home"
-    home.mkdir()
-    (tmp_path / "data.jsonl").write_text(json.dumps({"id": "q0", "question": "What is 2+2?", "answer": "4"}) + "\n")
-    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "HOME": str(home)}
-    spec = tmp_path / "run.yaml"
-    spec.write_text(
-        f"""version: 1
-name: real
-runtime: {{results_dir: results, progress: none}}
-requests:
-  - name: real
-    benchmark: {{id: exact_match, dataset: data.jsonl}}
-    harness: {json.dumps(harness)}
-    model: {{id: m, base_url: "{srv.base_url}", api_protocol: {d.protocol}}}
-    environment: {{id: host_process, run_env_variables: {json.dumps(env)}}}
-    execution: {{run_timeout_seconds: 180}}
-"""
+    harness = shipped_harness(agent, tmp_path, **extra)
+    env = home_env(tmp_path, bin_dir)
+    protocol = AGENTS[agent].protocol
+    return run_qa(
+        tmp_path,
+        monkeypatch,
+        srv,
+        harness,
+        protocol=protocol,
+        question="What is 2+2?",
+        answer="4",
+        env=env,
+        retries=None,
     )
-    monkeypatch.chdir(tmp_path)
-    main(["run", str(spec)])
-    return json.loads(next((tmp_path / "results").rglob("attempt-1/result.json")).read_text())
 
 
 def test_mini_swe_agent_answer_is_its_submission(tmp_path: Path, monkeypatch, capsys, mini_bin: Path) -> None:

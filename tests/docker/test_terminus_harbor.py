@@ -105,6 +105,24 @@ def test_terminus_solves_the_harbor_task(tmp_path: Path) -> None:  # contracts H
     assert "reply again with" in msgs[3][-1]["content"]  # the completion is asked to be confirmed
     assert "Hello, world!" in result["telemetry"]["agent_logs"]["terminal"]
     assert len(result["trajectory"]["steps"]) == 4
+    # The agent compatibility suite's cases (a) and (d) for Terminus (issue 23): the loop runs on
+    # the host, so the sandbox stays no-network with no gateway inside it; every call the fake
+    # server saw is one the gateway recorded, with its usage.
+    (calls_file,) = (tmp_path / "results" / "t2").glob("*/details/*/*/attempt-1/model_calls.json")
+    calls = json.loads(calls_file.read_text())
+    calls = calls["calls"] if isinstance(calls, dict) else calls
+    assert len(calls) == len(srv.requests) and all(c["status"] == 200 for c in calls), calls
+    usage = result["telemetry"]["model_usage"]
+    assert usage["model_calls"] == 4 and usage["prompt_tokens"] == 200 and usage["completion_tokens"] == 80, usage
+    plans = subprocess.run(
+        [sys.executable, "-m", "acx", "compile", "--plans", str(tmp_path / "t2.yaml")],
+        cwd=tmp_path,
+        env={**os.environ, "MKEY": KEY},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "run no-network" in plans.stdout and "allowlist" not in plans.stdout, plans.stdout
 
 
 def test_terminus_gives_up_cleanly(tmp_path: Path) -> None:
