@@ -131,7 +131,7 @@ def check_buffer(path: str, text: str, open_docs: Mapping[str, str] | None = Non
         out.append(
             dataclasses.replace(
                 d,
-                message=f"in imported file {os.path.relpath(d.span.file if d.span else where)}: {d.message}",
+                message=f"in imported file {os.path.relpath(where, os.path.dirname(os.path.abspath(path)))}: {d.message}",
                 span=at,
                 related=(Related(d.span, d.message), *d.related) if d.span is not None else d.related,
             )
