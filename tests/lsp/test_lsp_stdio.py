@@ -228,3 +228,34 @@ async def test_symbols_and_rename(client: LanguageClient, project: Path) -> None
     assert edit is not None and edit.changes is not None
     assert set(edit.changes) == {uri, (project / "common.acx").as_uri()}
     assert all(e.new_text == "all_models" for es in edit.changes.values() for e in es)
+
+
+@pytest.mark.asyncio
+async def test_a_burst_of_edits_is_checked_once_for_the_last_version(client: LanguageClient, project: Path) -> None:
+    import asyncio
+
+    spec = project / "nightly.acx"
+    text = spec.read_text()
+    uri = _open(client, spec, text)
+    assert await _diagnostics(client, uri, 1) == []
+    for version in (2, 3, 4):
+        edited = text.replace("task_concurrency = 8", f"task_concurrency = {'x' * version}")
+        client.text_document_did_change(
+            T.DidChangeTextDocumentParams(
+                text_document=T.VersionedTextDocumentIdentifier(uri=uri, version=version),
+                content_changes=[T.TextDocumentContentChangeWholeDocument(text=edited)],
+            )
+        )
+    params = await client.wait_for_notification(T.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+    assert params.version == 4  # versions 2 and 3 were superseded within the debounce window
+    assert [d.code for d in params.diagnostics] == ["E0125"]  # `xxxx` is an undefined name
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(client.wait_for_notification(T.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS), 0.6)
+
+
+def test_without_pygls_acx_lsp_says_what_to_install() -> None:
+    code = "import sys; sys.modules['pygls'] = None; from acx.cli import main; sys.exit(main(['lsp']))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, timeout=60)
+    assert out.returncode == 2
+    assert "E0670" in out.stderr and "pip install 'acx-eval[lsp]'" in out.stderr
+    assert "Traceback" not in out.stderr

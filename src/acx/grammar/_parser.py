@@ -17,6 +17,7 @@ has no errors, so placeholder tokens never reach the lowering.
 from __future__ import annotations
 
 import bisect
+import collections
 import contextlib
 import contextvars
 import functools
@@ -214,8 +215,30 @@ class _Recovery:
         return True
 
 
+#: Recently parsed texts: the AST is immutable, so one parse serves every reader of the same text
+#: (``acx check`` reads a file twice; the language server re-reads unchanged imports per keystroke).
+_PARSED: collections.OrderedDict[tuple[str, str], A.Module] = collections.OrderedDict()
+_PARSED_MAX = 16
+_PARSED_LOCK = threading.Lock()
+
+
 def parse(text: str, file: str = "<string>") -> A.Module:
     """Parse ``.acx`` source. Raises :class:`AcxSyntaxError` with every syntax diagnostic."""
+    key = (file, text)
+    with _PARSED_LOCK:
+        hit = _PARSED.get(key)
+        if hit is not None:
+            _PARSED.move_to_end(key)
+            return hit
+    module = _parse(text, file)
+    with _PARSED_LOCK:
+        _PARSED[key] = module
+        while len(_PARSED) > _PARSED_MAX:
+            _PARSED.popitem(last=False)
+    return module
+
+
+def _parse(text: str, file: str) -> A.Module:
     recovery = _Recovery(file, text)
     comments: list[Token] = []
     string_errors: list[Diagnostic] = []

@@ -142,7 +142,7 @@ def check_buffer(path: str, text: str, open_docs: Mapping[str, str] | None = Non
 def _import_closure(path: str, text: str, overlay: Mapping[str, str]) -> list[tuple[Span, set[str]]]:
     """For each import statement of the buffer: its span and the real paths it reaches."""
     out = []
-    for rel, start, end in outline(text).imports:
+    for rel, start, end in _full(text).imports:
         (l1, c1), (l2, c2) = position_of(text, start), position_of(text, end)
         reached: set[str] = set()
         _reach(os.path.normpath(os.path.join(os.path.dirname(path), rel)), overlay, reached, 0)
@@ -158,7 +158,7 @@ def _reach(path: str, overlay: Mapping[str, str], seen: set[str], depth: int) ->
     text = _read(path, overlay)
     if text is None:
         return
-    for rel, _, _ in outline(text).imports:
+    for rel, _, _ in _full(text).imports:
         _reach(os.path.normpath(os.path.join(os.path.dirname(path), rel)), overlay, seen, depth + 1)
 
 
@@ -239,9 +239,14 @@ def _select(node: Any, cid: str, root: dict[str, Any]) -> Any:
     return node
 
 
-def _document_kind(full: Outline) -> str:
-    tops = {b.kind for b in full.blocks if b.depth == 1}
-    return "orchestration" if tops & {"orchestration", "run"} else "run_config"
+def _document_kind(before: Outline, text: str) -> str:
+    """orchestration (a top-level `orchestration` or `run`) or run_config: from the block the
+    cursor is in when there is one, else from the whole buffer's top level."""
+    if len(before.frames) > 1:
+        kinds = {before.frames[1].kind}
+    else:
+        kinds = {b.kind for b in _full(text).blocks if b.depth == 1}
+    return "orchestration" if kinds & {"orchestration", "run"} else "run_config"
 
 
 def _node_at(frames: list[Frame], doc_kind: str) -> tuple[Any, dict[str, Any], str | None]:
@@ -343,12 +348,23 @@ def _context(text: str, offset: int) -> _Context:
 
 
 def _token_at(text: str, offset: int) -> Token | None:
-    for t in tokens(text):
-        if t.start <= offset <= t.end and t.start < offset:
-            return t
-        if t.start > offset:
+    """The token the cursor is in or just after (its line is scanned, not the file)."""
+    line_start = text.rfind("\n", 0, offset) + 1
+    line_end = text.find("\n", offset)
+    line_end = len(text) if line_end < 0 else line_end
+    for t in tokens(text[line_start:line_end]):
+        start, end = t.start + line_start, t.end + line_start
+        if start < offset <= end:
+            return Token(t.kind, t.text, start, end)
+        if start > offset:
             break
     return None
+
+
+@functools.lru_cache(maxsize=8)
+def _full(text: str) -> Outline:
+    """The outline of a whole buffer (completion and hover ask for it once per text)."""
+    return outline(text)
 
 
 # ---- completion ---------------------------------------------------------------------------------
@@ -370,7 +386,7 @@ def complete(path: str, text: str, line: int, col: int, open_docs: Mapping[str, 
         return _import_items(path)
     if out.expect == "label" and out.key in _COMPONENT_KINDS:
         return _component_items(out.key)
-    doc_kind = _document_kind(outline(text))
+    doc_kind = _document_kind(out, text)
     if out.expect == "value":
         return _value_items(path, text, out, doc_kind, open_docs)
     if out.expect != "stmt":
@@ -453,7 +469,7 @@ def _value_items(
 
 def _visible_lets(path: str, text: str, open_docs: Mapping[str, str] | None) -> list[tuple[str, str]]:
     """(name, file) of the lets of the buffer and of the files it imports."""
-    out = [(name, path) for name, _, _, _ in outline(text).lets]
+    out = [(name, path) for name, _, _, _ in _full(text).lets]
     for file, _, lets in _imported_outlines(path, text, open_docs):
         out += [(name, file) for name, _, _, _ in lets]
     return out
@@ -470,7 +486,7 @@ def _imported_outlines(
         file, body, depth = queue.pop(0)
         if depth >= _MAX_IMPORT_DEPTH:
             continue
-        for rel, _, _ in outline(body).imports:
+        for rel, _, _ in _full(body).imports:
             target = os.path.normpath(os.path.join(os.path.dirname(file), rel))
             if os.path.realpath(target) in seen:
                 continue
@@ -478,7 +494,7 @@ def _imported_outlines(
             inner = _read(target, open_docs)
             if inner is None:
                 continue
-            out.append((target, inner, outline(inner).lets))
+            out.append((target, inner, _full(inner).lets))
             queue.append((target, inner, depth + 1))
     return out
 
@@ -515,7 +531,7 @@ def hover(
     offset = offset_of(text, line, col)
     ctx = _context(text, offset)
     out = ctx.before
-    doc_kind = _document_kind(outline(text))
+    doc_kind = _document_kind(out, text)
     is_key = ctx.word and out.expect == "stmt" and _followed_by(text, ctx.word_end, "=")
     if is_key:
         return _key_hover(out.frames, ctx.word, doc_kind)
@@ -608,7 +624,7 @@ def _value_hover(
 def _let_values(path: str, text: str, open_docs: Mapping[str, str] | None) -> Iterator[tuple[str, str, str]]:
     files = [(path, text), *((f, t) for f, t, _ in _imported_outlines(path, text, open_docs))]
     for file, body in files:
-        for name, _, end, _ in outline(body).lets:
+        for name, _, end, _ in _full(body).lets:
             rest = body[end:].split("\n", 1)[0].strip()
             value = rest[1:].strip() if rest.startswith("=") else rest
             yield name, file, _mask(value)
@@ -675,7 +691,7 @@ def definition(
 ) -> list[Location]:
     """Where the let, import or recipe at the cursor is defined."""
     offset = offset_of(text, line, col)
-    full = outline(text)
+    full = _full(text)
     for rel, start, end in full.imports:
         if start <= offset <= end:
             target = os.path.normpath(os.path.join(os.path.dirname(path), rel))
@@ -689,7 +705,7 @@ def definition(
         return []
     files = [(path, text), *((f, t) for f, t, _ in _imported_outlines(path, text, open_docs))]
     for file, body in files:
-        o = full if file == path else outline(body)
+        o = full if file == path else _full(body)
         lets = [(s, e) for name, s, e, _ in o.lets if name == word]
         if lets:
             return [_location(file, body, s, e) for s, e in lets[:1]]
@@ -701,7 +717,7 @@ def definition(
 
 def document_symbols(path: str, text: str) -> list[Symbol]:
     """The outline: orchestrations and the runs in them, recipes, lets."""
-    full = outline(text)
+    full = _full(text)
     symbols: list[tuple[int, Symbol]] = []
     for b in sorted(full.blocks, key=lambda b: b.start):
         if b.kind not in ("orchestration", "run", "recipe"):
@@ -768,7 +784,7 @@ def rename_let(
 
 def _is_let(loc: Location, word: str, open_docs: Mapping[str, str] | None, path: str, text: str) -> bool:
     body = text if os.path.realpath(loc.path) == os.path.realpath(path) else _read(loc.path, open_docs) or ""
-    return any(n == word for n, _, _, _ in outline(body).lets)
+    return any(n == word for n, _, _, _ in _full(body).lets)
 
 
 def _loop_vars(module: Any) -> set[str]:

@@ -59,6 +59,8 @@ class AcxLanguageServer(LanguageServer):
         super().__init__("acx", __version__)
         self.debounce = debounce
         self.pending: dict[str, asyncio.Task[None]] = {}
+        # Checks run on their own thread, so a completion never waits behind a full check.
+        self.checker = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="acx-lsp-check")
         self.worker = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="acx-lsp")
 
     def open_texts(self) -> dict[str, str]:
@@ -67,6 +69,9 @@ class AcxLanguageServer(LanguageServer):
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.worker, fn, *args)
+
+    async def check(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self.checker, fn, *args)
 
 
 def _range(doc: Any, loc: A.Location) -> T.Range:
@@ -129,10 +134,10 @@ def build_server(debounce: float = 0.2) -> AcxLanguageServer:
                     help="save the file to refresh its diagnostics",
                     severity="warning",
                 ),
-                *await server.run(_check_saved, path),
+                *await server.check(_check_saved, path),
             ]
         else:
-            diagnostics = await server.run(A.check_buffer, path, text, server.open_texts())
+            diagnostics = await server.check(A.check_buffer, path, text, server.open_texts())
         current = server.workspace.get_text_document(uri)
         if current.version != version or current.source != text:
             return  # stale: a newer edit has its own check scheduled
