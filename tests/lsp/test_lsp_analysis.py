@@ -66,7 +66,7 @@ def test_component_ids_come_from_the_registry_with_descriptions() -> None:
 
 
 def test_completion_in_a_half_typed_buffer() -> None:
-    text = 'orchestration x {\n  defaults {\n    execution {\n      attempts { strategy = '
+    text = "orchestration x {\n  defaults {\n    execution {\n      attempts { strategy = "
     assert {"avg", "pass"} <= set(_labels(text, "strategy = ", path="/tmp/x.acx"))
     text = 'import "'
     assert any(label.endswith(".acx") for label in _labels(text, 'import "', path=str(EXAMPLES / "new.acx")))
@@ -146,7 +146,9 @@ def test_positions_round_trip() -> None:
         assert offset_of(NIGHTLY, *position_of(NIGHTLY, offset)) == offset
 
 
-_EDIT = st.tuples(st.integers(0, len(NIGHTLY)), st.integers(0, 12), st.text(alphabet='{}[]()="#\n ab_=-${1m', max_size=12))
+_EDIT = st.tuples(
+    st.integers(0, len(NIGHTLY)), st.integers(0, 12), st.text(alphabet='{}[]()="#\n ab_=-${1m', max_size=12)
+)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -44,7 +44,11 @@ def project(tmp_path: Path) -> Path:
 def _open(client: LanguageClient, path: Path, text: str | None = None) -> str:
     uri = path.as_uri()
     client.text_document_did_open(
-        T.DidOpenTextDocumentParams(T.TextDocumentItem(uri=uri, language_id="acx", version=1, text=text if text is not None else path.read_text()))
+        T.DidOpenTextDocumentParams(
+            T.TextDocumentItem(
+                uri=uri, language_id="acx", version=1, text=text if text is not None else path.read_text()
+            )
+        )
     )
     return uri
 
@@ -117,7 +121,7 @@ COMPLETIONS = [
     ("nightly.acx", "  defaults {\n    ", "execution"),
     ("nightly.acx", "    environment ", "docker"),
     ("nightly.acx", "    execution {\n      ", "run_timeout"),
-    ("nightly.acx", "import \"", "quickstart.acx"),
+    ("nightly.acx", 'import "', "quickstart.acx"),
 ]
 
 
@@ -152,7 +156,9 @@ async def test_hover_key_docs_and_value_provenance(client: LanguageClient, proje
     path = project / "nightly.acx"
     text = path.read_text()
     uri = _open(client, path, text)
-    key = await client.text_document_hover_async(T.HoverParams(text_document=T.TextDocumentIdentifier(uri=uri), position=_pos(text, "max_tok")))
+    key = await client.text_document_hover_async(
+        T.HoverParams(text_document=T.TextDocumentIdentifier(uri=uri), position=_pos(text, "max_tok"))
+    )
     assert key is not None and "completion token cap" in str(key.contents)
     value = await client.text_document_hover_async(
         T.HoverParams(text_document=T.TextDocumentIdentifier(uri=uri), position=_pos(text, "run_timeout = 1"))
@@ -202,10 +208,16 @@ async def test_definition_across_an_import(client: LanguageClient, project: Path
 @pytest.mark.asyncio
 async def test_formatting_equals_acx_fmt(client: LanguageClient, project: Path) -> None:
     path = project / "nightly.acx"
-    messy = path.read_text().replace("  task_concurrency = 8", "task_concurrency=8   ").replace("    progress = plain", "progress   =plain")
+    messy = (
+        path.read_text()
+        .replace("  task_concurrency = 8", "task_concurrency=8   ")
+        .replace("    progress = plain", "progress   =plain")
+    )
     uri = _open(client, path, messy)
     edits = await client.text_document_formatting_async(
-        T.DocumentFormattingParams(text_document=T.TextDocumentIdentifier(uri=uri), options=T.FormattingOptions(tab_size=2, insert_spaces=True))
+        T.DocumentFormattingParams(
+            text_document=T.TextDocumentIdentifier(uri=uri), options=T.FormattingOptions(tab_size=2, insert_spaces=True)
+        )
     )
     assert edits and len(edits) == 1
     expected = subprocess.run(
@@ -219,11 +231,15 @@ async def test_symbols_and_rename(client: LanguageClient, project: Path) -> None
     path = project / "nightly.acx"
     text = path.read_text()
     uri = _open(client, path, text)
-    symbols = await client.text_document_document_symbol_async(T.DocumentSymbolParams(text_document=T.TextDocumentIdentifier(uri=uri)))
+    symbols = await client.text_document_document_symbol_async(
+        T.DocumentSymbolParams(text_document=T.TextDocumentIdentifier(uri=uri))
+    )
     assert symbols is not None
     assert [s.name for s in symbols] == ["orchestration nightly", "run qa-${model_id}"]
     edit = await client.text_document_rename_async(
-        T.RenameParams(text_document=T.TextDocumentIdentifier(uri=uri), position=_pos(text, "in mod"), new_name="all_models")
+        T.RenameParams(
+            text_document=T.TextDocumentIdentifier(uri=uri), position=_pos(text, "in mod"), new_name="all_models"
+        )
     )
     assert edit is not None and edit.changes is not None
     assert set(edit.changes) == {uri, (project / "common.acx").as_uri()}

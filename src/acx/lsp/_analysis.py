@@ -128,10 +128,11 @@ def check_buffer(path: str, text: str, open_docs: Mapping[str, str] | None = Non
             out.append(d if d.span is not None else dataclasses.replace(d, span=Span(path, 1, 1)))
             continue
         at = next((span for span, files in imports if where in files), None) or Span(path, 1, 1)
+        shown = os.path.relpath(where, os.path.dirname(os.path.abspath(path)))
         out.append(
             dataclasses.replace(
                 d,
-                message=f"in imported file {os.path.relpath(where, os.path.dirname(os.path.abspath(path)))}: {d.message}",
+                message=f"in imported file {shown}: {d.message}",
                 span=at,
                 related=(Related(d.span, d.message), *d.related) if d.span is not None else d.related,
             )
@@ -189,7 +190,7 @@ def format_buffer(path: str, text: str) -> str:
 def _schema(kind: str) -> dict[str, Any]:
     from acx.schemas import load_schema
 
-    return load_schema(kind)  # type: ignore[no-any-return]
+    return load_schema(kind)
 
 
 def _deref(node: Any, root: dict[str, Any]) -> Any:
@@ -242,11 +243,8 @@ def _select(node: Any, cid: str, root: dict[str, Any]) -> Any:
 def _document_kind(before: Outline, text: str) -> str:
     """orchestration (a top-level `orchestration` or `run`) or run_config: from the block the
     cursor is in when there is one, else from the whole buffer's top level."""
-    if len(before.frames) > 1:
-        kinds = {before.frames[1].kind}
-    else:
-        kinds = {b.kind for b in _full(text).blocks if b.depth == 1}
-    return "orchestration" if kinds & {"orchestration", "run"} else "run_config"
+    top = [before.frames[1].kind] if len(before.frames) > 1 else [b.kind for b in _full(text).blocks if b.depth == 1]
+    return "orchestration" if {"orchestration", "run"} & set(top) else "run_config"
 
 
 def _node_at(frames: list[Frame], doc_kind: str) -> tuple[Any, dict[str, Any], str | None]:
@@ -592,9 +590,7 @@ def _config_docs(component: str) -> dict[str, dict[str, str]]:
 
 
 def _row_text(row: Mapping[str, str], source: str) -> str:
-    return (
-        f"**{row['field']}**: `{row['type']}`\n\ndefault: `{row['default']}`\n\n{row['description']}\n\n*{source}*"
-    )
+    return f"**{row['field']}**: `{row['type']}`\n\ndefault: `{row['default']}`\n\n{row['description']}\n\n*{source}*"
 
 
 def _component_hover(kind: str, cid: str) -> str | None:
@@ -686,9 +682,7 @@ def _at(source: str, real: str, line: int, cwd: str) -> bool:
 # ---- definition, symbols, rename ----------------------------------------------------------------
 
 
-def definition(
-    path: str, text: str, line: int, col: int, open_docs: Mapping[str, str] | None = None
-) -> list[Location]:
+def definition(path: str, text: str, line: int, col: int, open_docs: Mapping[str, str] | None = None) -> list[Location]:
     """Where the let, import or recipe at the cursor is defined."""
     offset = offset_of(text, line, col)
     full = _full(text)

@@ -76,17 +76,17 @@ class AcxLanguageServer(LanguageServer):
 
 def _range(doc: Any, loc: A.Location) -> T.Range:
     server = T.Range(T.Position(loc.line, loc.col), T.Position(loc.end_line, loc.end_col))
-    return doc.range_to_client_units(server) if doc is not None else server  # type: ignore[no-any-return]
+    return doc.range_to_client_units(server) if doc is not None else server
 
 
 def _to_lsp(doc: Any, d: Diagnostic) -> T.Diagnostic:
     span = d.span
     assert span is not None  # check_buffer places every diagnostic in the buffer
-    loc = A.Location(span.file, span.line - 1, span.col - 1, (span.end_line or span.line) - 1, (span.end_col or span.col + 1) - 1)
+    loc = A.Location(
+        span.file, span.line - 1, span.col - 1, (span.end_line or span.line) - 1, (span.end_col or span.col + 1) - 1
+    )
     related = [
-        T.DiagnosticRelatedInformation(
-            T.Location(_uri(r.span.file), _range(None, _loc(r.span))), r.message
-        )
+        T.DiagnosticRelatedInformation(T.Location(_uri(r.span.file), _range(None, _loc(r.span))), r.message)
         for r in d.related
     ]
     message = d.message + (f"\nhelp: {d.help}" if d.help else "")
@@ -96,14 +96,15 @@ def _to_lsp(doc: Any, d: Diagnostic) -> T.Diagnostic:
         message=message,
         severity=severity,
         code=d.code,
-        code_description=T.CodeDescription(href=f"https://acx.invalid/docs/errors.md#{d.code}"),
         source="acx",
         related_information=related or None,
     )
 
 
 def _loc(span: Any) -> A.Location:
-    return A.Location(span.file, span.line - 1, span.col - 1, (span.end_line or span.line) - 1, (span.end_col or span.col + 1) - 1)
+    return A.Location(
+        span.file, span.line - 1, span.col - 1, (span.end_line or span.line) - 1, (span.end_col or span.col + 1) - 1
+    )
 
 
 def build_server(debounce: float = 0.2) -> AcxLanguageServer:
@@ -164,9 +165,7 @@ def build_server(debounce: float = 0.2) -> AcxLanguageServer:
             task.cancel()
         ls.text_document_publish_diagnostics(T.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[]))
 
-    @server.feature(
-        T.TEXT_DOCUMENT_COMPLETION, T.CompletionOptions(trigger_characters=[" ", '"', "=", "{", "\n"])
-    )
+    @server.feature(T.TEXT_DOCUMENT_COMPLETION, T.CompletionOptions(trigger_characters=[" ", '"', "=", "{", "\n"]))
     async def completion(ls: AcxLanguageServer, params: T.CompletionParams) -> T.CompletionList:
         _, path, text, line, col = position(params.text_document.uri, params.position)
         items = await ls.run(A.complete, path, text, line, col, ls.open_texts())
@@ -244,9 +243,9 @@ def build_server(debounce: float = 0.2) -> AcxLanguageServer:
 
 
 def _check_saved(path: str) -> list[Diagnostic]:
-    from acx.cli._lang import check_file
-
     import dataclasses
+
+    from acx.cli._lang import check_file
 
     return [d if d.span is not None else dataclasses.replace(d, span=Span(path, 1, 1)) for d in check_file(path)]
 
