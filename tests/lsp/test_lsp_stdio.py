@@ -34,7 +34,7 @@ async def client(lsp_client: LanguageClient):  # type: ignore[no-untyped-def]
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    for name in ("nightly.acx", "common.acx", "quickstart.acx"):
+    for name in ("nightly.acx", "common.acx", "quickstart.acx", "run-config.acx", "docker-smoke.acx"):
         shutil.copy(EXAMPLES / name, tmp_path / name)
     (tmp_path / "data").mkdir()
     shutil.copy(EXAMPLES / "data" / "lang-qa.jsonl", tmp_path / "data" / "lang-qa.jsonl")
@@ -54,10 +54,15 @@ def _open(client: LanguageClient, path: Path, text: str | None = None) -> str:
 
 
 async def _diagnostics(client: LanguageClient, uri: str, version: int) -> list[T.Diagnostic]:
-    while True:
-        params = await client.wait_for_notification(T.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
-        if params.uri == uri and params.version == version:
-            return list(params.diagnostics)
+    import asyncio
+
+    async def wait() -> list[T.Diagnostic]:
+        while True:
+            params = await client.wait_for_notification(T.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+            if params.uri == uri and params.version == version:
+                return list(params.diagnostics)
+
+    return await asyncio.wait_for(wait(), 60)  # a missing publish fails the test, never hangs it
 
 
 def _pos(text: str, marker: str, after: bool = True) -> T.Position:
@@ -115,13 +120,13 @@ COMPLETIONS = [
     ("nightly.acx", "    progress = ", "plain"),
     ("nightly.acx", "    harness ", "openai_chat"),
     ("nightly.acx", "      attempts {\n        ", "strategy"),
-    ("nightly.acx", "        strategy = ", "pass"),
-    ("nightly.acx", "    model {\n      ", "base_url"),
-    ("nightly.acx", "        dataset = ", "qa_dataset"),
-    ("nightly.acx", "  defaults {\n    ", "execution"),
-    ("nightly.acx", "    environment ", "docker"),
-    ("nightly.acx", "    execution {\n      ", "run_timeout"),
+    ("nightly.acx", "        dataset = ", "qa_dataset"),  # a let of the imported common.acx
     ("nightly.acx", 'import "', "quickstart.acx"),
+    ("run-config.acx", "  pull = ", "missing"),
+    ("run-config.acx", "\nenvironment docker {\n  ", "pull"),  # run-config form: per-id params
+    ("quickstart.acx", "  environment host_process {\n    ", "inherit_env"),
+    ("docker-smoke.acx", "    run_network_policy = ", "no_network"),
+    ("docker-smoke.acx", "    artifact_limits {\n      ", "max_files"),
 ]
 
 
@@ -262,7 +267,7 @@ async def test_a_burst_of_edits_is_checked_once_for_the_last_version(client: Lan
                 content_changes=[T.TextDocumentContentChangeWholeDocument(text=edited)],
             )
         )
-    params = await client.wait_for_notification(T.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+    params = await asyncio.wait_for(client.wait_for_notification(T.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS), 60)
     assert params.version == 4  # versions 2 and 3 were superseded within the debounce window
     assert [d.code for d in params.diagnostics] == ["E0125"]  # `xxxx` is an undefined name
     with pytest.raises(asyncio.TimeoutError):

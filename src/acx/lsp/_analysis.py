@@ -119,8 +119,10 @@ def check_buffer(path: str, text: str, open_docs: Mapping[str, str] | None = Non
     overlay = {**(open_docs or {}), path: text}
     with source_overlay(overlay):
         diagnostics = unique(check_file(path))
-        imports = _import_closure(path, text, overlay)
     me = os.path.realpath(path)
+    elsewhere = any(d.span is not None and os.path.realpath(d.span.file) != me for d in diagnostics)
+    # Only an error in another file needs the import graph (most checks skip this pass).
+    imports = _import_closure(path, text, overlay) if elsewhere else []
     out = []
     for d in diagnostics:
         where = os.path.realpath(d.span.file) if d.span is not None else me
@@ -454,7 +456,7 @@ def _value_items(
 
             values = sorted(enum_values(out.key))
         for v in values:
-            bare = v if _NAME.fullmatch(v) else v.replace("-", "_")
+            bare = v.replace("-", "_")  # how .acx writes enum values (`no-network` → `no_network`)
             insert = bare if _NAME.fullmatch(bare) else f'"{v}"'
             items.append(Completion(insert, "enum", f"{out.key} value"))
     for name, where in _visible_lets(path, text, open_docs):
