@@ -169,3 +169,17 @@ def test_any_edit_any_cursor_no_crash_and_bounded(edits: list[tuple[int, int, st
     for d in check_buffer(path, text):
         assert d.span is not None and Path(d.span.file) == Path(path)
     assert time.perf_counter() - start < 10
+
+
+def test_hover_on_a_let_never_shows_a_literal_secret(tmp_path: Path) -> None:
+    text = (
+        'let token = "sk-proj-abcdefghijklmnop1234"\nlet key_ref = secret("MODEL_API_KEY")\n'
+        'run r {\n  model { id = "m"; api_key = token }\n  harness none {}\n'
+        '  benchmark exact_match { dataset = "d.jsonl" }\n}\n'
+    )
+    spec = str(tmp_path / "s.acx")
+    shown = hover(spec, text, *_at(text, "api_key = tok"), cwd=str(tmp_path)) or ""
+    assert "sk-proj-abcdefghijklmnop1234" not in shown and "let token = <secret value hidden>" in shown
+    plain = text.replace("api_key = token", "api_key = key_ref")
+    shown = hover(spec, plain, *_at(plain, "api_key = key_"), cwd=str(tmp_path)) or ""
+    assert 'secret("MODEL_API_KEY")' in shown

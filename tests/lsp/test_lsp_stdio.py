@@ -21,7 +21,7 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
 
 @pytest_lsp.fixture(
     config=ClientServerConfig(
-        server_command=[sys.executable, "-m", "acx", "lsp", "--debounce-ms", "50"], server_env=ENV
+        server_command=[sys.executable, "-m", "acx", "lsp", "--debounce-ms", "150"], server_env=ENV
     ),
 )
 async def client(lsp_client: LanguageClient):  # type: ignore[no-untyped-def]

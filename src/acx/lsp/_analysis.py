@@ -541,7 +541,7 @@ def hover(
         return _key_hover(out.frames, ctx.word, doc_kind)
     if out.expect == "value" and (ctx.word or ctx.token is not None):
         word = ctx.word if ctx.token is None or ctx.token.kind == "name" else ""
-        return _value_hover(path, text, line, open_docs, cwd, word)
+        return _value_hover(path, text, line, open_docs, cwd, word, out.key)
     return None
 
 
@@ -605,13 +605,13 @@ def _component_hover(kind: str, cid: str) -> str | None:
 
 
 def _value_hover(
-    path: str, text: str, line: int, open_docs: Mapping[str, str] | None, cwd: str | None, word: str
+    path: str, text: str, line: int, open_docs: Mapping[str, str] | None, cwd: str | None, word: str, key: str | None
 ) -> str | None:
     parts = []
     if word:
         for name, where, value in _let_values(path, text, open_docs):
             if name == word:
-                parts.append(f"`let {name} = {value}`  ({os.path.basename(where)})")
+                parts.append(f"`let {name} = {_mask(value, name, key)}`  ({os.path.basename(where)})")
                 break
     explained = _explain_line(path, text, line, open_docs, cwd or os.getcwd())
     if explained:
@@ -625,12 +625,19 @@ def _let_values(path: str, text: str, open_docs: Mapping[str, str] | None) -> It
         for name, _, end, _ in _full(body).lets:
             rest = body[end:].split("\n", 1)[0].strip()
             value = rest[1:].strip() if rest.startswith("=") else rest
-            yield name, file, _mask(value)
+            yield name, file, value
 
 
-def _mask(value: str) -> str:
-    """A let's text as shown: a literal string on a secret-looking name would already be an
-    error; ``secret("X")`` is a reference, shown as written."""
+def _mask(value: str, name: str, key: str | None) -> str:
+    """A let's text as shown in hover: references (``secret("X")``, ``env("X")``, ``${X}``) as
+    written; a literal that is, or sits at, a secret (a sensitive key, a secret-looking name or
+    value, a URL with a password) is never shown."""
+    from acx.secrets import holds_url_credentials, is_secret_name, is_secret_value, is_sensitive_key
+
+    reference = re.fullmatch(r'(?:secret|env)\("[^"]*"\)|"\$\{[^}]*\}"', value.strip()) is not None
+    secret = (key is not None and is_sensitive_key(key)) or is_secret_name(name) or is_secret_value(value.strip('"'))
+    if not reference and (secret or holds_url_credentials(value)):
+        return "<secret value hidden>"
     return value if len(value) <= 120 else value[:117] + "..."
 
 
