@@ -280,3 +280,22 @@ def test_without_pygls_acx_lsp_says_what_to_install() -> None:
     assert out.returncode == 2
     assert "E0670" in out.stderr and "pip install 'acx-eval[lsp]'" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+@pytest.mark.asyncio
+async def test_editing_an_open_import_rechecks_the_files_that_import_it(client: LanguageClient, project: Path) -> None:
+    common = project / "common.acx"
+    common_uri = _open(client, common)
+    assert await _diagnostics(client, common_uri, 1) == []
+    spec = project / "nightly.acx"
+    uri = _open(client, spec)
+    assert await _diagnostics(client, uri, 1) == []
+    renamed = common.read_text().replace("let qa_dataset", "let qa_data")  # unsaved
+    client.text_document_did_change(
+        T.DidChangeTextDocumentParams(
+            text_document=T.VersionedTextDocumentIdentifier(uri=common_uri, version=2),
+            content_changes=[T.TextDocumentContentChangeWholeDocument(text=renamed)],
+        )
+    )
+    got = await _diagnostics(client, uri, 1)  # nightly.acx itself did not change
+    assert [d.code for d in got] == ["E0125"] and "qa_dataset" in got[0].message

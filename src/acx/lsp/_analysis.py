@@ -153,6 +153,15 @@ def _import_closure(path: str, text: str, overlay: Mapping[str, str]) -> list[tu
     return out
 
 
+def imported_files(path: str, text: str, open_docs: Mapping[str, str] | None = None) -> set[str]:
+    """Real paths of every file the buffer imports, transitively (open buffers read first)."""
+    overlay = {**(open_docs or {}), path: text}
+    reached: set[str] = set()
+    for _, files in _import_closure(path, text, overlay):
+        reached |= files
+    return reached
+
+
 def _reach(path: str, overlay: Mapping[str, str], seen: set[str], depth: int) -> None:
     real = os.path.realpath(path)
     if real in seen or depth > _MAX_IMPORT_DEPTH:

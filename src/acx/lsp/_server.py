@@ -150,9 +150,24 @@ def build_server(debounce: float = 0.2) -> AcxLanguageServer:
     async def did_open(ls: AcxLanguageServer, params: T.DidOpenTextDocumentParams) -> None:
         schedule(params.text_document.uri, 0)
 
+    def dependents(uri: str) -> list[str]:
+        """Other open .acx documents that import ``uri`` (their diagnostics depend on its text)."""
+        changed = os.path.realpath(_path(uri))
+        texts = server.open_texts()
+        return [
+            other
+            for other, doc in server.workspace.text_documents.items()
+            if other != uri
+            and _path(other).endswith(".acx")
+            and changed in A.imported_files(_path(other), doc.source, texts)
+        ]
+
     @server.feature(T.TEXT_DOCUMENT_DID_CHANGE)
     async def did_change(ls: AcxLanguageServer, params: T.DidChangeTextDocumentParams) -> None:
-        schedule(params.text_document.uri, ls.debounce)
+        uri = params.text_document.uri
+        schedule(uri, ls.debounce)
+        for other in await ls.run(dependents, uri):
+            schedule(other, ls.debounce)
 
     @server.feature(T.TEXT_DOCUMENT_DID_SAVE)
     async def did_save(ls: AcxLanguageServer, params: T.DidSaveTextDocumentParams) -> None:
