@@ -299,3 +299,32 @@ async def test_editing_an_open_import_rechecks_the_files_that_import_it(client: 
     )
     got = await _diagnostics(client, uri, 1)  # nightly.acx itself did not change
     assert [d.code for d in got] == ["E0125"] and "qa_dataset" in got[0].message
+
+
+@pytest.mark.asyncio
+async def test_a_yaml_spec_is_checked_as_saved_and_says_so(client: LanguageClient, tmp_path: Path) -> None:
+    spec = tmp_path / "nightly.yaml"
+    shutil.copy(EXAMPLES / "nightly.yaml", spec)
+    uri = spec.as_uri()
+    client.text_document_did_open(
+        T.DidOpenTextDocumentParams(
+            text_document=T.TextDocumentItem(uri=uri, language_id="yaml", version=1, text=spec.read_text())
+        )
+    )
+    got = await _diagnostics(client, uri, 1)
+    assert [(d.code, d.severity) for d in got] == [("W0308", T.DiagnosticSeverity.Warning)]
+
+
+@pytest.mark.asyncio
+async def test_rename_of_something_that_is_not_a_let_is_refused(client: LanguageClient, project: Path) -> None:
+    from pygls.exceptions import JsonRpcException
+
+    path = project / "nightly.acx"
+    text = path.read_text()
+    uri = _open(client, path, text)
+    with pytest.raises(JsonRpcException, match="E0671"):
+        await client.text_document_rename_async(
+            T.RenameParams(
+                text_document=T.TextDocumentIdentifier(uri=uri), position=_pos(text, "task_conc"), new_name="x"
+            )
+        )
