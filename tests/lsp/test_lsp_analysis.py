@@ -183,3 +183,8 @@ def test_hover_on_a_let_never_shows_a_literal_secret(tmp_path: Path) -> None:
     plain = text.replace("api_key = token", "api_key = key_ref")
     shown = hover(spec, plain, *_at(plain, "api_key = key_"), cwd=str(tmp_path)) or ""
     assert 'secret("MODEL_API_KEY")' in shown
+
+
+def test_nothing_is_completed_inside_a_string_value() -> None:
+    text = 'run r {\n  benchmark exact_match { dataset = "da'
+    assert complete("/tmp/s.acx", text, *_at(text, '"da')) == []

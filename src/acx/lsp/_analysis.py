@@ -391,8 +391,9 @@ def complete(path: str, text: str, line: int, col: int, open_docs: Mapping[str, 
     offset = offset_of(text, line, col)
     ctx = _context(text, offset)
     out = ctx.before
-    if ctx.token is not None and ctx.token.kind == "str" and out.expect == "import":
-        return _import_items(path)
+    if ctx.token is not None and ctx.token.kind in ("str", "ml"):
+        # Inside a string: only an import path has something to complete.
+        return _import_items(path) if out.expect == "import" else []
     if out.expect == "label" and out.key in _COMPONENT_KINDS:
         return _component_items(out.key)
     doc_kind = _document_kind(out, text)
