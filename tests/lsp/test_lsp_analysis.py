@@ -188,3 +188,10 @@ def test_hover_on_a_let_never_shows_a_literal_secret(tmp_path: Path) -> None:
 def test_nothing_is_completed_inside_a_string_value() -> None:
     text = 'run r {\n  benchmark exact_match { dataset = "da'
     assert complete("/tmp/s.acx", text, *_at(text, '"da')) == []
+
+
+def test_definition_of_a_built_in_recipe() -> None:
+    text = 'run r {\n  execution { enabled_recipes = ["exact_match_default_budgets"] }\n}\n'
+    [loc] = definition("/tmp/s.acx", text, *_at(text, '["exact_match_def'))
+    assert Path(loc.path).name == "exact_match.acx" and Path(loc.path).parent.name == "stdlib_recipes"
+    assert loc.line == 2

@@ -725,6 +725,20 @@ def definition(path: str, text: str, line: int, col: int, open_docs: Mapping[str
         recipes = [b for b in o.blocks if b.kind == "recipe" and b.label == word]
         if recipes:
             return [_location(file, body, recipes[0].name_start, recipes[0].name_end)]
+    return _builtin_recipe(word)
+
+
+def _builtin_recipe(name: str) -> list[Location]:
+    """A built-in declarative recipe (``acx.stdlib_recipes/*.acx``) named ``name``."""
+    from importlib.resources import files
+
+    for entry in sorted(files("acx.stdlib_recipes").iterdir(), key=lambda e: e.name):
+        if not entry.name.endswith(".acx"):
+            continue
+        body = entry.read_text(encoding="utf-8")
+        for b in _full(body).blocks:
+            if b.kind == "recipe" and b.label == name:
+                return [_location(str(entry), body, b.name_start, b.name_end)]
     return []
 
 
