@@ -28,6 +28,7 @@ _COMMAND_MODULES = (
     "acx.cli._envcmd",
     "acx.cli._cache",
     "acx.cli._catalog",
+    "acx.cli._lsp",
 )
 
 

@@ -1021,10 +1021,11 @@ def _lower_unguarded(lw: _Lowerer, module: A.Module, expected: DocKind | None) -
 
 
 def _text_of(path: str) -> str | None:
+    from acx.grammar._parser import read_source
+
     try:
-        with open(path, encoding="utf-8") as fh:
-            return fh.read()
-    except OSError:
+        return read_source(path)  # an editor's unsaved buffer (source_overlay) when there is one
+    except AcxSyntaxError:
         return None
 
 

@@ -17,11 +17,14 @@ has no errors, so placeholder tokens never reach the lowering.
 from __future__ import annotations
 
 import bisect
+import collections
+import contextlib
+import contextvars
 import functools
 import os
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +52,7 @@ __all__ = [
     "parse_file",
     "parser_cache_path",
     "read_source",
+    "source_overlay",
 ]
 
 _GRAMMAR = Path(__file__).with_name("acx.lark")
@@ -211,8 +215,30 @@ class _Recovery:
         return True
 
 
+#: Recently parsed texts: the AST is immutable, so one parse serves every reader of the same text
+#: (``acx check`` reads a file twice; the language server re-reads unchanged imports per keystroke).
+_PARSED: collections.OrderedDict[tuple[str, str], A.Module] = collections.OrderedDict()
+_PARSED_MAX = 16
+_PARSED_LOCK = threading.Lock()
+
+
 def parse(text: str, file: str = "<string>") -> A.Module:
     """Parse ``.acx`` source. Raises :class:`AcxSyntaxError` with every syntax diagnostic."""
+    key = (file, text)
+    with _PARSED_LOCK:
+        hit = _PARSED.get(key)
+        if hit is not None:
+            _PARSED.move_to_end(key)
+            return hit
+    module = _parse(text, file)
+    with _PARSED_LOCK:
+        _PARSED[key] = module
+        while len(_PARSED) > _PARSED_MAX:
+            _PARSED.popitem(last=False)
+    return module
+
+
+def _parse(text: str, file: str) -> A.Module:
     recovery = _Recovery(file, text)
     comments: list[Token] = []
     string_errors: list[Diagnostic] = []
@@ -254,11 +280,34 @@ def parse_file(path: str) -> A.Module:
     return parse(read_source(path), path)
 
 
+#: Unsaved editor buffers by real path (``acx lsp``): read instead of the file on disk.
+_OVERLAY: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar("acx_source_overlay", default=None)
+
+
+@contextlib.contextmanager
+def source_overlay(texts: Mapping[str, str]) -> Iterator[None]:
+    """Within the block, :func:`read_source` returns ``texts[realpath]`` for the files it names.
+
+    The language server checks an unsaved buffer (and the open buffers it imports) through the
+    same code path as ``acx check``; keys may be any spelling of the path."""
+    token = _OVERLAY.set({os.path.realpath(k): v for k, v in texts.items()})
+    try:
+        yield
+    finally:
+        _OVERLAY.reset(token)
+
+
 def read_source(path: str, *, at: Span | None = None) -> str:
     """The text of the ``.acx`` file ``path`` (a BOM is dropped), or an E0120 naming the file.
 
     ``at``: where the file was asked for (an import), shown as the error's span; a file that is
-    not UTF-8 is blamed at the line and column of its first undecodable byte instead."""
+    not UTF-8 is blamed at the line and column of its first undecodable byte instead. Inside
+    :func:`source_overlay` an overlaid path is read from there."""
+    overlay = _OVERLAY.get()
+    if overlay:
+        text = overlay.get(os.path.realpath(path))
+        if text is not None:
+            return text[1:] if text.startswith("\ufeff") else text
     try:
         data = read_regular_file(path, max_bytes=MAX_ACX_BYTES)
     except InputFileError as exc:
