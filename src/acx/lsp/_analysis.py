@@ -216,7 +216,9 @@ def _alternatives(node: Any, root: dict[str, Any]) -> Iterator[dict[str, Any]]:
     if not isinstance(node, dict):
         return
     branches = [b for k in ("anyOf", "oneOf", "allOf") for b in node.get(k, ())]
-    if not branches:
+    # A component's entry is its own properties plus ``allOf`` the kind's shared definition
+    # (schemas by reference): both sides hold keys.
+    if not branches or "properties" in node:
         yield node
     for b in branches:
         yield from _alternatives(b, root)
