@@ -29,6 +29,9 @@
 #                         vscode-oniguruma, esbuild, @vscode/vsce, vscode-languageclient; pinned by
 #                         editors/vscode/package-lock.json, `npm ci` into editors/vscode/node_modules)
 #                         fails the run instead of skipping tests/editors (set by .ci/run).
+#   ACX_REQUIRE_OPENHANDS=1  a failed install of the real OpenHands (PyPI openhands, pinned in
+#                         tests/agents/test_openhands_real.py, into a venv of ACX_OPENHANDS_PYTHON, by
+#                         default pyenv's 3.12.1) fails its tests instead of skipping them (set by .ci/run).
 #   ACX_TEST_STRESS=1     run pytest while one CPU burner per core keeps the machine busy (every
 #                         bound in the tests must hold under load; not part of every CI run).
 set -euo pipefail
@@ -56,6 +59,14 @@ if PYENV_VERSION=3.12.1 python3.12 -m pip install -q --disable-pip-version-check
     export ACX_REQUIRE_PEERS=1  # the interop tests fail, not skip, without harbor
 else
     echo "WARNING: harbor could not be installed under python3.12: its interop tests will skip" >&2
+fi
+
+# The real OpenHands (tests/agents/test_openhands_real.py, tests/docker/test_agent_compat.py) needs
+# Python >= 3.12: pyenv's 3.12.1 here, named by its path so no pyenv shim has to pick it.
+if [ -z "${ACX_OPENHANDS_PYTHON:-}" ]; then
+    if py312="$(PYENV_VERSION=3.12.1 python3.12 -c 'import sys; print(sys.executable)' 2>/dev/null)"; then
+        export ACX_OPENHANDS_PYTHON="$py312"
+    fi
 fi
 
 echo "==> Docker engine and test images"

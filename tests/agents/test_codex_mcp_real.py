@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.agents.test_codex_real import _run, codex_bin
+from tests.agents.test_codex_real import codex_bin
 
+from acx.cli import main
 from acx.components.harnesses._agents import AGENTS, LOG_DIR
 from acx.testing.fake_models import FakeModelServer, text
 
@@ -20,6 +21,12 @@ pytest.importorskip("mcp")
 
 TOY = Path(__file__).parent / "mcp_servers" / "toy_server.py"
 __all__ = ["codex_bin"]  # the fixture, re-exported for pytest
+
+
+def _run(spec: Path, monkeypatch) -> dict:
+    monkeypatch.chdir(spec.parent)
+    main(["run", str(spec)])
+    return json.loads(next((spec.parent / "results").rglob("attempt-1/result.json")).read_text())
 
 
 def _spec(tmp_path: Path, base_url: str, codex: Path) -> Path:
