@@ -177,6 +177,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "render_text",
         "unique",
     ],
+    "acx.cli": ["check_file", "component_field_rows", "main", "render_explain"],
     "acx.compiler": [
         "BaseRecipe",
         "Compiled",
@@ -188,6 +189,8 @@ PUBLIC_API: dict[str, list[str]] = {
         "compile_run",
         "deep_merge",
         "dry_run_payload",
+        "enum_values",
+        "explain_field",
         "load_config_documents",
         "orchestration_id",
         "output_namespace",
@@ -200,6 +203,9 @@ PUBLIC_API: dict[str, list[str]] = {
         "parse",
         "parse_file",
         "print_module",
+        "read_source",
+        "source_overlay",
+        "syntax",
     ],
     "acx.lsp": [
         "Completion",

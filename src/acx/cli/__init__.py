@@ -12,8 +12,26 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
-__all__ = ["main"]
+__all__ = ["check_file", "component_field_rows", "main", "render_explain"]
+
+#: What the language server (acx.lsp) builds on, so its diagnostics and hovers are exactly the
+#: commands' own: `acx check`'s per-file check, `acx config docs`' field rows and `acx explain`'s
+#: text rendering. Imported on first use (`acx --help` stays fast).
+_LAZY = {
+    "check_file": ("acx.cli._lang", "check_file"),
+    "component_field_rows": ("acx.cli._catalog", "component_field_rows"),
+    "render_explain": ("acx.cli._explain", "render_text"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module 'acx.cli' has no attribute {name!r}")
+    return getattr(importlib.import_module(where[0]), where[1])
+
 
 #: Modules that contribute sub-commands, in help order.
 _COMMAND_MODULES = (

@@ -33,6 +33,8 @@ from acx.compiler._source import SourceDoc
 from acx.compiler._validate import validate_document
 
 if TYPE_CHECKING:
+    from acx.compiler._acx_lower import enum_values
+    from acx.compiler._explain import explain_field
     from acx.compiler._planner import RequestPlan, plan_request
     from acx.compiler._recipes import BaseRecipe, RecipeRegistry
 
@@ -41,6 +43,8 @@ _LAZY = {
     "BaseRecipe": "acx.compiler._recipes",
     "RecipeRegistry": "acx.compiler._recipes",
     "RequestPlan": "acx.compiler._planner",
+    "enum_values": "acx.compiler._acx_lower",
+    "explain_field": "acx.compiler._explain",
     "plan_request": "acx.compiler._planner",
 }
 
@@ -65,6 +69,8 @@ __all__ = [
     "compile_run",
     "deep_merge",
     "dry_run_payload",
+    "enum_values",
+    "explain_field",
     "load_config_documents",
     "orchestration_id",
     "output_namespace",

@@ -9,16 +9,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__all__ = ["format_source", "parse", "parse_file", "print_module"]
+__all__ = ["format_source", "parse", "parse_file", "print_module", "read_source", "source_overlay", "syntax"]
 
 if TYPE_CHECKING:
+    from acx.grammar import _ast as syntax
     from acx.grammar._format import format_source, print_module
-    from acx.grammar._parser import parse, parse_file
+    from acx.grammar._parser import parse, parse_file, read_source, source_overlay
 
 
 def __getattr__(name: str) -> Any:
     # Lazy: `import acx.grammar` must not import lark (keeps `acx --help` fast).
-    if name in ("parse", "parse_file"):
+    if name == "syntax":
+        # The syntax tree's node classes (what `parse` returns), for tools that walk it.
+        from acx.grammar import _ast
+
+        return _ast
+    if name in ("parse", "parse_file", "read_source", "source_overlay"):
         from acx.grammar import _parser
 
         return getattr(_parser, name)

@@ -112,9 +112,9 @@ def check_buffer(path: str, text: str, open_docs: Mapping[str, str] | None = Non
     """``acx check``'s diagnostics of the buffer ``text`` at ``path`` (other open buffers override
     their files too). A diagnostic in an imported file is reported at the import that leads to it,
     its own location kept as related information."""
-    from acx.cli._lang import check_file
+    from acx.cli import check_file
     from acx.diagnostics import unique
-    from acx.grammar._parser import source_overlay
+    from acx.grammar import source_overlay
 
     overlay = {**(open_docs or {}), path: text}
     with source_overlay(overlay):
@@ -175,7 +175,7 @@ def _reach(path: str, overlay: Mapping[str, str], seen: set[str], depth: int) ->
 
 
 def _read(path: str, overlay: Mapping[str, str] | None = None) -> str | None:
-    from acx.grammar._parser import read_source, source_overlay
+    from acx.grammar import read_source, source_overlay
 
     try:
         with source_overlay(overlay or {}):
@@ -189,7 +189,7 @@ def _read(path: str, overlay: Mapping[str, str] | None = None) -> str | None:
 
 def format_buffer(path: str, text: str) -> str:
     """``acx fmt`` of the buffer (AcxSyntaxError when it does not parse)."""
-    from acx.grammar._format import format_source
+    from acx.grammar import format_source
 
     return format_source(text, path)
 
@@ -464,7 +464,7 @@ def _value_items(
         found = _prop_for(props, out.key)
         values = _enum_values(found[1], root) if found is not None else []
         if not values:
-            from acx.compiler._acx_lower import enum_values
+            from acx.compiler import enum_values
 
             values = sorted(enum_values(out.key))
         for v in values:
@@ -594,7 +594,7 @@ def _key_hover(frames: list[Frame], word: str, doc_kind: str) -> str | None:
 
 def _config_docs(component: str) -> dict[str, dict[str, str]]:
     """``acx config docs KIND ID``'s rows by field (empty for an unknown id)."""
-    from acx.cli._catalog import component_field_rows
+    from acx.cli import component_field_rows
 
     kind, cid = component.split(":", 1)
     try:
@@ -655,10 +655,9 @@ def _mask(value: str, name: str, key: str | None) -> str:
 
 def _explain_line(path: str, text: str, line: int, open_docs: Mapping[str, str] | None, cwd: str) -> str | None:
     """``acx explain`` for every resolved field a contribution on ``line`` of ``path`` fed."""
-    from acx.cli._explain import render_text
-    from acx.compiler import compile_orchestration
-    from acx.compiler._explain import explain_field
-    from acx.grammar._parser import source_overlay
+    from acx.cli import render_explain as render_text
+    from acx.compiler import compile_orchestration, explain_field
+    from acx.grammar import source_overlay
 
     environ = dict(os.environ)
     compiled = None
@@ -773,7 +772,7 @@ def rename_let(
     path: str, text: str, line: int, col: int, new_name: str, open_docs: Mapping[str, str] | None = None
 ) -> dict[str, list[TextEdit]]:
     """Edits renaming the let at the cursor (its definition and every use in the buffer)."""
-    from acx.grammar._parser import parse
+    from acx.grammar import parse
 
     if not _NAME.fullmatch(new_name) or new_name in _KEYWORDS:
         raise AcxUserError(
@@ -817,7 +816,7 @@ def _is_let(loc: Location, word: str, open_docs: Mapping[str, str] | None, path:
 
 
 def _loop_vars(module: Any) -> set[str]:
-    from acx.grammar import _ast as A
+    from acx.grammar import syntax as A
 
     names: set[str] = set()
 
@@ -835,7 +834,7 @@ def _loop_vars(module: Any) -> set[str]:
 
 def _uses(module: Any, name: str) -> list[Span]:
     """Spans of the let ``name``'s definition, bare uses and ``${name}`` interpolations."""
-    from acx.grammar import _ast as A
+    from acx.grammar import syntax as A
 
     spans: list[Span] = []
 

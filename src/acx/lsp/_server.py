@@ -260,7 +260,7 @@ def build_server(debounce: float = 0.2) -> AcxLanguageServer:
 def _check_saved(path: str) -> list[Diagnostic]:
     import dataclasses
 
-    from acx.cli._lang import check_file
+    from acx.cli import check_file
 
     return [d if d.span is not None else dataclasses.replace(d, span=Span(path, 1, 1)) for d in check_file(path)]
 
