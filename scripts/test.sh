@@ -236,4 +236,5 @@ if [ "${ACX_TEST_STRESS:-0}" = "1" ]; then
     trap 'kill "${burners[@]}" 2>/dev/null || true' EXIT
     echo "    ACX_TEST_STRESS=1: ${#burners[@]} CPU burner(s) running (pids ${burners[*]})"
 fi
-python3 -m pytest -n "${ACX_TEST_WORKERS:-auto}" "$@"
+# --durations: the slowest tests are named in every CI log (the 90-minute budget is watched there).
+python3 -m pytest -n "${ACX_TEST_WORKERS:-auto}" --durations=40 "$@"
