@@ -202,6 +202,26 @@ if ! ls "$OPENHANDS_WHEELS"/openhands-"${COMPAT_OPENHANDS}"-*.whl >/dev/null 2>&
         "openhands==${COMPAT_OPENHANDS}" >/tmp/acx-compat-openhands.log 2>&1 || cat /tmp/acx-compat-openhands.log >&2
 fi
 ls "$OPENHANDS_WHEELS"/openhands-"${COMPAT_OPENHANDS}"-*.whl >/dev/null 2>&1 || compat_ok=0
+# The host-side real-agent tests (tests/agents/test_{real_agents,aider_real,openhands_real}.py) run
+# the same pinned versions from venvs in .pytest_cache/acx-pip/: made here, once, from the wheels
+# just fetched (offline, a few seconds each), so no test installs from PyPI (minutes cold) while
+# the suite's clock runs, and no two pytest workers build the same venv at once.
+host_venv() {  # name version binary python wheels package
+    local venv=".pytest_cache/acx-pip/$1-$2"
+    [ -x "$venv/bin/$3" ] && return 0
+    rm -rf "$venv"
+    if ! { "$4" -m venv "$venv" && timeout 900 "$venv/bin/pip" install -q --disable-pip-version-check \
+            --no-index --find-links "$5" "$6==$2"; } >/tmp/acx-host-venv.log 2>&1; then
+        cat /tmp/acx-host-venv.log >&2
+        rm -rf "$venv"
+    fi
+}
+mkdir -p .pytest_cache/acx-pip
+host_venv mini-swe-agent "$COMPAT_MINI" mini python3 "$MINI_WHEELS" mini-swe-agent
+host_venv aider "$COMPAT_AIDER" aider python3 "$AIDER_WHEELS" aider-chat
+if [ -n "${ACX_OPENHANDS_PYTHON:-}" ]; then
+    host_venv openhands "$COMPAT_OPENHANDS" openhands "$ACX_OPENHANDS_PYTHON" "$OPENHANDS_WHEELS" openhands
+fi
 if [ "$compat_ok" != "1" ]; then
     if [ "${ACX_REQUIRE_AGENTS:-0}" = "1" ]; then
         echo "ERROR: the agent compatibility suite's packages could not be fetched and ACX_REQUIRE_AGENTS=1" >&2
