@@ -10,11 +10,14 @@ is the test's, because host_process runs on the host.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -37,6 +40,20 @@ def require(flag: str | None, label: str, reason: str) -> NoReturn:
     pytest.skip(f"!!! real {label} tests SKIPPED: {reason} !!!")
 
 
+@contextlib.contextmanager
+def _install_lock(target: Path) -> Iterator[None]:
+    """One installer per target across pytest's workers (each has its own session fixtures): a
+    second worker waits, then finds the install done, instead of building the same venv or npm
+    prefix at the same time. scripts/test.sh installs them all before pytest; this is the fallback."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f".{target.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def _check_version(binary: Path, version: str, flag: str | None, label: str) -> Path:
     try:
         res = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=120)
@@ -57,19 +74,24 @@ def npm_cli(
         return Path(given)
     prefix = NPM_CACHE / f"{name}-{version}"
     path = prefix / "node_modules" / ".bin" / binary
+    with _install_lock(prefix):
+        _npm_install(prefix, path, f"{package}@{version}", flag, label)
+    return _check_version(path, version, flag, label)
+
+
+def _npm_install(prefix: Path, path: Path, package: str, flag: str | None, label: str) -> None:
     if not path.exists():
         npm = shutil.which("npm")
         if npm is None:
             require(flag, label, "npm is not installed")
         prefix.mkdir(parents=True, exist_ok=True)
-        cmd = [npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", f"{package}@{version}"]
+        cmd = [npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", package]
         try:
             res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         except subprocess.TimeoutExpired:
             require(flag, label, f"npm install {package} timed out after 600 s")
         if res.returncode != 0 or not path.exists():
-            require(flag, label, f"npm install {package}@{version} failed: {res.stderr[-2000:]}")
-    return _check_version(path, version, flag, label)
+            require(flag, label, f"npm install {package} failed: {res.stderr[-2000:]}")
 
 
 def venv_cli(
@@ -87,6 +109,16 @@ def venv_cli(
     """``package==version`` installed once into the venv ``.pytest_cache/acx-pip/<name>-<version>``."""
     venv = PIP_CACHE / f"{name}-{version}"
     path = venv / "bin" / binary
+    with _install_lock(venv):
+        _venv_install(venv, path, f"{package}=={version}", python, timeout, flag, label)
+    if not path.exists():
+        require(flag, label, f"{path} is missing after the install")
+    return _check_version(path, version, flag, label) if check_version else path
+
+
+def _venv_install(
+    venv: Path, path: Path, requirement: str, python: str, timeout: float, flag: str | None, label: str
+) -> None:
     if not path.exists():
         interpreter = shutil.which(python)
         if interpreter is None:
@@ -94,13 +126,10 @@ def venv_cli(
         try:
             subprocess.run([interpreter, "-m", "venv", str(venv)], check=True, capture_output=True, timeout=120)
             pip = [str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check"]
-            subprocess.run([*pip, f"{package}=={version}"], check=True, capture_output=True, timeout=timeout)
+            subprocess.run([*pip, requirement], check=True, capture_output=True, timeout=timeout)
         except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
             shutil.rmtree(venv, ignore_errors=True)  # a half-made venv is not an install
-            require(flag, label, f"could not install {package}=={version}: {exc}")
-    if not path.exists():
-        require(flag, label, f"{path} is missing after the install")
-    return _check_version(path, version, flag, label) if check_version else path
+            require(flag, label, f"could not install {requirement}: {exc}")
 
 
 def moved(value: Any, logs: Path) -> Any:
