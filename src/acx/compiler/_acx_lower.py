@@ -365,26 +365,13 @@ def _int_if_whole(value: float) -> int | float:
 Form = Literal["orchestration", "single_run", "run_config"]
 
 
-class _Lowerer:
+class _Diagnostics:
+    """The lowering's diagnostics: one per mistake; an input limit (E0219) reported once."""
+
     def __init__(self) -> None:
         self.diagnostics: list[Diagnostic] = []
-        self.locs: dict[Path_, Span] = {}
-        self.key_locs: dict[Path_, Span] = {}
-        self.secret_paths: set[Path_] = set()
-        #: strings holding a literal `${` (written `$${`): never read from the environment.
-        self.literal_paths: set[Path_] = set()
-        self.modules: dict[str, A.Module] = {}
-        self.recipes: list[tuple[A.Block, _Scope]] = []
-        self.active: list[_Binding] = []
-        self.bound_files: set[str] = set()
-        #: Let values by (binding, enum key): a let used n times is evaluated once, so doubling
-        #: lets cost their size, not 2**n evaluations (``_FAILED`` remembers a reported error).
-        self.memo: dict[tuple[int, str | None], tuple[_Binding, Any]] = {}
-        self.placed = 0  # values placed into the document (MAX_EXPANDED_NODES)
-        self.iterations = 0  # for-loop iterations run (MAX_LOOP_ITERATIONS)
         self.limit_hit = False
 
-    # -- diagnostics -------------------------------------------------------------------------
     def error(
         self,
         code: str,
@@ -396,7 +383,25 @@ class _Lowerer:
         self.diagnostics.append(Diagnostic(code=code, message=message, span=span, help=help, related=related))
         return _Abort()
 
-    # -- files, imports, lets ----------------------------------------------------------------
+    def limit(self, what: str, span: Span | None, help: str) -> _Abort:
+        """An input limit was hit (E0219): reported once per document, then every statement stops."""
+        if not self.limit_hit:
+            self.limit_hit = True
+            self.error("E0219", what, span, help)
+        return _Abort()
+
+
+class _Modules:
+    """Files, imports and lets: which modules are read, which names they bind, which recipes
+    they hold (lowered after the document)."""
+
+    def __init__(self, diag: _Diagnostics) -> None:
+        self.diag = diag
+        self.error = diag.error
+        self.modules: dict[str, A.Module] = {}
+        self.recipes: list[tuple[A.Block, _Scope]] = []
+        self.bound_files: set[str] = set()
+
     def load_module(self, path: str, chain: tuple[str, ...], at: Span | None) -> A.Module | None:
         from acx.grammar._parser import parse, read_source
 
@@ -423,12 +428,12 @@ class _Lowerer:
                     "import paths are relative to the importing file",
                 )
             else:
-                self.diagnostics.extend(exc.diagnostics)
+                self.diag.diagnostics.extend(exc.diagnostics)
             return None
         try:
             module = parse(text, path)
         except AcxSyntaxError as exc:
-            self.diagnostics.extend(exc.diagnostics)
+            self.diag.diagnostics.extend(exc.diagnostics)
             return None
         self.modules[real] = module
         return module
@@ -483,7 +488,17 @@ class _Lowerer:
             return
         scope.names[name] = _Binding(stmt.value, scope, stmt.name.span)
 
-    # -- values ------------------------------------------------------------------------------
+
+class _Values:
+    """Values evaluated without being placed (markers for env refs, durations, sizes, maps)."""
+
+    def __init__(self, diag: _Diagnostics) -> None:
+        self.error, self.limit = diag.error, diag.limit
+        self.active: list[_Binding] = []
+        #: Let values by (binding, enum key): a let used n times is evaluated once, so doubling
+        #: lets cost their size, not 2**n evaluations (``_FAILED`` remembers a reported error).
+        self.memo: dict[tuple[int, str | None], tuple[_Binding, Any]] = {}
+
     def resolve_ref(self, ref: A.Ref, scope: _Scope, key: str | None) -> Any:
         binding = scope.lookup(ref.name)
         if binding is not None:
@@ -544,13 +559,6 @@ class _Lowerer:
             self.active.pop()
         self.memo[memo_key] = (binding, value)
         return value
-
-    def limit(self, what: str, span: Span | None, help: str) -> _Abort:
-        """An input limit was hit (E0219): reported once per document, then every statement stops."""
-        if not self.limit_hit:
-            self.limit_hit = True
-            self.error("E0219", what, span, help)
-        return _Abort()
 
     def value(self, node: A.Value, scope: _Scope, key: str | None) -> Any:
         """Evaluate ``node`` without placing it (markers for env refs, durations, sizes)."""
@@ -647,6 +655,25 @@ class _Lowerer:
             "interpolate scalars only",
         )
 
+
+class _Lowerer:
+    """Places evaluated values into the document's data at their paths, block by block,
+    recording each value's and key's span (and which paths hold secrets or literal ``${``)."""
+
+    def __init__(self) -> None:
+        self.diag = _Diagnostics()
+        self.diagnostics = self.diag.diagnostics
+        self.error, self.limit = self.diag.error, self.diag.limit
+        self.files = _Modules(self.diag)
+        self.values = _Values(self.diag)
+        self.locs: dict[Path_, Span] = {}
+        self.key_locs: dict[Path_, Span] = {}
+        self.secret_paths: set[Path_] = set()
+        #: strings holding a literal `${` (written `$${`): never read from the environment.
+        self.literal_paths: set[Path_] = set()
+        self.placed = 0  # values placed into the document (MAX_EXPANDED_NODES)
+        self.iterations = 0  # for-loop iterations run (MAX_LOOP_ITERATIONS)
+
     # -- placing values at paths -------------------------------------------------------------
     def put(
         self,
@@ -680,7 +707,7 @@ class _Lowerer:
                 span,
                 f"the nesting limit is {MAX_NESTING_DEPTH} levels (docs/errors.md#E0219); flatten the structure",
             )
-        if self.placed > MAX_EXPANDED_NODES or self.limit_hit:
+        if self.placed > MAX_EXPANDED_NODES or self.diag.limit_hit:
             raise self.limit(
                 f"this document expands past {MAX_EXPANDED_NODES:,} values (lets used many times, loops)",
                 span,
@@ -712,7 +739,7 @@ class _Lowerer:
 
     def assign(self, stmt: A.Assign, scope: _Scope, out: dict[str, Any], path: Path_) -> None:
         key = stmt.key.name
-        raw = self.value(stmt.value, scope, key)
+        raw = self.values.value(stmt.value, scope, key)
         span = _value_span(stmt.value)
         if isinstance(raw, _Dur):
             if key.endswith("_mb"):
@@ -743,7 +770,7 @@ class _Lowerer:
         local = _Scope(parent=scope)
         for stmt in stmts:
             if isinstance(stmt, A.Let):
-                self.bind_let(stmt, local)
+                self.files.bind_let(stmt, local)
         self.statements(stmts, local, out, path, ctx)
         return out
 
@@ -793,7 +820,7 @@ class _Lowerer:
                     f'write "${{{label.value}}}" to use the value of `{label.value}`',
                 )
             return label.value
-        return self.string(label, scope)
+        return self.values.string(label, scope)
 
     def block(self, stmt: A.Block, scope: _Scope, out: dict[str, Any], path: Path_) -> None:
         key = stmt.kind.value
@@ -836,7 +863,7 @@ class _Lowerer:
             local = _Scope(parent=scope)
             for inner in stmt.body:
                 if isinstance(inner, A.Let):
-                    self.bind_let(inner, local)
+                    self.files.bind_let(inner, local)
             self.statements(stmt.body, local, request, rpath, "generic")
 
     def config_component(self, stmt: A.Block, scope: _Scope, out: dict[str, Any], path: Path_) -> None:
@@ -858,7 +885,7 @@ class _Lowerer:
     def loop(self, stmt: A.For, scope: _Scope, out: dict[str, Any], path: Path_, ctx: str) -> None:
         items = self.loop_items(stmt.iterable, scope)
         self.iterations += len(items)
-        if self.iterations > MAX_LOOP_ITERATIONS or self.limit_hit:
+        if self.iterations > MAX_LOOP_ITERATIONS or self.diag.limit_hit:
             raise self.limit(
                 f"for loops run more than {MAX_LOOP_ITERATIONS:,} iterations in this document",
                 stmt.span,
@@ -869,7 +896,7 @@ class _Lowerer:
             local.names[stmt.var.value] = _Binding(item_ast, item_scope, stmt.var.span, loop=True)
             for inner in stmt.body:
                 if isinstance(inner, A.Let):
-                    self.bind_let(inner, local)
+                    self.files.bind_let(inner, local)
             self.statements(stmt.body, local, out, path, ctx)
 
     def loop_items(self, node: A.Value, scope: _Scope) -> list[tuple[A.Value, _Scope]]:
@@ -945,7 +972,7 @@ def _form_of(lw: _Lowerer, module: A.Module) -> tuple[Form | None, list[Any]]:
 def lower_module(module: A.Module, *, expected: DocKind | None = None) -> SourceDoc:
     """Lower a parsed module (imports are read relative to ``module.file``)."""
     lw = _Lowerer()
-    lw.modules[os.path.realpath(module.file)] = module
+    lw.files.modules[os.path.realpath(module.file)] = module
     return _lower(lw, module, expected)
 
 
@@ -963,7 +990,7 @@ def _lower(lw: _Lowerer, module: A.Module, expected: DocKind | None) -> SourceDo
 
 def _lower_unguarded(lw: _Lowerer, module: A.Module, expected: DocKind | None) -> SourceDoc:
     scope = _Scope()
-    lw.bind_file(module, scope, (), imported=False)
+    lw.files.bind_file(module, scope, (), imported=False)
     form, stmts = _form_of(lw, module)
     data: dict[str, Any] = {}
     if form is None and not lw.diagnostics:
@@ -982,7 +1009,7 @@ def _lower_unguarded(lw: _Lowerer, module: A.Module, expected: DocKind | None) -
         data = _single_run(lw, stmts[0], scope)
     elif form == "run_config":
         lw.statements(tuple(stmts), scope, data, (), "run_config")
-    for block, rscope in lw.recipes:
+    for block, rscope in lw.files.recipes:
         try:
             _recipe(lw, block, rscope)  # checked even in spec files: a broken recipe is an error
         except _Abort:
@@ -1049,7 +1076,7 @@ def _orchestration(lw: _Lowerer, block: A.Block, scope: _Scope) -> dict[str, Any
     local = _Scope(parent=scope)
     for stmt in block.body:
         if isinstance(stmt, A.Let):
-            lw.bind_let(stmt, local)
+            lw.files.bind_let(stmt, local)
     body: dict[str, Any] = {}
     lw.statements(block.body, local, body, (), "orchestration")
     for key, value in body.items():
@@ -1196,7 +1223,7 @@ def _check_plan_keys(lw: _Lowerer, values: dict[str, Any], path: Path_, cls: typ
 def load_acx_document(path: str, *, expected: DocKind | None = None) -> SourceDoc:
     """Parse and lower the ``.acx`` file at ``path`` into a SourceDoc (YAML data shape + spans)."""
     lw = _Lowerer()
-    module = lw.load_module(path, (), None)
+    module = lw.files.load_module(path, (), None)
     if module is None:
         raise AcxSyntaxError(diagnostics=lw.diagnostics)
     return _lower(lw, module, expected)
@@ -1205,13 +1232,13 @@ def load_acx_document(path: str, *, expected: DocKind | None = None) -> SourceDo
 def load_acx_recipes(path: str) -> list[DeclarativeRecipe]:
     """The ``recipe`` blocks of ``path`` (and of the files it imports), in declaration order."""
     lw = _Lowerer()
-    module = lw.load_module(path, (), None)
+    module = lw.files.load_module(path, (), None)
     if module is None:
         raise AcxSyntaxError(diagnostics=lw.diagnostics)
-    lw.bind_file(module, _Scope(), (), imported=False)
+    lw.files.bind_file(module, _Scope(), (), imported=False)
     recipes: list[DeclarativeRecipe] = []
     seen: dict[str, Span] = {}
-    for block, scope in lw.recipes:
+    for block, scope in lw.files.recipes:
         try:
             recipe = _recipe(lw, block, scope)
         except _Abort:

@@ -12,6 +12,10 @@ Either way the call is checked against the session's limits and the run's cost l
 the one retry layer, recorded (request, response, timing, usage, cost, attempts) and counted. A
 session's tokens stop working when it closes. The real key is held only in memory here and in the
 client's auth header; it is never in a record, an env map or a message.
+
+Inside, the gateway is its parts: ``_Ledger`` (call records, limit refusals, totals, the run's
+cost limit), ``_RoleKeys`` (each role's key forms and upstream routes), ``_Answers`` (an answer
+from the model, the model-call cache or the replayed run) and ``_HttpFront`` (the HTTP endpoint).
 """
 
 from __future__ import annotations
@@ -350,17 +354,33 @@ class Gateway:
         self.cache = cache
         self.client = client or ModelClient()
         self._own_client = client is None
-        self.run_max_cost_usd = run_max_cost_usd
-        self.on_run_limit = on_run_limit
-        self.totals = UsageTotals()
-        self.run_stopped: str | None = None
         self._sessions: dict[str, tuple[GatewaySession, str]] = {}
-        self._seq = 0
         self._ports: dict[str, int] = {}
         self._scopes: list[trio.CancelScope] = []
-        self._role_secrets: dict[str, tuple[str, ...]] = {}
-        self._role_forms: dict[str, tuple[bytes, ...]] = {}
-        self._routes: dict[tuple[str, str], tuple[str, dict[str, str]]] = {}
+        self._ledger = _Ledger(run_max_cost_usd, on_run_limit)
+        self._keys = _RoleKeys()
+        self._answers = _Answers(self.roles, self.client, cache, replay, self._keys)
+        self._http = _HttpFront(
+            self.roles, self._sessions, self._ledger, self._keys, self._answers, self._call_in_process
+        )
+
+    @property
+    def totals(self) -> UsageTotals:
+        """The run's totals (every session's calls)."""
+        return self._ledger.totals
+
+    @property
+    def run_stopped(self) -> str | None:
+        """Why the run's calls are refused from now on (its cost limit), or None."""
+        return self._ledger.run_stopped
+
+    @property
+    def run_max_cost_usd(self) -> float | None:
+        return self._ledger.run_max_cost_usd
+
+    @property
+    def on_run_limit(self) -> Callable[[str], None] | None:
+        return self._ledger.on_run_limit
 
     # ---- lifecycle -------------------------------------------------------------------------------
     async def start(self, nursery: trio.Nursery, hosts: tuple[str, ...] = ("127.0.0.1",)) -> None:
@@ -422,13 +442,202 @@ class Gateway:
             self._sessions.pop(token, None)
         self.client.close_owner(session.owner)
 
-    async def _exchange(self, session: GatewaySession, rec: CallRecord, *args: Any, **kwargs: Any) -> Any:
+    # ---- calls -----------------------------------------------------------------------------------
+    async def _call_in_process(
+        self,
+        session: GatewaySession,
+        role_name: str,
+        request: ChatRequest,
+        *,
+        via: str = "in-process",
+        request_bytes: int = 0,
+    ) -> ModelResponse:
+        role = self._role(role_name)
+        ep = role.endpoint
+        why = self._ledger.refusal(session, role)
+        if why is not None:
+            raise self._ledger.refuse(session, role, ep.protocol, via, why)
+        url, body, headers = build_call(ep, request)
+        rec = self._ledger.record(session, role, ep.protocol, via)
+        rec.request = body
+        rec.secrets = self._keys.secrets(role)
+        rec.normalized_request = request
+        try:
+            ex = await self._answers.exchange(
+                session, rec, ep, url, body, headers, parse=lambda d: parse_response(ep.protocol, d)
+            )
+        except ModelCallError as exc:
+            self._ledger.failed(session, rec, exc)
+            raise
+        finally:
+            if not rec.finished_at:
+                rec.finished_at = time.time()
+        if ex is None:
+            raise ModelCallError("cancelled", rec.error["message"] if rec.error else "cancelled")
+        rec.finished_at = time.time()
+        # A host-side harness (and a translated answer) gets the answer without the key (M4).
+        resp, cut = scrub_response(ex.parsed, rec.secrets)
+        session.secrets_cut += cut
+        rec.attempts = ex.attempts
+        rec.status = ex.status
+        rec.response = resp.raw
+        rec.normalized_response = resp
+        keep_within_caps(rec, session, answer_bytes=len(ex.body), request_bytes=request_bytes)
+        self._ledger.account(session, role, rec, resp)
+        return resp
+
+    def _role(self, name: str) -> Role:
+        if name not in self.roles:
+            raise ModelCallError(
+                "refused", f"the run has no model role {name!r} (roles: {', '.join(sorted(self.roles))})"
+            )
+        return self.roles[name]
+
+    # ---- HTTP ------------------------------------------------------------------------------------
+    async def _handle(self, method: str, target: str, headers: dict[str, str], body: bytes) -> Reply:
+        return await self._http.handle(method, target, headers, body)
+
+
+class _RoleKeys:
+    """Per role, computed once: the forms of its key cut out of records and answers, and the
+    upstream route of each protocol a call is passed through in."""
+
+    def __init__(self) -> None:
+        self._secrets: dict[str, tuple[str, ...]] = {}
+        self._forms: dict[str, tuple[bytes, ...]] = {}
+        self._routes: dict[tuple[str, str], tuple[str, dict[str, str]]] = {}
+
+    def secrets(self, role: Role) -> tuple[str, ...]:
+        # Per role, once: the wrapped credential is a base64 encoding per call otherwise.
+        found = self._secrets.get(role.name)
+        if found is None:
+            ep = role.endpoint
+            # Not a placeholder (`api_key: none`) or a too-short literal: cutting "none" out of
+            # every answer would mangle text and protect nothing (the W0305 rule).
+            found = tuple(x for x in {ep.api_key, ep.credential()} if x and is_secret_value(x))
+            self._secrets[role.name] = found
+        return found
+
+    def scrubber(self, role: Role) -> RelayScrubber:
+        """A fresh scrubber of the role's key forms (computed once per role)."""
+        forms = self._forms.get(role.name)
+        if forms is None:
+            forms = self._forms[role.name] = secret_forms(self.secrets(role))
+        return RelayScrubber(forms)
+
+    def upstream(self, role: Role, protocol: Protocol) -> tuple[str, dict[str, str]]:
+        """URL and auth headers of a call passed through in ``protocol`` (per role, once)."""
+        key = (role.name, protocol)
+        found = self._routes.get(key)
+        if found is None:
+            ep = role.endpoint
+            found = (call_path(protocol, ep.base_url), auth_headers(protocol, ep.credential(), ep.anthropic_version))
+            self._routes[key] = found
+        return found
+
+
+class _Ledger:
+    """Each call's record in its session, the limit refusals, and what the calls used and cost —
+    per session, per role, and for the run (whose cost limit stops it)."""
+
+    def __init__(self, run_max_cost_usd: float | None, on_run_limit: Callable[[str], None] | None) -> None:
+        self.run_max_cost_usd = run_max_cost_usd
+        self.on_run_limit = on_run_limit
+        self.totals = UsageTotals()
+        self.run_stopped: str | None = None
+        self._seq = 0
+
+    def refusal(self, session: GatewaySession, role: Role | None = None) -> str | None:
+        if session.closed:
+            return "the session is closed"
+        if self.run_stopped is not None:
+            return self.run_stopped
+        if role is not None and role.limits != Limits():
+            why = role.limits.refusal(session.role_totals.get(role.name, UsageTotals()))
+            if why is not None:
+                return f"the {role.name} role's {why}"
+        return session.limits.refusal(session.totals)
+
+    def record(self, session: GatewaySession, role: Role, protocol: str, via: str) -> CallRecord:
+        self._seq += 1
+        rec = CallRecord(
+            seq=len(session.calls) + 1,
+            role=role.name,
+            model=role.endpoint.model,
+            protocol=protocol,
+            via=via,
+            started_at=time.time(),
+        )
+        session.calls.append(rec)
+        return rec
+
+    def refuse(self, session: GatewaySession, role: Role, protocol: str, via: str, why: str) -> ModelCallError:
+        msg = f"acx refused the model call: {why}"
+        rec = self.record(session, role, protocol, via)
+        rec.finished_at = rec.started_at
+        rec.error = {"kind": "limit_exceeded", "message": msg}
+        if not session.closed:
+            session.refusals.append(msg)
+        return ModelCallError("limit_exceeded", msg)
+
+    def account(self, session: GatewaySession, role: Role, rec: CallRecord, resp: ModelResponse | None) -> None:
+        usage = resp.usage if resp is not None else None
+        cost = cost_of(usage, role.price) if resp is not None else None
+        if resp is None:
+            return
+        rec.usage = usage.to_dict() if usage is not None else None
+        rec.cost_usd = None if cost is None else round(cost, 10)
+        # A cached answer counts as consumed (token and call limits) but not as paid (cost).
+        session.totals.add(usage, cost, cached=rec.cached)
+        session.role_totals.setdefault(role.name, UsageTotals()).add(usage, cost, cached=rec.cached)
+        self.totals.add(usage, cost, cached=rec.cached)
+        limit = self.run_max_cost_usd
+        if limit is not None and self.run_stopped is None:
+            if self.totals.cost_unknown:
+                self.stop_run(f"the run's max_cost_usd = {limit:g} cannot be enforced: a call's cost is unknown")
+            elif self.totals.cost_usd >= limit:
+                self.stop_run(f"the run's max_cost_usd = {limit:g} reached (${self.totals.cost_usd:.6f} spent)")
+
+    def failed(self, session: GatewaySession, rec: CallRecord, exc: ModelCallError) -> None:
+        rec.finished_at = time.time()
+        rec.status = exc.status
+        rec.error = {"kind": exc.kind, "message": exc.message}
+        rec.attempts = [a for a in exc.records if isinstance(a, AttemptRecord)]
+        session.totals.add_failed()
+        session.role_totals.setdefault(rec.role, UsageTotals()).add_failed()
+        self.totals.add_failed()
+
+    def stop_run(self, message: str) -> None:
+        self.run_stopped = message
+        if self.on_run_limit is not None:
+            self.on_run_limit(message)
+
+
+class _Answers:
+    """Where a call's answer comes from: the model (through the client, counted against the
+    session in the fair slot sharing), the model-call cache, or the replayed run."""
+
+    def __init__(
+        self,
+        roles: dict[str, Role],
+        client: ModelClient,
+        cache: CallCache | None,
+        replay: Replay | None,
+        keys: _RoleKeys,
+    ) -> None:
+        self.roles = roles
+        self.client = client
+        self.cache = cache
+        self.replay = replay
+        self.keys = keys
+
+    async def exchange(self, session: GatewaySession, rec: CallRecord, *args: Any, **kwargs: Any) -> Any:
         """``client.exchange`` for one of ``session``'s calls, counted against the session in
         the fair slot sharing; ``None`` (the call recorded ``cancelled``) when the session
         closed first. A client that hung up cancels it from outside: recorded, then re-raised."""
         if session.replay is not None:
             return self._replayed(session, rec, args[2], kwargs.get("parse"), bool(kwargs.get("stream")))
-        mode = self._cache_mode(rec.role)
+        mode = self.cache_mode(rec.role)
         if mode != "off":
             rec.cache_key = cache_key(rec.protocol, args[2])
             if reads(mode):
@@ -443,18 +652,18 @@ class Gateway:
             with scope:
                 ex = await self.client.exchange(*args, owner=session.owner, **kwargs)
                 if writes(mode) and not kwargs.get("stream"):
-                    await self._cache_store(session, rec, ex.body)
+                    await self.cache_store(session, rec, ex.body)
                 return ex
-            self._abandoned(session, rec, "its attempt ended while the call was in flight")
+            _mark_abandoned(rec, "its attempt ended while the call was in flight")
             return None
         except trio.Cancelled:
-            self._abandoned(session, rec, "the agent hung up (or the run stopped) while the call was in flight")
+            _mark_abandoned(rec, "the agent hung up (or the run stopped) while the call was in flight")
             raise
         finally:
             session.in_flight.discard(scope)
 
     # ---- the model-call cache --------------------------------------------------------------------
-    def _cache_mode(self, role_name: str) -> str:
+    def cache_mode(self, role_name: str) -> str:
         role = self.roles.get(role_name)
         return role.cache if role is not None and self.cache is not None else "off"
 
@@ -492,16 +701,14 @@ class Gateway:
         body = {"type": "error", "error": {"type": "cache_miss", "code": "cache_miss", "message": msg}}
         return ModelCallError("cache_miss", msg, status=404, body=json.dumps(body).encode())
 
-    async def _cache_store(
-        self, session: GatewaySession, rec: CallRecord, body: bytes, *, stream: bool = False
-    ) -> None:
+    async def cache_store(self, session: GatewaySession, rec: CallRecord, body: bytes, *, stream: bool = False) -> None:
         """Stores an upstream answer under ``rec``'s key, scrubbed of the role's key (the relay's
         forms) and, by the store, of every secret of the run. A failed write never fails the call."""
         cache, key = self.cache, rec.cache_key
         if cache is None or key is None or rec.cached:
             return
         role = self.roles[rec.role]
-        answer = CachedAnswer(key, rec.protocol, rec.model, stream, 200, self._scrubber(role).scrub(body))
+        answer = CachedAnswer(key, rec.protocol, rec.model, stream, 200, self.keys.scrubber(role).scrub(body))
         try:
             with trio.CancelScope(shield=True):  # a write begun is finished (the temp file is not left)
                 await trio.to_thread.run_sync(cache.put, answer)
@@ -562,159 +769,32 @@ class Gateway:
         session.replay_divergences.append(message)
         return _replay_error("replay_diverged", message)
 
-    def _abandoned(self, session: GatewaySession, rec: CallRecord, why: str) -> None:
-        rec.finished_at = time.time()
-        rec.error = {"kind": "cancelled", "message": f"acx gateway: the call was abandoned: {why}"}
 
-    # ---- calls -----------------------------------------------------------------------------------
-    def _refusal(self, session: GatewaySession, role: Role | None = None) -> str | None:
-        if session.closed:
-            return "the session is closed"
-        if self.run_stopped is not None:
-            return self.run_stopped
-        if role is not None and role.limits != Limits():
-            why = role.limits.refusal(session.role_totals.get(role.name, UsageTotals()))
-            if why is not None:
-                return f"the {role.name} role's {why}"
-        return session.limits.refusal(session.totals)
+class _HttpFront:
+    """The gateway's HTTP endpoint for agents in sandboxes: the session's token checked, the
+    request checked, then translated to the role's protocol or forwarded (a stream as it arrives)."""
 
-    def _record(self, session: GatewaySession, role: Role, protocol: str, via: str) -> CallRecord:
-        self._seq += 1
-        rec = CallRecord(
-            seq=len(session.calls) + 1,
-            role=role.name,
-            model=role.endpoint.model,
-            protocol=protocol,
-            via=via,
-            started_at=time.time(),
-        )
-        session.calls.append(rec)
-        return rec
-
-    def _refuse(self, session: GatewaySession, role: Role, protocol: str, via: str, why: str) -> ModelCallError:
-        msg = f"acx refused the model call: {why}"
-        rec = self._record(session, role, protocol, via)
-        rec.finished_at = rec.started_at
-        rec.error = {"kind": "limit_exceeded", "message": msg}
-        if not session.closed:
-            session.refusals.append(msg)
-        return ModelCallError("limit_exceeded", msg)
-
-    def _account(self, session: GatewaySession, role: Role, rec: CallRecord, resp: ModelResponse | None) -> None:
-        usage = resp.usage if resp is not None else None
-        cost = cost_of(usage, role.price) if resp is not None else None
-        if resp is None:
-            return
-        rec.usage = usage.to_dict() if usage is not None else None
-        rec.cost_usd = None if cost is None else round(cost, 10)
-        # A cached answer counts as consumed (token and call limits) but not as paid (cost).
-        session.totals.add(usage, cost, cached=rec.cached)
-        session.role_totals.setdefault(role.name, UsageTotals()).add(usage, cost, cached=rec.cached)
-        self.totals.add(usage, cost, cached=rec.cached)
-        limit = self.run_max_cost_usd
-        if limit is not None and self.run_stopped is None:
-            if self.totals.cost_unknown:
-                self._stop_run(f"the run's max_cost_usd = {limit:g} cannot be enforced: a call's cost is unknown")
-            elif self.totals.cost_usd >= limit:
-                self._stop_run(f"the run's max_cost_usd = {limit:g} reached (${self.totals.cost_usd:.6f} spent)")
-
-    def _failed(self, session: GatewaySession, rec: CallRecord, exc: ModelCallError) -> None:
-        rec.finished_at = time.time()
-        rec.status = exc.status
-        rec.error = {"kind": exc.kind, "message": exc.message}
-        rec.attempts = [a for a in exc.records if isinstance(a, AttemptRecord)]
-        session.totals.add_failed()
-        session.role_totals.setdefault(rec.role, UsageTotals()).add_failed()
-        self.totals.add_failed()
-
-    def _stop_run(self, message: str) -> None:
-        self.run_stopped = message
-        if self.on_run_limit is not None:
-            self.on_run_limit(message)
-
-    def _secrets(self, role: Role) -> tuple[str, ...]:
-        # Per role, once: the wrapped credential is a base64 encoding per call otherwise.
-        found = self._role_secrets.get(role.name)
-        if found is None:
-            ep = role.endpoint
-            # Not a placeholder (`api_key: none`) or a too-short literal: cutting "none" out of
-            # every answer would mangle text and protect nothing (the W0305 rule).
-            found = tuple(x for x in {ep.api_key, ep.credential()} if x and is_secret_value(x))
-            self._role_secrets[role.name] = found
-        return found
-
-    def _scrubber(self, role: Role) -> RelayScrubber:
-        """A fresh scrubber of the role's key forms (computed once per role)."""
-        forms = self._role_forms.get(role.name)
-        if forms is None:
-            forms = self._role_forms[role.name] = secret_forms(self._secrets(role))
-        return RelayScrubber(forms)
-
-    def _upstream(self, role: Role, protocol: Protocol) -> tuple[str, dict[str, str]]:
-        """URL and auth headers of a call passed through in ``protocol`` (per role, once)."""
-        key = (role.name, protocol)
-        found = self._routes.get(key)
-        if found is None:
-            ep = role.endpoint
-            found = (call_path(protocol, ep.base_url), auth_headers(protocol, ep.credential(), ep.anthropic_version))
-            self._routes[key] = found
-        return found
-
-    async def _call_in_process(
+    def __init__(
         self,
-        session: GatewaySession,
-        role_name: str,
-        request: ChatRequest,
-        *,
-        via: str = "in-process",
-        request_bytes: int = 0,
-    ) -> ModelResponse:
-        role = self._role(role_name)
-        ep = role.endpoint
-        why = self._refusal(session, role)
-        if why is not None:
-            raise self._refuse(session, role, ep.protocol, via, why)
-        url, body, headers = build_call(ep, request)
-        rec = self._record(session, role, ep.protocol, via)
-        rec.request = body
-        rec.secrets = self._secrets(role)
-        rec.normalized_request = request
-        try:
-            ex = await self._exchange(
-                session, rec, ep, url, body, headers, parse=lambda d: parse_response(ep.protocol, d)
-            )
-        except ModelCallError as exc:
-            self._failed(session, rec, exc)
-            raise
-        finally:
-            if not rec.finished_at:
-                rec.finished_at = time.time()
-        if ex is None:
-            raise ModelCallError("cancelled", rec.error["message"] if rec.error else "cancelled")
-        rec.finished_at = time.time()
-        # A host-side harness (and a translated answer) gets the answer without the key (M4).
-        resp, cut = scrub_response(ex.parsed, rec.secrets)
-        session.secrets_cut += cut
-        rec.attempts = ex.attempts
-        rec.status = ex.status
-        rec.response = resp.raw
-        rec.normalized_response = resp
-        keep_within_caps(rec, session, answer_bytes=len(ex.body), request_bytes=request_bytes)
-        self._account(session, role, rec, resp)
-        return resp
+        roles: dict[str, Role],
+        sessions: dict[str, tuple[GatewaySession, str]],
+        ledger: _Ledger,
+        keys: _RoleKeys,
+        answers: _Answers,
+        call_in_process: Callable[..., Awaitable[ModelResponse]],
+    ) -> None:
+        self.roles = roles
+        #: Token → (session, role) of every open session.
+        self.sessions = sessions
+        self.ledger = ledger
+        self.keys = keys
+        self.answers = answers
+        self.call_in_process = call_in_process
 
-    def _role(self, name: str) -> Role:
-        if name not in self.roles:
-            raise ModelCallError(
-                "refused", f"the run has no model role {name!r} (roles: {', '.join(sorted(self.roles))})"
-            )
-        return self.roles[name]
-
-    # ---- HTTP ------------------------------------------------------------------------------------
-    async def _handle(self, method: str, target: str, headers: dict[str, str], body: bytes) -> Reply:
+    async def handle(self, method: str, target: str, headers: dict[str, str], body: bytes) -> Reply:
         path = target.split("?", 1)[0]
         token = _token_of(headers)
-        entry = self._sessions.get(token) if token else None
+        entry = self.sessions.get(token) if token else None
         if entry is None:
             why = "no acx session token" if not token else "unknown or expired session token (its session has ended)"
             return _error(401, "authentication_error", f"acx gateway: {why}")
@@ -759,9 +839,9 @@ class Gateway:
                 f"acx gateway: streaming across protocols is not supported: this run's {role_name} model "
                 f"speaks {ep.protocol}; send stream: false, or call {_URLS[ep.protocol]}",
             )
-        refusal = self._refusal(session, role)
+        refusal = self.ledger.refusal(session, role)
         if refusal is not None:
-            err = self._refuse(session, role, protocol, "http", refusal)
+            err = self.ledger.refuse(session, role, protocol, "http", refusal)
             return _error(400, "limit_exceeded", err.message)
         if protocol != ep.protocol:
             return await self._translate(session, role, protocol, incoming, len(body))
@@ -797,7 +877,7 @@ class Gateway:
                 f"parameter(s) {', '.join(bad)} cannot be translated: drop them, or call {want}",
             )
         try:
-            resp = await self._call_in_process(session, role.name, request, via="http", request_bytes=size)
+            resp = await self.call_in_process(session, role.name, request, via="http", request_bytes=size)
         except ModelCallError as exc:
             status = (
                 exc.status if exc.status is not None and exc.status < 500 else (504 if exc.kind == "timeout" else 502)
@@ -815,11 +895,11 @@ class Gateway:
         outgoing = {**ep.params, **incoming, "model": ep.model}
         if incoming.get("stream"):
             return await self._forward_stream(session, role, protocol, outgoing, size)
-        rec = self._record(session, role, protocol, "http")
+        rec = self.ledger.record(session, role, protocol, "http")
         rec.request = outgoing
-        rec.secrets = self._secrets(role)
-        url, headers = self._upstream(role, protocol)
-        scrubber = self._scrubber(role)
+        rec.secrets = self.keys.secrets(role)
+        url, headers = self.keys.upstream(role, protocol)
+        scrubber = self.keys.scrubber(role)
 
         def parse(data: bytes) -> tuple[bytes, ModelResponse]:
             # An answer that reflects the key is cut before anything reads it (M4): the agent,
@@ -828,13 +908,13 @@ class Gateway:
             return data, parse_response(protocol, data)
 
         try:
-            ex = await self._exchange(session, rec, ep, url, outgoing, headers, parse=parse)
+            ex = await self.answers.exchange(session, rec, ep, url, outgoing, headers, parse=parse)
         except ModelCallError as exc:
-            self._failed(session, rec, exc)
+            self.ledger.failed(session, rec, exc)
             if exc.body is not None and exc.status is not None:
                 return (
                     exc.status,
-                    self._scrubber(role).scrub(exc.body),
+                    self.keys.scrubber(role).scrub(exc.body),
                     [],
                 )  # the server's own 4xx answer, passed through
             status = 504 if exc.kind == "timeout" else 502
@@ -849,7 +929,7 @@ class Gateway:
         rec.response = resp.raw
         rec.normalized_response = resp
         keep_within_caps(rec, session, answer_bytes=len(body), request_bytes=size)
-        self._account(session, role, rec, resp)
+        self.ledger.account(session, role, rec, resp)
         return ex.status, body, []
 
     async def _forward_stream(
@@ -860,16 +940,16 @@ class Gateway:
         ep = role.endpoint
         if protocol == "openai-chat" and "stream_options" not in outgoing:
             outgoing["stream_options"] = {"include_usage": True}  # usage arrives in the last chunk
-        rec = self._record(session, role, protocol, "http")
+        rec = self.ledger.record(session, role, protocol, "http")
         rec.request = outgoing
-        rec.secrets = self._secrets(role)
-        url, headers = self._upstream(role, protocol)
+        rec.secrets = self.keys.secrets(role)
+        url, headers = self.keys.upstream(role, protocol)
         try:
-            ex = await self._exchange(session, rec, ep, url, outgoing, headers, stream=True)
+            ex = await self.answers.exchange(session, rec, ep, url, outgoing, headers, stream=True)
         except ModelCallError as exc:
-            self._failed(session, rec, exc)
+            self.ledger.failed(session, rec, exc)
             if exc.body is not None and exc.status is not None:
-                return exc.status, self._scrubber(role).scrub(exc.body), []
+                return exc.status, self.keys.scrubber(role).scrub(exc.body), []
             return _error(504 if exc.kind == "timeout" else 502, "api_error", f"acx gateway: {exc.message}")
         if ex is None:
             return _abandoned_reply(rec)
@@ -877,7 +957,7 @@ class Gateway:
         rec.status = ex.status
 
         received = bytearray()
-        scrubber = self._scrubber(role)
+        scrubber = self.keys.scrubber(role)
 
         framer = _EventFramer()
 
@@ -941,22 +1021,27 @@ class Gateway:
                 # stalled every other attempt's calls for seconds (issue 24 item 3).
                 resp, cut = fold(data) if len(data) < OFF_THREAD_BYTES else await trio.to_thread.run_sync(fold, data)
             except ModelCallError as exc:
-                self._failed(session, rec, exc)
+                self.ledger.failed(session, rec, exc)
             else:
                 session.secrets_cut += cut
                 rec.response = resp.raw
                 rec.normalized_response = resp
                 keep_within_caps(rec, session, answer_bytes=len(data), request_bytes=size)
-                self._account(session, role, rec, resp)
-                if writes(self._cache_mode(role.name)) and ex.stream_error is None and not abandoned:
-                    await self._cache_store(session, rec, data, stream=True)  # complete answers only
+                self.ledger.account(session, role, rec, resp)
+                if writes(self.answers.cache_mode(role.name)) and ex.stream_error is None and not abandoned:
+                    await self.answers.cache_store(session, rec, data, stream=True)  # complete answers only
             if ex.stream_error is not None:  # what the call's record says first: it was cut
                 rec.error = {"kind": "stream_cut", "message": ex.stream_error}
             if abandoned:
-                self._abandoned(session, rec, abandoned[0])
+                _mark_abandoned(rec, abandoned[0])
 
         out = _Relay(relay(), ex, finish)
         return ex.status, out, []
+
+
+def _mark_abandoned(rec: CallRecord, why: str) -> None:
+    rec.finished_at = time.time()
+    rec.error = {"kind": "cancelled", "message": f"acx gateway: the call was abandoned: {why}"}
 
 
 class _Relay:
