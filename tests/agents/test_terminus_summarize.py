@@ -209,3 +209,15 @@ def test_summarize_false_ends_the_attempt_on_a_context_overflow(tmp_path, monkey
     assert "exceeds the model's context after 1 turn(s) and summarize is false" in issue["message"]
     assert "maximum context length" in issue["message"]  # the model's own words
     assert len(srv.requests) == 2  # no summary was asked for
+
+
+def test_another_model_error_is_not_summarized(tmp_path, monkeypatch, capsys) -> None:
+    script = [reply(("echo one > a.txt\n", 0.3)), error(400, "scripted refusal")]
+    with FakeModelServer(script, default=None) as srv:
+        result = _run(tmp_path, monkeypatch, srv, {})
+    capsys.readouterr()
+    term = result["telemetry"]["terminus"]
+    assert term["stop_reason"] == "model_failed" and term["summarizations"] == []
+    (issue,) = [i for i in result["issues"] if i["code"] == "model_failed"]
+    assert "scripted refusal" in issue["message"]
+    assert len(srv.requests) == 2

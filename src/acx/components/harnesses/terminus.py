@@ -261,7 +261,10 @@ class TerminusHarness(BaseHarness):
         try:
             resp = await self._call(ctx, models, ep, ep.messages)
         except ModelCallError as exc:
-            if exc.kind != "context_length" or not await self._recover(ctx, models, terminal, ep, exc):
+            if exc.kind != "context_length":
+                self._model_failed(ep, exc)
+                return
+            if not await self._recover(ctx, models, terminal, ep, exc):
                 return
             try:
                 resp = await self._call(ctx, models, ep, ep.messages)
