@@ -49,6 +49,14 @@ if command -v cc >/dev/null 2>&1; then
     export ACX_REQUIRE_CSPAWN=1  # tests fail, not skip, when the helper did not build
 fi
 
+echo "==> tmux (the terminus harness's host tests type into the host's tmux; they skip without it)"
+if ! command -v tmux >/dev/null 2>&1; then
+    SUDO=""
+    if [ "$(id -u)" != "0" ] && command -v sudo >/dev/null 2>&1; then SUDO="sudo"; fi
+    { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq tmux; } \
+        >/tmp/acx-tmux-install.log 2>&1 || cat /tmp/acx-tmux-install.log >&2
+fi
+
 echo "==> installing acx-eval with test and cluster extras"
 python3 -m pip install -q --disable-pip-version-check -e '.[test,cluster]'
 export ACX_REQUIRE_RAY=1  # the cluster tests fail, not skip, without ray

@@ -226,11 +226,56 @@ def test_terminus2_compiles_to_acx_terminus_with_its_params(work: Path) -> None:
     assert _request(_compile(work, "{id: terminus2, max_turns: null}")).harness.params["max_turns"] == 100000
     chain = compiled.provenance["r"]["harness.id"]
     assert chain[-1].source == "harness `terminus2` (AgentCompass id) → terminus"
-    # A summarizing Terminus is not what acx runs: refused where written, with what to do.
+    # AgentCompass's summarization defaults (on, 256000-token fallback window, 8000 free tokens).
+    params = _request(_compile(work, "{id: terminus2}")).harness.params
+    assert (params["summarize"], params["context_limit"], params["proactive_summarization_threshold"]) == (
+        True,
+        256000,
+        8000,
+    )
+
+
+def test_terminus2_summarization_params_map_onto_terminus(work: Path) -> None:  # contracts R7, R10
+    harness = "{id: terminus2, enable_summarize: true, fallback_context_limit: 32000, " + (
+        "proactive_summarization_threshold: 2000}"
+    )
+    compiled = _compile(work, harness)
+    params = _request(compiled).harness.params
+    assert (params["summarize"], params["context_limit"], params["proactive_summarization_threshold"]) == (
+        True,
+        32000,
+        2000,
+    )
+    prov = compiled.provenance["r"]
+    assert prov["harness.params.context_limit"][-1].source.endswith("from terminus2 `fallback_context_limit`")
+    assert _request(_compile(work, "{id: terminus2, enable_summarize: false}")).harness.params["summarize"] is False
+    # Thresholds written beside enable_summarize: false would act on nothing: refused, saying why.
     with pytest.raises(AcxResolutionError) as info:
-        _compile(work, "{id: terminus2, enable_summarize: true}")
+        _compile(work, "{id: terminus2, enable_summarize: false, fallback_context_limit: 32000}")
     (diag,) = info.value.diagnostics
-    assert diag.code == "E0311" and "does not summarize" in diag.help
+    assert diag.code == "E0204" and diag.span is not None and diag.span.line == 9  # at the value written
+    assert "context_limit acts only when summarize is true (AgentCompass: enable_summarize)" in diag.message
+    # A threshold at or above the window would summarize every turn.
+    with pytest.raises(AcxResolutionError) as info:
+        _compile(work, "{id: terminus2, fallback_context_limit: 4000}")
+    (diag,) = info.value.diagnostics
+    assert "must be below context_limit (4000)" in diag.message
+
+
+def test_explain_shows_the_terminus2_summarization_mapping(work: Path) -> None:
+    (work / "t.yaml").write_text(SPEC.format(harness="{id: terminus2, proactive_summarization_threshold: 2000}"))
+    proc = _acx(work, "explain", "t.yaml", "r", "harness.params.proactive_summarization_threshold")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "harness.params.proactive_summarization_threshold = 2000    (request r)"
+    assert (
+        "harness `terminus2` (AgentCompass id) → terminus; from terminus2 `proactive_summarization_threshold`"
+        in (lines[1])
+    )
+    assert "t.yaml:" in proc.stdout  # the line that wrote it, shadowed by the mapping
+    proc = _acx(work, "explain", "t.yaml", "r", "harness.params.summarize")
+    assert proc.returncode == 0, proc.stderr
+    assert "from terminus2 `enable_summarize`" in proc.stdout and "terminus default" in proc.stdout
 
 
 # ---- refused params -------------------------------------------------------------------------------

@@ -92,7 +92,14 @@ def test_terminus_solves_the_harbor_task(tmp_path: Path) -> None:  # contracts H
     assert result["metrics"]["score"] == 1.0, result["issues"]
     assert [i for i in result["issues"] if i["severity"] != "warning"] == [], result["issues"]
     t2 = result["telemetry"]["terminus"]
-    assert t2 == {"turns": 4, "commands": 3, "parse_errors": 0, "stop_reason": "completed"}, t2
+    assert t2 == {
+        "turns": 4,
+        "commands": 3,
+        "parse_errors": 0,
+        "stop_reason": "completed",
+        "summarization_count": 0,
+        "summarizations": [],
+    }, t2
     assert len(srv.requests) == 4 and all(r.path == "/v1/chat/completions" for r in srv.requests)
     assert all(r.headers["authorization"] == f"Bearer {KEY}" for r in srv.requests)
     msgs = [r.body["messages"] for r in srv.requests]

@@ -449,3 +449,45 @@ class TerminusConfig(HarnessConfig, frozen=True, kw_only=True):
         int, msgspec.Meta(ge=1, description="bytes of the final terminal scrollback kept in agent_logs")
     ] = 65536
     cwd: Annotated[str | None, _d("directory the terminal starts in; default the environment workdir")] = None
+    summarize: Annotated[
+        bool,
+        _d(
+            "summarize the conversation and continue in a fresh one when the model's context overflows "
+            "(or proactive_summarization_threshold is reached); false: a context overflow ends the attempt"
+        ),
+    ] = True
+    context_limit: Annotated[
+        int,
+        msgspec.Meta(
+            ge=1,
+            description="the model's context window in tokens (acx does not look it up: set your model's)",
+        ),
+    ] = 256000
+    proactive_summarization_threshold: Annotated[
+        int,
+        msgspec.Meta(
+            ge=0,
+            description="summarize before a turn when context_limit minus the tokens in use is below this; 0: "
+            "only when the model reports the context exceeded",
+        ),
+    ] = 8000
+
+    def __post_init__(self) -> None:
+        # Refused rather than silently ignored (B2): both only act when summarizing.
+        if not self.summarize:
+            inert = [
+                name
+                for name, default in (("context_limit", 256000), ("proactive_summarization_threshold", 8000))
+                if getattr(self, name) != default
+            ]
+            if inert:
+                raise ValueError(
+                    f"{' and '.join(inert)} {'act' if len(inert) > 1 else 'acts'} only when summarize is true "
+                    "(AgentCompass: enable_summarize): "
+                    "remove them or turn summarization on"
+                )
+        elif self.proactive_summarization_threshold >= self.context_limit:
+            raise ValueError(
+                f"proactive_summarization_threshold ({self.proactive_summarization_threshold}) must be below "
+                f"context_limit ({self.context_limit}): otherwise every turn is summarized"
+            )

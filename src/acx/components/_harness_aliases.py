@@ -230,6 +230,13 @@ def _terminus(cfg: AcTerminus2Config) -> dict[str, Translated]:
         "max_turns": Translated(turns, ("max_turns",)),
         "pane_width": Translated(max(cfg.tmux_pane_width, 20), ("tmux_pane_width",)),
         "pane_height": Translated(max(cfg.tmux_pane_height, 5), ("tmux_pane_height",)),
+        # acx looks no model's context window up (AgentCompass asks litellm's model table first):
+        # AgentCompass's fallback is the window acx's terminus always uses.
+        "summarize": Translated(cfg.enable_summarize, ("enable_summarize",)),
+        "context_limit": Translated(cfg.fallback_context_limit, ("fallback_context_limit",)),
+        "proactive_summarization_threshold": Translated(
+            cfg.proactive_summarization_threshold, ("proactive_summarization_threshold",)
+        ),
     }
 
 
@@ -382,13 +389,6 @@ HARNESS_ALIASES: dict[str, MappedHarness | RefusedHarness] = {
                 (False,),
                 "acx keeps the terminal's final scrollback in telemetry.agent_logs.terminal; no asciinema recording",
             ),
-            "enable_summarize": (
-                (False,),
-                "acx's terminus does not summarize its context; bound the episode with `max_turns` or the "
-                "gateway's `model.limits`",
-            ),
-            "fallback_context_limit": ((), "used only by summarization, which acx's terminus does not do"),
-            "proactive_summarization_threshold": ((), "used only by summarization, which acx's terminus does not do"),
             "trajectory_config": (({},), "acx's trajectory comes from the gateway's record of the model calls"),
             # Either value: acx records every model call of the attempt anyway (model_calls.json).
             "store_all_messages": ((False, True), "acx always records every model call (model_calls.json)"),

@@ -139,6 +139,9 @@ class CallRecord:
     cached: bool = False
     #: The call's cache key (``None``: the role's cache is off).
     cache_key: str | None = None
+    #: What the host-side harness that made the call said about it (:meth:`GatewaySession.annotate`):
+    #: extra keys of the call's trajectory step, e.g. terminus's ``context_management``.
+    annotations: dict[str, Any] = field(default_factory=dict)
 
     def chat_request(self) -> ChatRequest | None:
         if self.normalized_request is None and isinstance(self.request, dict):
@@ -264,6 +267,16 @@ class GatewaySession:
             if resp is not None and any(t.id == call_id for t in resp.tool_calls):
                 self.tool_results[(index, call_id)] = {"content": content, "duration_ms": int(duration_ms), **meta}
                 return
+
+    def annotate(self, response: ModelResponse, **fields: Any) -> None:
+        """Extra keys for the trajectory step of the call that answered ``response`` (a host-side
+        harness's own account of the call, e.g. that it asked for a summary of the conversation).
+        A response that is not one of this session's answers is an error of the caller's."""
+        for rec in reversed(self.calls):
+            if rec.normalized_response is response:
+                rec.annotations.update(fields)
+                return
+        raise ValueError("annotate: the response is not an answer of this session's calls")
 
     def env(self, role: str = "agent", *, host: str | None = None) -> dict[str, str]:
         """Variables for an agent in a sandbox: the gateway's URLs and this session's token in

@@ -6,7 +6,9 @@ host-side harness or an agent in the sandbox). Fields as AgentCompass's ``StepIn
 call; ``assistant_content{content, reasoning_content, tool_calls[{id, type, function{name,
 arguments: dict}}]}``; ``observation`` = the tool results the next call carried for this step's
 tool calls; ``metric{prompt_tokens_len, completion_tokens_len, llm_infer_ms, env_action_ms,
-stop_reason}``; ``started_at``/``finished_at`` in ISO 8601 UTC. acx adds ``role`` and ``model``.
+stop_reason}``; ``started_at``/``finished_at`` in ISO 8601 UTC. acx adds ``role`` and ``model``, and
+the keys a host-side harness annotated the call with (``GatewaySession.annotate``; terminus's
+``context_management`` on its summarization calls).
 """
 
 from __future__ import annotations
@@ -124,6 +126,8 @@ def actf_trajectory(
         }
         if call.cached:  # the recorded answer, not a new sample (honest at temperature > 0)
             step["cached"] = True
+        for key, value in call.annotations.items():  # the harness's account (GatewaySession.annotate)
+            step.setdefault(key, value)
         step["started_at"] = iso_now(call.started_at)
         step["finished_at"] = iso_now(call.finished_at)
         steps.append(step)

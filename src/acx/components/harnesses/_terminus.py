@@ -23,15 +23,30 @@ from typing import Any
 __all__ = [
     "Command",
     "Reply",
+    "answers_request",
+    "bare_handoff",
     "completion_check",
+    "estimate_tokens",
     "first_prompt",
+    "handoff",
     "is_special_key",
     "limit_output",
     "new_output",
     "parse_error_feedback",
     "parse_reply",
+    "questions_prompt",
+    "short_handoff",
+    "short_summary_prompt",
+    "summary_request",
+    "unwind",
     "warning_feedback",
 ]
+
+#: Screen characters the fallback handoffs show (the end of the visible screen).
+FALLBACK_SCREEN_CHARS = 1000
+#: Tokens the context-overflow path frees by dropping the latest exchanges before it asks for a
+#: summary (Terminus's margin for the summary request and its answer).
+UNWIND_FREE_TOKENS = 4000
 
 #: A command's wait is capped (Terminus caps it at 60 s: poll again rather than wait long).
 MAX_DURATION = 60.0
@@ -232,3 +247,86 @@ def new_output(previous: str | None, current: str, screen: str) -> tuple[str, st
         if fresh.strip():
             return f"New terminal output:\n{fresh}", current
     return f"Current terminal screen:\n{screen}", current
+
+
+# ---- context summarization (the wording is acx's own; the three-step hand-off is Terminus 2's) ---
+
+
+def summary_request(instruction: str) -> str:
+    """Step 1: asked at the end of the conversation so far."""
+    return (
+        "Your context is nearly full, so another agent will take over this task from here. Write down "
+        "everything it needs to continue without you.\n\n"
+        f"The task:\n{instruction}\n\n"
+        "Cover, in detail:\n"
+        "1. What you did: each significant command and what it showed.\n"
+        "2. What you found out: files and their locations, configuration, errors, the state of the system.\n"
+        "3. Problems you hit and how you got past them (or did not).\n"
+        "4. Where things stand now: what is done and what is left.\n\n"
+        "Answer in plain text (not the JSON reply format): the other agent sees only what you write here."
+    )
+
+
+def questions_prompt(instruction: str, summary: str, screen: str) -> str:
+    """Step 2, in a fresh conversation: the new agent reads the summary and asks what it misses."""
+    return (
+        "You are taking over a command-line task from another agent, which left you its notes.\n\n"
+        f"The task:\n{instruction}\n\n"
+        f"The other agent's notes:\n{summary}\n\n"
+        f"The terminal now shows:\n{screen}\n\n"
+        "Before you start, ask the other agent about anything the notes leave open on the state of the "
+        "work: at least five questions, more if you need them. It will answer once, and then you are on "
+        "your own, so ask everything now. Answer in plain text."
+    )
+
+
+def answers_request(questions: str) -> str:
+    """Step 3, back in the full conversation (after the summary): answer the new agent."""
+    return f"The agent taking over asks the following. Answer each question fully, one by one:\n\n{questions}"
+
+
+def handoff(answers: str) -> str:
+    """The fresh conversation's next user message: the answers, and back to work."""
+    return (
+        f"The other agent answered:\n\n{answers}\n\n"
+        "Carry on with the task from where it stopped. There are no more questions: from now on reply "
+        "with the JSON format described in the first message, as before."
+    )
+
+
+def short_summary_prompt(instruction: str, screen: str) -> str:
+    """The fallback when the three-step hand-off failed: one short call without the history."""
+    return (
+        f"A command-line task is under way:\n{instruction}\n\n"
+        f"The end of its terminal screen:\n{screen[-FALLBACK_SCREEN_CHARS:]}\n\n"
+        "In two or three sentences, say what the next steps should be."
+    )
+
+
+def short_handoff(instruction: str, summary: str) -> str:
+    return f"{instruction}\n\nNotes on the next steps: {summary}"
+
+
+def bare_handoff(instruction: str, screen: str) -> str:
+    """The last fallback, with no model call: the task and the end of the screen."""
+    return f"{instruction}\n\nThe terminal's screen ends with:\n{screen[-FALLBACK_SCREEN_CHARS:]}"
+
+
+def _chars(messages: list[dict[str, Any]]) -> int:
+    return sum(len(str(m.get("content") or "")) for m in messages)
+
+
+def estimate_tokens(messages: list[dict[str, Any]], *, per_char: float = 0.25) -> int:
+    """Tokens of ``messages`` at ``per_char`` tokens a character (the ratio of the model's last
+    count; about four characters a token when no usage calibrates it)."""
+    return round(_chars(messages) * per_char)
+
+
+def unwind(messages: list[dict[str, Any]], *, budget: int, per_char: float) -> tuple[list[dict[str, Any]], int]:
+    """``messages`` (ending with an assistant turn) without their latest exchanges (a user
+    message and the reply to it, in pairs) until their estimated tokens fit ``budget``; the
+    first exchange (the task and the first reply) always stays. Returns the kept messages and how many were dropped."""
+    kept = list(messages)
+    while len(kept) > 2 and estimate_tokens(kept, per_char=per_char) > budget:
+        kept = kept[:-2]
+    return kept, len(messages) - len(kept)

@@ -48,15 +48,31 @@ def _issue(severity: str, phase: str, code: str, message: str) -> ExecutionIssue
     return ExecutionIssue(severity=severity, phase=phase, code=code, message=message)  # type: ignore[arg-type]
 
 
+def _terminus_chars(messages: list[dict[str, Any]]) -> int:
+    return sum(len(str(m.get("content") or "")) for m in messages)
+
+
 @dataclass
 class _Episode:
     messages: list[dict[str, Any]]
+    #: The task as the model first saw it (the hand-off prompts repeat it).
+    instruction: str = ""
     turns: int = 0
     parse_errors: int = 0
     commands: int = 0
     pending_completion: bool = False
     stop: str = "running"
     issues: list[ExecutionIssue] = field(default_factory=list)
+    #: The model's token count of the conversation at its last answer (prompt + completion), and
+    #: the conversation's characters then; None when it reported no usage or after a hand-off.
+    context_tokens: int | None = None
+    counted_chars: int = 0
+    #: Tokens a character, from the latest usage (estimates of conversations the model did not count).
+    per_char: float = 0.25
+    #: One record per summarization (telemetry.terminus.summarizations).
+    summaries: list[dict[str, Any]] = field(default_factory=list)
+    #: Set by a hand-off: the next answered call's trajectory step says it starts the fresh conversation.
+    handoff: dict[str, Any] | None = None
 
 
 class _Terminal:
@@ -170,7 +186,7 @@ class TerminusHarness(BaseHarness):
         try:
             prompt = with_network_notice(ctx.prepared.input.prompt, ctx.plan)
             first = _terminus.first_prompt(prompt, await terminal.observe())
-            ep = _Episode(messages=[{"role": "user", "content": first}])
+            ep = _Episode(messages=[{"role": "user", "content": first}], instruction=prompt)
             await self._loop(ctx, ctx.models, terminal, ep)
             screen = await terminal.capture(whole=True) if ep.stop != "session_ended" else ""
         finally:
@@ -181,6 +197,8 @@ class TerminusHarness(BaseHarness):
                 "commands": ep.commands,
                 "parse_errors": ep.parse_errors,
                 "stop_reason": ep.stop,
+                "summarization_count": sum(1 for r in ep.summaries if r["method"] != "failed"),
+                "summarizations": ep.summaries,
             },
             "duration_seconds": round(time.monotonic() - started, 3),
         }
@@ -204,30 +222,78 @@ class TerminusHarness(BaseHarness):
                 return
             await self._turn(ctx, models, terminal, ep)
 
-    async def _turn(self, ctx: HarnessContext, models: Any, terminal: _Terminal, ep: _Episode) -> None:
+    async def _call(self, ctx: HarnessContext, models: Any, ep: _Episode, messages: list[dict[str, Any]]) -> Any:
+        """One model call within the run budget: the answer, or None when the budget ran out (the
+        episode then stops). A failed call raises ``ModelCallError``."""
         import trio
 
-        from acx.models import ChatRequest, ModelCallError
+        from acx.models import ChatRequest
+
+        left = ctx.remaining()
+        if left is not None and left <= 0:
+            self._out_of_time(ctx, ep)
+            return None
+        request = ChatRequest(messages=list(messages))
+        try:
+            if left is None:
+                return await models.complete(request)
+            with trio.fail_after(left):
+                return await models.complete(request)
+        except trio.TooSlowError:
+            self._out_of_time(ctx, ep)
+            return None
+
+    async def _turn(self, ctx: HarnessContext, models: Any, terminal: _Terminal, ep: _Episode) -> None:
+        from acx.models import ModelCallError
 
         left = ctx.remaining()
         if left is not None and left <= 0:
             self._out_of_time(ctx, ep)
             return
+        c = self.config
+        if c.summarize and c.proactive_summarization_threshold > 0 and len(ep.messages) > 2:
+            free = c.context_limit - self._tokens_in_use(ep)
+            if free < c.proactive_summarization_threshold:
+                await self._summarize(ctx, models, terminal, ep, trigger="proactive", free_tokens=free)
+                if ep.stop != "running":
+                    return
         ep.turns += 1
         try:
-            request = ChatRequest(messages=list(ep.messages))
-            if left is None:
-                resp = await models.complete(request)
-            else:
-                with trio.fail_after(left):
-                    resp = await models.complete(request)
-        except trio.TooSlowError:
-            self._out_of_time(ctx, ep)
-            return
+            resp = await self._call(ctx, models, ep, ep.messages)
         except ModelCallError as exc:
-            self._model_failed(ep, exc)
+            if exc.kind != "context_length":
+                self._model_failed(ep, exc)
+                return
+            if not await self._recover(ctx, models, terminal, ep, exc):
+                return
+            try:
+                resp = await self._call(ctx, models, ep, ep.messages)
+            except ModelCallError as again:
+                if again.kind == "context_length":
+                    ep.stop = "model_failed"
+                    ep.issues.append(
+                        _issue(
+                            "error",
+                            "run",
+                            "model_failed",
+                            "the conversation still exceeds the model's context after summarization "
+                            f"(summarization {len(ep.summaries)}): {again.message}",
+                        )
+                    )
+                else:
+                    self._model_failed(ep, again)
+                return
+        if resp is None:
             return
+        if ep.handoff is not None:
+            models.annotate(resp, context_management={"type": "handoff", **ep.handoff})
+            ep.handoff = None
         ep.messages.append({"role": "assistant", "content": resp.content or ""})
+        # What the conversation holds now, as the model counted it (None: it reported no usage).
+        ep.context_tokens = (resp.usage.prompt_tokens + resp.usage.completion_tokens) if resp.usage else None
+        ep.counted_chars = _terminus_chars(ep.messages)
+        if ep.context_tokens and ep.counted_chars:
+            ep.per_char = ep.context_tokens / ep.counted_chars
         reply = _terminus.parse_reply(resp.content or "")
         ctx.emit("agent_turn", {"turn": ep.turns, "commands": len(reply.commands), "parse_error": bool(reply.error)})
         if reply.error:
@@ -248,6 +314,165 @@ class TerminusHarness(BaseHarness):
             if reply.warnings:
                 observation = _terminus.warning_feedback(reply, observation)
         ep.messages.append({"role": "user", "content": observation})
+
+    # ---- context summarization -----------------------------------------------------------------
+    def _tokens_in_use(self, ep: _Episode) -> int:
+        """Tokens of the conversation before the pending user message: the model's count at its
+        last answer when it reported usage, else an estimate from the characters."""
+        history = ep.messages[:-1]
+        if ep.context_tokens is not None and ep.counted_chars == _terminus_chars(history):
+            return ep.context_tokens
+        return _terminus.estimate_tokens(history, per_char=ep.per_char)
+
+    async def _recover(self, ctx: HarnessContext, models: Any, terminal: _Terminal, ep: _Episode, exc: Any) -> bool:
+        """The model said the conversation no longer fits its context: summarize (True: the
+        turn's call is made again, in the fresh conversation) or end the attempt."""
+        if not self.config.summarize:
+            ep.stop = "model_failed"
+            ep.issues.append(
+                _issue(
+                    "error",
+                    "run",
+                    "model_failed",
+                    f"the conversation exceeds the model's context after {ep.turns - 1} turn(s) and "
+                    f"summarize is false: {exc.message}",
+                )
+            )
+            return False
+        if len(ep.messages) <= 2:
+            ep.stop = "model_failed"
+            ep.issues.append(
+                _issue(
+                    "error",
+                    "run",
+                    "model_failed",
+                    f"the first prompt alone exceeds the model's context (nothing to summarize): {exc.message}",
+                )
+            )
+            return False
+        await self._summarize(ctx, models, terminal, ep, trigger="context_length", free_tokens=None)
+        return ep.stop == "running"
+
+    async def _summarize(
+        self,
+        ctx: HarnessContext,
+        models: Any,
+        terminal: _Terminal,
+        ep: _Episode,
+        *,
+        trigger: str,
+        free_tokens: int | None,
+    ) -> None:
+        """Terminus 2's hand-off: the conversation so far (without its pending user message, which
+        the hand-off replaces) is summarized; a fresh agent reads the summary and the terminal and
+        asks what it misses; the full conversation answers; the episode continues in a conversation
+        of the first prompt, the questions and a last user message with the answers.
+
+        After a context overflow the latest exchanges are dropped first (to free
+        ``UNWIND_FREE_TOKENS`` below what last fit), and a failed hand-off falls back to a short
+        summary from the task and the screen alone, then to the task and the screen with no
+        summary. A failed proactive hand-off leaves the conversation as it was (a warning)."""
+        from acx.models import ModelCallError
+
+        n = len(ep.summaries) + 1
+        instruction = ep.instruction
+        history = ep.messages[:-1]
+        dropped = 0
+        if trigger == "context_length":
+            fit = ep.context_tokens if ep.context_tokens is not None else self.config.context_limit
+            budget = min(self.config.context_limit, fit) - _terminus.UNWIND_FREE_TOKENS
+            history, dropped = _terminus.unwind(history, budget=budget, per_char=ep.per_char)
+        record: dict[str, Any] = {"summarization": n, "turn": ep.turns, "trigger": trigger}
+        if free_tokens is not None:
+            record["free_tokens"] = free_tokens
+        if dropped:
+            record["messages_dropped"] = dropped
+        note = {"type": "summarization", "summarization": n, "trigger": trigger}
+
+        async def ask(part: str, messages: list[dict[str, Any]]) -> str | None:
+            resp = await self._call(ctx, models, ep, messages)
+            if resp is None:
+                return None
+            models.annotate(resp, context_management={**note, "part": part})
+            return str(resp.content or "")
+
+        failure = ""
+        try:
+            summary_req = _terminus.summary_request(instruction)
+            summary = await ask("summary", [*history, {"role": "user", "content": summary_req}])
+            if summary is None:
+                return
+            screen = await terminal.capture(whole=False)
+            questions_msg = _terminus.questions_prompt(instruction, summary, screen)
+            questions = await ask("questions", [{"role": "user", "content": questions_msg}])
+            if questions is None:
+                return
+            answers = await ask(
+                "answers",
+                [
+                    *history,
+                    {"role": "user", "content": summary_req},
+                    {"role": "assistant", "content": summary},
+                    {"role": "user", "content": _terminus.answers_request(questions)},
+                ],
+            )
+            if answers is None:
+                return
+            fresh = [
+                history[0],
+                {"role": "user", "content": questions_msg},
+                {"role": "assistant", "content": questions},
+                {"role": "user", "content": _terminus.handoff(answers)},
+            ]
+            self._handed_off(ep, fresh, {**record, "method": "handoff"})
+            return
+        except ModelCallError as exc:
+            if self._ends_attempt(exc):
+                self._model_failed(ep, exc)
+                return
+            failure = exc.message
+        if trigger == "proactive":
+            ep.summaries.append({**record, "method": "failed", "error": failure})
+            ep.issues.append(
+                _issue(
+                    "warning",
+                    "run",
+                    "model_failed",
+                    f"proactive summarization {n} failed ({failure}); the episode continued unsummarized",
+                )
+            )
+            return
+        screen = await terminal.capture(whole=False)
+        try:
+            short = await ask(
+                "short_summary", [{"role": "user", "content": _terminus.short_summary_prompt(instruction, screen)}]
+            )
+            if short is None:
+                return
+            last = _terminus.short_handoff(instruction, short)
+            method = "short_summary"
+        except ModelCallError as exc:
+            if self._ends_attempt(exc):
+                self._model_failed(ep, exc)
+                return
+            last = _terminus.bare_handoff(instruction, screen)
+            method = "screen_only"
+            failure = f"{failure}; then {exc.message}"
+        record = {**record, "method": method, "error": failure}
+        self._handed_off(ep, [*history, {"role": "user", "content": last}], record)
+
+    def _handed_off(self, ep: _Episode, messages: list[dict[str, Any]], record: dict[str, Any]) -> None:
+        ep.messages = messages
+        ep.summaries.append(record)
+        ep.handoff = {"summarization": record["summarization"], "method": record["method"]}
+        ep.pending_completion = False
+        # The fresh conversation's size is estimated until the model's next answer counts it.
+        ep.context_tokens = None
+
+    @staticmethod
+    def _ends_attempt(exc: Any) -> bool:
+        """A failure no fallback can get past (the gateway refuses calls, the key is bad)."""
+        return exc.kind in ("limit_exceeded", "auth", "refused", "cancelled") or exc.status in (401, 402, 403)
 
     async def _type(self, ctx: HarnessContext, terminal: _Terminal, reply: _terminus.Reply, ep: _Episode) -> bool:
         """Type the batch, each command followed by its wait (clipped to the budget left); False
