@@ -35,9 +35,11 @@
 #   ACX_TEST_STRESS=1     run pytest while one CPU burner per core keeps the machine busy (every
 #                         bound in the tests must hold under load; not part of every CI run).
 set -euo pipefail
+# Each step says when it starts (seconds since this script began): CI's 90 minutes are read there.
+step() { echo "==> $* [+${SECONDS}s]"; }
 cd "$(dirname "$0")/.."
 
-echo "==> C compiler and Python headers (acx.drivers._cspawn: commands start straight into their cgroup)"
+step "C compiler and Python headers (acx.drivers._cspawn: commands start straight into their cgroup)"
 if ! command -v cc >/dev/null 2>&1 || ! python3 -c 'import os, sysconfig, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
     SUDO=""
     if [ "$(id -u)" != "0" ] && command -v sudo >/dev/null 2>&1; then SUDO="sudo"; fi
@@ -49,7 +51,7 @@ if command -v cc >/dev/null 2>&1; then
     export ACX_REQUIRE_CSPAWN=1  # tests fail, not skip, when the helper did not build
 fi
 
-echo "==> tmux (the terminus harness's host tests type into the host's tmux; they skip without it)"
+step "tmux (the terminus harness's host tests type into the host's tmux; they skip without it)"
 if ! command -v tmux >/dev/null 2>&1; then
     SUDO=""
     if [ "$(id -u)" != "0" ] && command -v sudo >/dev/null 2>&1; then SUDO="sudo"; fi
@@ -57,7 +59,7 @@ if ! command -v tmux >/dev/null 2>&1; then
         >/tmp/acx-tmux-install.log 2>&1 || cat /tmp/acx-tmux-install.log >&2
 fi
 
-echo "==> installing acx-eval with test and cluster extras"
+step "installing acx-eval with test and cluster extras"
 python3 -m pip install -q --disable-pip-version-check -e '.[test,cluster]'
 export ACX_REQUIRE_RAY=1  # the cluster tests fail, not skip, without ray
 
@@ -77,7 +79,7 @@ if [ -z "${ACX_OPENHANDS_PYTHON:-}" ]; then
     fi
 fi
 
-echo "==> Docker engine and test images"
+step "Docker engine and test images"
 if bash scripts/setup-docker.sh; then
     export ACX_DOCKER_READY=1
 else
@@ -88,7 +90,7 @@ else
     echo "!!! WARNING: no Docker engine could be set up: Docker tests will be SKIPPED !!!" >&2
 fi
 
-echo "==> headless Chromium (report and viewer tests)"
+step "headless Chromium (report and viewer tests)"
 if ! command -v chromium >/dev/null 2>&1; then
     SUDO=""
     if [ "$(id -u)" != "0" ] && command -v sudo >/dev/null 2>&1; then SUDO="sudo"; fi
@@ -104,7 +106,7 @@ else
     echo "!!! WARNING: no chromium: browser tests will be SKIPPED !!!" >&2
 fi
 
-echo "==> the real Codex CLI (tests/agents/test_codex_real.py)"
+step "the real Codex CLI (tests/agents/test_codex_real.py)"
 CODEX_VERSION="$(sed -n 's/^CODEX_VERSION = "\(.*\)"$/\1/p' tests/agents/test_codex_real.py)"
 CODEX_CACHE=".pytest_cache/acx-npm/codex-${CODEX_VERSION}"
 if [ ! -x "$CODEX_CACHE/node_modules/.bin/codex" ]; then
@@ -126,7 +128,7 @@ if ! "$CODEX_CACHE/node_modules/.bin/codex" --version >/dev/null 2>&1; then
     echo "!!! WARNING: no Codex CLI: its end-to-end tests will be SKIPPED !!!" >&2
 fi
 
-echo "==> the real OpenCode CLI (tests/agents/test_opencode_real.py)"
+step "the real OpenCode CLI (tests/agents/test_opencode_real.py)"
 OPENCODE_VERSION="$(sed -n 's/^OPENCODE_VERSION = "\(.*\)"$/\1/p' tests/agents/test_opencode_real.py)"
 OPENCODE_CACHE=".pytest_cache/acx-npm/opencode-${OPENCODE_VERSION}"
 if [ ! -x "$OPENCODE_CACHE/node_modules/.bin/opencode" ] && command -v npm >/dev/null 2>&1; then
@@ -142,7 +144,7 @@ if ! "$OPENCODE_CACHE/node_modules/.bin/opencode" --version >/dev/null 2>&1; the
     echo "!!! WARNING: no OpenCode CLI: its end-to-end tests will be SKIPPED !!!" >&2
 fi
 
-echo "==> the VS Code extension's npm tooling (tests/editors)"
+step "the VS Code extension's npm tooling (tests/editors)"
 # Pinned by the lockfile; reinstalled only when it changed. No install scripts: esbuild and vsce
 # find their platform binaries through their optional dependencies.
 EDITOR_DIR="editors/vscode"
@@ -161,7 +163,7 @@ if ! cmp -s "$EDITOR_DIR/package-lock.json" "$EDITOR_DIR/node_modules/.acx-insta
     echo "!!! WARNING: no editor tooling: tests/editors will be SKIPPED !!!" >&2
 fi
 
-echo "==> the agent compatibility suite's packages (tests/docker/test_agent_compat.py)"
+step "the agent compatibility suite's packages (tests/docker/test_agent_compat.py)"
 # Fetched on the host: inside a docker build npm and PyPI are not reachable. The suite uploads them
 # into the sandbox and installs them offline (once per image: the install cache).
 compat_version() { sed -n "s/^$1 = \"\(.*\)\"\$/\1/p" tests/docker/test_agent_compat.py; }
@@ -238,7 +240,7 @@ if [ "$compat_ok" != "1" ]; then
     echo "!!! WARNING: agent packages missing: the agent compatibility suite will be SKIPPED !!!" >&2
 fi
 
-echo "==> bubblewrap"
+step "bubblewrap"
 if ! bash scripts/setup-bwrap.sh; then
     if [ "${ACX_REQUIRE_BWRAP:-0}" = "1" ]; then
         echo "ERROR: bubblewrap set-up failed and ACX_REQUIRE_BWRAP=1" >&2
@@ -247,12 +249,12 @@ if ! bash scripts/setup-bwrap.sh; then
     echo "!!! WARNING: bubblewrap is not usable: bwrap tests will be SKIPPED !!!" >&2
 fi
 
-echo "==> ruff"
+step "ruff"
 python3 -m ruff check src tests bench
 python3 -m ruff format --check src tests bench
-echo "==> mypy"
+step "mypy"
 python3 -m mypy
-echo "==> pytest"
+step "pytest"
 if [ "${ACX_TEST_STRESS:-0}" = "1" ]; then
     # The suite under load (issue 24): one busy-loop per core for as long as pytest runs, so
     # every bound in the tests must hold on a machine that is fully busy. Not in every CI run.
