@@ -21,7 +21,8 @@ from acx.testing.fake_models import FakeModelServer, error, tool_call
 
 from ._real import home_env, run_qa, shipped_harness, venv_cli
 
-pytestmark = pytest.mark.slow
+# OpenHands starts its whole app per attempt; its fallback install is bounded by 800 s.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 OPENHANDS_VERSION = "1.16.0"
 KEY = "sk-real-upstream-key-openhands-77"

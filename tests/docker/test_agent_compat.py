@@ -43,7 +43,8 @@ import pytest
 from acx.components.harnesses._agents import AGENTS
 from acx.testing.fake_models import FakeModelServer, Step, error, text, tool_call
 
-pytestmark = pytest.mark.slow
+# an install of a real agent into an image is minutes on a cold, busy machine.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "harbor" / "hello-workdir"
