@@ -411,3 +411,25 @@ def test_trajectory_timestamps_are_what_datetime_gives(ts: float) -> None:
     want = datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     assert iso_now(ts) == want
     assert iso_now(ts) == want  # the cached second gives the same
+
+
+def test_annotate_marks_that_calls_step_and_refuses_a_foreign_response() -> None:  # contract M6
+    with FakeModelServer([text("one"), text("two")]) as srv:
+
+        async def fn(gw: Gateway):
+            s, other = gw.open_session("t"), gw.open_session("u")
+            first = await s.complete(REQ)
+            second = await s.complete(REQ)
+            s.annotate(first, context_management={"part": "summary"}, metric={"forged": 1})
+            with pytest.raises(ValueError, match="not an answer of this session"):
+                other.annotate(second, context_management={})
+            s.close()
+            other.close()
+            return s
+
+        s = trio.run(with_gateway, roles(srv), fn)
+    steps = actf_trajectory(s.calls)["steps"]
+    assert steps[0]["context_management"] == {"part": "summary"}
+    assert "context_management" not in steps[1]
+    # An annotation never overwrites what the gateway itself recorded for the step.
+    assert steps[0]["metric"]["stop_reason"] == "stop"
