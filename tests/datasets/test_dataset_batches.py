@@ -87,3 +87,44 @@ def test_an_error_in_a_later_batch_names_its_line(tmp_path: Path, batch: int, ba
     assert message in str(info.value)
     assert info.value.diagnostics[0].span is not None and info.value.diagnostics[0].span.line == 25
     assert str(info.value) == str(expected.value)
+
+
+_FREEZE_PROBE = """
+import gc, json, sys
+from pathlib import Path
+import msgspec
+from acx.components._configs import DatasetConfig
+from acx.components.datasets import load_dataset
+from acx.errors import AcxPlanError
+
+base = Path(sys.argv[1])
+out = {}
+for name in ("small.jsonl", "large.jsonl", "broken.jsonl"):
+    gc.unfreeze()
+    try:
+        load_dataset(msgspec.convert({"path": name}, DatasetConfig), base)
+    except AcxPlanError:
+        pass
+    out[name] = [gc.isenabled(), gc.get_freeze_count() > 0]
+print(json.dumps(out))
+"""
+
+
+def test_a_large_file_freezes_its_tasks_out_of_the_collector_a_small_or_failed_one_does_not(
+    tmp_path: Path,
+) -> None:  # issue 30: the collector stops walking a million loaded tasks; it stays enabled
+    import subprocess
+    import sys
+
+    row = json.dumps({"id": "q", "input": "x" * 200, "target": "1"})
+    large = "".join(row.replace('"q"', f'"q{i}"', 1) + "\n" for i in range(16 * 1024 * 1024 // len(row) + 1))
+    (tmp_path / "large.jsonl").write_text(large)
+    (tmp_path / "small.jsonl").write_text(row + "\n")
+    (tmp_path / "broken.jsonl").write_text(large + "{not json\n")
+    # In a process of its own: gc.freeze() is process-wide, and pytest's worker must not keep it.
+    res = subprocess.run(
+        [sys.executable, "-c", _FREEZE_PROBE, str(tmp_path)], capture_output=True, text=True, timeout=300
+    )
+    assert res.returncode == 0, res.stderr
+    got = json.loads(res.stdout)
+    assert got == {"small.jsonl": [True, False], "large.jsonl": [True, True], "broken.jsonl": [True, False]}
