@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from acx.errors import AcxUserError
@@ -151,8 +151,13 @@ _EDIT = st.tuples(
 )
 
 
+#: Found by this test in CI: a stray `}` in a list inside a value made the outline loop forever.
+_STRAY_BRACE_IN_LIST = [(426, 9, "-$\n "), (562, 4, '[[{"m]}'), (9, 9, "b"), (562, 4, '[[{"m]}')]
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(edits=st.lists(_EDIT, min_size=1, max_size=4), cursor=st.integers(0, 10_000))
+@example(edits=_STRAY_BRACE_IN_LIST, cursor=4614)
 def test_any_edit_any_cursor_no_crash_and_bounded(edits: list[tuple[int, int, str]], cursor: int) -> None:
     """Arbitrary text edits: every request answers (never raises) and in bounded time."""
     text = NIGHTLY
@@ -169,6 +174,16 @@ def test_any_edit_any_cursor_no_crash_and_bounded(edits: list[tuple[int, int, st
     for d in check_buffer(path, text):
         assert d.span is not None and Path(d.span.file) == Path(path)
     assert time.perf_counter() - start < 10
+
+
+@pytest.mark.parametrize("value", ["[}", "[[{}]}", '[[{"m]}\n[[{"m]}  a {', "[)", "[=]", "[;"])
+def test_a_stray_close_in_a_list_is_skipped_not_looped_on(value: str) -> None:
+    """The outline reads past a stray `}`/`)`/`=`/`;` in a list (the parser reports it) and still
+    knows what the text's end expects; it does not give up ("none") nor loop."""
+    text = f"run r {{\n  x = {value}\n  "
+    for k in range(len(text) + 1):
+        outline(text[:k])
+    assert outline(text).expect != "none"
 
 
 def test_hover_on_a_let_never_shows_a_literal_secret(tmp_path: Path) -> None:

@@ -109,7 +109,14 @@ def outline(text: str) -> Outline:
     def peek(k: int = 0) -> Token | None:
         return toks[i + k] if i + k < n else None
 
+    # Every branch either consumes a token or hands it to another mode that does; the bound makes
+    # a mistake in that a partial outline instead of an editor that hangs on a keystroke.
+    budget = 8 * n + 16
     while i < n:
+        budget -= 1
+        if budget < 0:
+            mode = "none"
+            break
         t = toks[i]
         top = frames[-1]
         if mode == "stmt" and top.what == "list":
@@ -231,6 +238,8 @@ def outline(text: str) -> Outline:
             mode = "value" if frames[-1].what == "list" else "stmt"
             continue
         if t.kind == "punct" and t.text in ("}", ";", "=", "(", ")"):
+            if top.what == "list":
+                i += 1  # stray inside a list: statements would hand it straight back to values
             mode = "stmt"
             continue
         if not t.closed:
