@@ -214,7 +214,7 @@ fi
 ls "$OPENHANDS_WHEELS"/openhands-"${COMPAT_OPENHANDS}"-*.whl >/dev/null 2>&1 || compat_ok=0
 # The host-side real-agent tests (tests/agents/test_{real_agents,aider_real,openhands_real}.py) run
 # the same pinned versions from venvs in .pytest_cache/acx-pip/: made here, once, from the wheels
-# just fetched (offline, a few seconds each), so no test installs from PyPI (minutes cold) while
+# just fetched (offline, under a minute each), so no test installs from PyPI (minutes cold) while
 # the suite's clock runs, and no two pytest workers build the same venv at once.
 host_venv() {  # name version binary python wheels package
     local venv=".pytest_cache/acx-pip/$1-$2"
