@@ -83,18 +83,25 @@ def test_report_filters_sort_and_task_page(page: Any, report: tuple[Path, Path, 
     page.fill("[data-testid=search]", "")
     page.press("[data-testid=search]", "Enter")
 
-    page.click("th[data-sort=duration]")
-    page.click("th[data-sort=duration]")  # descending
-    first = page.locator("[data-testid=task-table] tbody tr >> nth=0").get_attribute("data-task")
+    from playwright.sync_api import expect
+
+    # Each click re-renders the table after the hash changes (asynchronously): wait for its arrow
+    # before the next click, and for the sorted first row before reading it.
+    header = page.locator("th[data-sort=duration]")
+    header.click()
+    expect(header).to_have_text("duration (s) ▲", timeout=30_000)
+    header.click()  # descending
+    expect(header).to_have_text("duration (s) ▼", timeout=30_000)
     longest = max((r for r in rows if r[8] is not None), key=lambda r: r[8])
-    assert first == longest[0]
+    first = page.locator("[data-testid=task-table] tbody tr >> nth=0")
+    expect(first).to_have_attribute("data-task", longest[0], timeout=30_000)
 
     page.click("text=next ›")
-    assert "page 2 / 3" in page.inner_text(".pager")
+    expect(page.locator(".pager")).to_contain_text("page 2 / 3", timeout=30_000)
 
     page.goto(out.as_uri() + "#tasks/0?q=task-00000")
     page.click("[data-testid=task-table] a >> text=task-00000")
-    assert page.inner_text("[data-testid=task-title]") == "task-00000"
+    expect(page.locator("[data-testid=task-title]")).to_have_text("task-00000", timeout=30_000)
     assert page.inner_text("[data-testid=instruction]") == "What is 0 + 0?"
     traj = page.locator("[data-testid=trajectory] >> nth=0")
     assert "ACTF_v1.0 — 3 step(s)" in traj.inner_text()
@@ -123,7 +130,9 @@ def test_report_comparison_page(page: Any, report: tuple[Path, Path, Path], shot
     assert f"Only in B ({len(ids_b - ids_a)})" in page.inner_text("#page-compare-1")
     page.screenshot(path=str(shots / "compare.png"), full_page=True)
     page.click("#page-compare-1 a >> nth=0")  # a flipped task opens its page in run B
-    assert page.locator("[data-testid=task-title]").is_visible()
+    from playwright.sync_api import expect
+
+    expect(page.locator("[data-testid=task-title]")).to_be_visible(timeout=30_000)  # after the re-render
     _only_local(page.requests)
     assert page.errors == []
 
