@@ -52,6 +52,12 @@ def _terminus_chars(messages: list[dict[str, Any]]) -> int:
     return sum(len(str(m.get("content") or "")) for m in messages)
 
 
+def _context_failed(ep: _Episode, message: str) -> None:
+    """A context overflow the episode cannot summarize its way out of ends it (an error issue)."""
+    ep.stop = "model_failed"
+    ep.issues.append(_issue("error", "run", "model_failed", message))
+
+
 @dataclass
 class _Episode:
     messages: list[dict[str, Any]]
@@ -270,15 +276,10 @@ class TerminusHarness(BaseHarness):
                 resp = await self._call(ctx, models, ep, ep.messages)
             except ModelCallError as again:
                 if again.kind == "context_length":
-                    ep.stop = "model_failed"
-                    ep.issues.append(
-                        _issue(
-                            "error",
-                            "run",
-                            "model_failed",
-                            "the conversation still exceeds the model's context after summarization "
-                            f"(summarization {len(ep.summaries)}): {again.message}",
-                        )
+                    _context_failed(
+                        ep,
+                        "the conversation still exceeds the model's context after summarization "
+                        f"(summarization {len(ep.summaries)}): {again.message}",
                     )
                 else:
                     self._model_failed(ep, again)
@@ -328,26 +329,15 @@ class TerminusHarness(BaseHarness):
         """The model said the conversation no longer fits its context: summarize (True: the
         turn's call is made again, in the fresh conversation) or end the attempt."""
         if not self.config.summarize:
-            ep.stop = "model_failed"
-            ep.issues.append(
-                _issue(
-                    "error",
-                    "run",
-                    "model_failed",
-                    f"the conversation exceeds the model's context after {ep.turns - 1} turn(s) and "
-                    f"summarize is false: {exc.message}",
-                )
+            _context_failed(
+                ep,
+                f"the conversation exceeds the model's context after {ep.turns - 1} turn(s) and "
+                f"summarize is false: {exc.message}",
             )
             return False
         if len(ep.messages) <= 2:
-            ep.stop = "model_failed"
-            ep.issues.append(
-                _issue(
-                    "error",
-                    "run",
-                    "model_failed",
-                    f"the first prompt alone exceeds the model's context (nothing to summarize): {exc.message}",
-                )
+            _context_failed(
+                ep, f"the first prompt alone exceeds the model's context (nothing to summarize): {exc.message}"
             )
             return False
         await self._summarize(ctx, models, terminal, ep, trigger="context_length", free_tokens=None)
